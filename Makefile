@@ -1,0 +1,46 @@
+# statekit — the two commands: `make demo` and `make test` (each bootstraps .venv itself).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR := demo
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint check-java venv clean help
+
+help:
+	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, show what happened"
+	@echo "make test   build .venv and run the whole test suite (lint, import contracts, unit, Spark)"
+	@echo "make lint   ruff + import contracts only"
+	@echo "make clean  remove .venv and ./$(DEMO_DIR)"
+
+check-java:
+	@$(PYTHON) jobs/java_check.py
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; statekit needs Python 3.10+"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: check-java venv
+	rm -rf $(DEMO_DIR)
+	$(BIN)/python -m reference_pipeline generate --landing $(DEMO_DIR)/landing --batches 36 --seed 7
+	$(BIN)/python -m reference_pipeline run --landing $(DEMO_DIR)/landing \
+		--checkpoint $(DEMO_DIR)/checkpoint --output $(DEMO_DIR)/output \
+		--provider hdfs --partitions 8 --maintenance-interval 1s \
+		--progress-log $(DEMO_DIR)/progress.jsonl
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: check-java lint
+	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR)

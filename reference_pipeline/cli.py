@@ -1,0 +1,280 @@
+"""``python -m reference_pipeline`` (also ``statekit pipeline``): generate events, run the query.
+
+Thin on purpose: options become a ``GeneratorConfig`` or ``RunOptions`` and one call; the
+summary is rendered with rich. Spark is imported only by ``run``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from reference_pipeline.generator import GeneratorConfig, generate, read_manifest
+from reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult
+from reference_pipeline.truth import fraud_labels
+from toolkit.errors import BadInput
+
+DEFAULTS = GeneratorConfig()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """The reference fraud/session pipeline: a realistic stateful query to inspect."""
+
+
+@cli.command("generate")
+@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Landing folder: events/ (read by the query), truth/, generator.json.")
+@click.option("--batches", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Batch files to write (one file = one micro-batch).")
+@click.option("--append", is_flag=True,
+              help="Add batches to an existing landing folder, continuing its numbering.")
+@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int)
+@click.option("--users", default=DEFAULTS.users, show_default=True, type=click.IntRange(min=1),
+              help="Users existing before the first batch.")
+@click.option("--new-users-per-batch", default=DEFAULTS.new_users_per_batch, show_default=True,
+              type=click.IntRange(min=0), help="Brand-new users in every later batch.")
+@click.option("--events-per-batch", default=DEFAULTS.events_per_batch, show_default=True,
+              type=click.IntRange(min=1), help="Target events per batch file.")
+@click.option("--batch-minutes", default=DEFAULTS.batch_minutes, show_default=True,
+              type=click.IntRange(1, 60), help="Event time covered by one batch file.")
+@click.option("--fraud-per-batch", default=DEFAULTS.fraud_per_batch, show_default=True,
+              type=click.FloatRange(min=0), help="Expected injected fraud incidents per batch.")
+@click.option("--near-miss-per-batch", default=DEFAULTS.near_miss_per_batch, show_default=True,
+              type=click.FloatRange(min=0),
+              help="Expected harmless bursts per batch (cleared by auth_ok or unconfirmed).")
+@click.option("--late-per-batch", default=DEFAULTS.late_per_batch, show_default=True,
+              type=click.IntRange(min=0), help="Events per batch arriving behind the watermark.")
+@click.option("--out-of-order", default=DEFAULTS.out_of_order, show_default=True,
+              type=click.FloatRange(0, 1),
+              help="Share of late-in-batch normal events delivered one batch late.")
+@click.option("--start", default=DEFAULTS.start, show_default=True,
+              help="Event time of the first batch (ISO 8601).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool, **options) -> None:
+    """Write deterministic transaction batches (and their ground truth) into LANDING."""
+    ctx = click.get_current_context()
+    manifest = _manifest(landing)
+    if manifest is not None and not append:
+        raise BadInput(f"already holds {manifest[1]} generated batches; pass --append to add more",
+                       path=str(landing))
+    if manifest is not None:
+        config = manifest[0]
+        given = {k: v for k, v in options.items()
+                 if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT}
+        clashes = {k: (getattr(config, k), v) for k, v in given.items() if getattr(config, k) != v}
+        if clashes:
+            detail = ", ".join(f"{k}={new} (folder has {old})" for k, (old, new) in clashes.items())
+            raise BadInput(f"--append must keep the folder's config: {detail}", path=str(landing))
+    else:
+        config = GeneratorConfig(**{f.name: options[f.name] for f in fields(GeneratorConfig)})
+    started = time.perf_counter()
+    try:
+        result = generate(landing, config, batches)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    except OSError as exc:
+        raise BadInput(f"cannot write: {exc.strerror}", path=str(exc.filename or landing)) from exc
+    elapsed = time.perf_counter() - started
+    summary = {
+        "landing": str(landing), "first_batch": result.first_batch,
+        "batches_written": result.batches_written, "total_batches": result.total_batches,
+        "events_written": result.events_written, "fraud_incidents": result.fraud_incidents,
+        "seconds": round(elapsed, 3), "config": asdict(config),
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(
+        f"wrote batches {result.first_batch}..{result.total_batches - 1} "
+        f"({result.events_written} events, {result.fraud_incidents} fraud incidents) "
+        f"to {landing}/events in {elapsed:.2f}s"
+    )
+
+
+def _manifest(landing: Path):
+    try:
+        return read_manifest(landing)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+@cli.command("labels")
+@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path))
+def labels_cmd(landing: Path) -> None:
+    """Print the users the generator made fraudulent (JSON: user → fraud session ids)."""
+    if _manifest(landing) is None:
+        raise BadInput("not a landing folder (no generator.json)", path=str(landing))
+    click.echo(json.dumps(fraud_labels(landing), indent=2, sort_keys=True))
+
+
+def _duration_ms(text: str) -> str:
+    """Accept '1s', '500ms', '2m' or a plain number of milliseconds; return Spark's form."""
+    text = text.strip()
+    if text.isdigit():
+        return f"{text}ms"
+    for suffix in ("ms", "s", "m", "min", "h"):
+        number = text.removesuffix(suffix)
+        if text.endswith(suffix) and number.strip().replace(".", "", 1).isdigit():
+            return text.replace(" ", "")
+    raise click.BadParameter(f"{text!r} is not a duration like 500ms, 1s or 2m")
+
+
+@cli.command("run")
+@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Landing folder written by `generate`.")
+@click.option("--checkpoint", required=True, help="Checkpoint location (path or URL).")
+@click.option("--output", required=True, help="Parquet sink location for alerts and sessions.")
+@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="hdfs",
+              show_default=True, help="State store provider.")
+@click.option("--partitions", default=8, show_default=True, type=click.IntRange(min=1),
+              help="spark.sql.shuffle.partitions (= state partitions; pinned at first run).")
+@click.option("--min-deltas-for-snapshot", type=click.IntRange(min=1), default=None,
+              help="stateStore.minDeltasForSnapshot (Spark's default: 10).")
+@click.option("--maintenance-interval", default=None,
+              help="stateStore.maintenanceInterval, e.g. 1s (Spark's default: 60s). "
+                   "HDFS snapshots are written by this background task.")
+@click.option("--changelog/--no-changelog", default=False, show_default=True,
+              help="RocksDB changelog checkpointing.")
+@click.option("--watermark-delay", default="5 minutes", show_default=True)
+@click.option("--leaky", is_flag=True,
+              help="Run the leaky variant: no timeout, no remove, all transactions in state.")
+@click.option("--trigger", type=click.Choice(["available-now", "processing-time"]),
+              default="available-now", show_default=True,
+              help="available-now: drain the landing folder and stop; processing-time: live.")
+@click.option("--interval", default="10 seconds", show_default=True,
+              help="Trigger interval for processing-time.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
+              help="Stop a live run after this many seconds.")
+@click.option("--progress-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append each StreamingQueryProgress as a JSON line to this file.")
+@click.option("--master", default=None, help="Spark master URL (default local[*]).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="Extra Spark settings, repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
+            confs: tuple[str, ...], as_json: bool, **options) -> None:
+    """Run the fraud/session query over LANDING into CHECKPOINT and OUTPUT."""
+    from jobs.session import build_session, parse_conf_pairs
+    from reference_pipeline.pipeline import MAINTENANCE_CONF, run
+
+    if _manifest(landing) is None:
+        raise BadInput("not a landing folder (run `generate` first)", path=str(landing))
+    if options["maintenance_interval"]:
+        options["maintenance_interval"] = _duration_ms(options["maintenance_interval"])
+    opts = RunOptions(landing=landing, checkpoint=checkpoint, output=output, **options)
+    extra = parse_conf_pairs(confs)
+    session_confs = dict(opts.sql_confs())
+    if opts.maintenance_interval:
+        # The maintenance task starts with the first state store: set it on the session.
+        session_confs[MAINTENANCE_CONF] = opts.maintenance_interval
+    session_confs.update(extra)
+    console = Console(stderr=True, quiet=as_json)
+    for note in _pinned_notes(checkpoint, opts):
+        console.print(f"[yellow]note:[/] {note}")
+    started = time.perf_counter()
+    with console.status("starting Spark…"):
+        spark = build_session("statekit-reference-pipeline", master, session_confs)
+    jvm_s = time.perf_counter() - started
+
+    def on_batch(progress: dict) -> None:
+        ops = progress.get("stateOperators") or [{}]
+        console.print(
+            f"batch {progress['batchId']:>4}: {progress.get('numInputRows', 0):>6} events, "
+            f"{ops[0].get('numRowsTotal', 0):>6} state keys, "
+            f"watermark {progress.get('eventTime', {}).get('watermark', '-')}"
+        )
+
+    result = run(spark, opts, on_batch=on_batch)
+    elapsed = time.perf_counter() - started
+    summary = _summary(opts, result, elapsed, jvm_s)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        _print_summary(Console(), summary)
+
+
+def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
+    """Warn when the checkpoint already pins settings that differ from the options."""
+    from reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF, PROVIDERS
+
+    offsets = Path(checkpoint.removeprefix("file:")) / "offsets"
+    if "://" in checkpoint or not offsets.is_dir():
+        return []
+    entries = sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    if not entries:
+        return []
+    try:
+        conf = json.loads(entries[-1].read_text().splitlines()[1]).get("conf", {})
+    except (OSError, IndexError, ValueError):
+        return []
+    notes = []
+    pinned_parts = conf.get(PARTITIONS_CONF)
+    if pinned_parts and pinned_parts != str(opts.partitions):
+        notes.append(f"the checkpoint pins {pinned_parts} partitions; --partitions "
+                     f"{opts.partitions} is ignored by Spark")
+    pinned_provider = conf.get(PROVIDER_CONF)
+    if pinned_provider and pinned_provider != PROVIDERS[opts.provider]:
+        notes.append(f"the checkpoint pins provider {pinned_provider.rsplit('.', 1)[-1]}; "
+                     f"--provider {opts.provider} is ignored by Spark")
+    return notes
+
+
+def _state_files(checkpoint: str) -> dict[str, int]:
+    """Count state files by kind for a local checkpoint (a quick look; `statekit report`
+    is the real inventory)."""
+    root = Path(checkpoint.removeprefix("file:")) / "state"
+    counts = {".delta": 0, ".snapshot": 0, ".zip": 0, ".changelog": 0, ".sst": 0}
+    if "://" in checkpoint or not root.is_dir():
+        return counts
+    for path in root.rglob("*"):
+        if path.is_file() and not path.name.startswith(".") and path.suffix in counts:
+            counts[path.suffix] += 1
+    return counts
+
+
+def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) -> dict:
+    return {
+        "checkpoint": opts.checkpoint,
+        "output": opts.output,
+        "provider": opts.provider,
+        "variant": "leaky" if opts.leaky else "normal",
+        "batches_run": len(result.batches),
+        "batch_ids": [min(result.batches), max(result.batches)] if result.batches else [],
+        "input_rows": result.input_rows,
+        "state_keys": result.state_keys(),
+        "alerts_total": result.alerts_total,
+        "sessions_closed_total": result.sessions_total,
+        "state_files": _state_files(opts.checkpoint),
+        "seconds": round(elapsed, 1),
+        "spark_start_seconds": round(jvm_s, 1),
+    }
+
+
+def _print_summary(console: Console, summary: dict) -> None:
+    table = Table(title="reference pipeline run", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    ids = summary["batch_ids"]
+    table.add_row("variant / provider", f"{summary['variant']} / {summary['provider']}")
+    table.add_row("batches run", f"{summary['batches_run']}" + (f" (ids {ids[0]}..{ids[1]})"
+                                                                 if ids else " (input drained)"))
+    table.add_row("events read", str(summary["input_rows"]))
+    table.add_row("alerts raised (sink total)", str(summary["alerts_total"]))
+    table.add_row("sessions closed (sink total)", str(summary["sessions_closed_total"]))
+    table.add_row("state keys now", str(summary["state_keys"]))
+    files = ", ".join(f"{n} {kind}" for kind, n in summary["state_files"].items() if n)
+    table.add_row("state files", files or "-")
+    table.add_row("checkpoint", summary["checkpoint"])
+    table.add_row("output", summary["output"])
+    table.add_row("time", f"{summary['seconds']}s (Spark start {summary['spark_start_seconds']}s)")
+    console.print(table)
+    if summary["provider"] == "hdfs" and summary["state_files"][".snapshot"] == 0:
+        console.print("[yellow]note:[/] no .snapshot files yet — HDFS snapshots come from the "
+                      "maintenance task after minDeltasForSnapshot deltas (see README)")

@@ -1,0 +1,58 @@
+"""Run a click command the way every statekit entry point must: errors as one line.
+
+click's standalone mode prints usage errors nicely but lets every other exception escape as a
+traceback. This runner is the single place where library errors become a one-line message on
+stderr and the documented exit code (``toolkit.errors``). Set ``STATEKIT_DEBUG=1`` to get the
+traceback of an internal error instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from toolkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StatekitError
+
+
+def fail(message: str, code: int) -> int:
+    """Print ``statekit: error: <message>`` (one line) to stderr and return ``code``."""
+    one_line = " ".join(str(message).split())
+    click.echo(f"statekit: error: {one_line}", err=True)
+    return code
+
+
+def run_cli(command: click.Command, prog_name: str, args: list[str] | None = None) -> int:
+    """Invoke ``command`` and translate every failure into an exit code; never raises."""
+    try:
+        command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as usage:
+        usage.show()
+        return usage.exit_code
+    except click.Abort:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except StatekitError as error:
+        return fail(str(error), error.exit_code)
+    except BrokenPipeError:
+        # `statekit … | head`: the reader went away; not an error worth a message.
+        return 0
+    except Exception as bug:  # noqa: BLE001 — the last line of defence against tracebacks
+        if os.environ.get("STATEKIT_DEBUG"):
+            traceback.print_exc()
+        return fail(
+            f"internal error: {type(bug).__name__}: {bug} "
+            "(rerun with STATEKIT_DEBUG=1 for the traceback and please report it)",
+            EXIT_INTERNAL,
+        )
+    return 0
+
+
+def exit_with(command: click.Command, prog_name: str) -> None:
+    """Console-script helper: run and exit the interpreter with the resulting code."""
+    sys.exit(run_cli(command, prog_name))
