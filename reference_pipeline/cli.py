@@ -35,7 +35,8 @@ def cli() -> None:
               help="Batch files to write (one file = one micro-batch).")
 @click.option("--append", is_flag=True,
               help="Add batches to an existing landing folder, continuing its numbering.")
-@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int)
+@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int,
+              help="Random seed: the same seed and options give byte-identical files.")
 @click.option("--users", default=DEFAULTS.users, show_default=True, type=click.IntRange(min=1),
               help="Users existing before the first batch.")
 @click.option("--new-users-per-batch", default=DEFAULTS.new_users_per_batch, show_default=True,
@@ -106,7 +107,8 @@ def _manifest(landing: Path):
 
 
 @cli.command("labels")
-@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Landing folder written by `generate`.")
 def labels_cmd(landing: Path) -> None:
     """Print the users the generator made fraudulent (JSON: user → fraud session ids)."""
     if _manifest(landing) is None:
@@ -142,7 +144,8 @@ def _duration_ms(text: str) -> str:
                    "HDFS snapshots are written by this background task.")
 @click.option("--changelog/--no-changelog", default=False, show_default=True,
               help="RocksDB changelog checkpointing.")
-@click.option("--watermark-delay", default="5 minutes", show_default=True)
+@click.option("--watermark-delay", default="5 minutes", show_default=True,
+              help="Event-time watermark delay; events behind it are dropped.")
 @click.option("--leaky", is_flag=True,
               help="Run the leaky variant: no timeout, no remove, all transactions in state.")
 @click.option("--trigger", type=click.Choice(["available-now", "processing-time"]),

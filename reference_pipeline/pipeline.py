@@ -173,10 +173,7 @@ def fraud_session_fn(key, frames, state) -> Iterator[pd.DataFrame]:
     """applyInPandasWithState function of the normal (bounded) pipeline."""
     user = str(key[0])
     current = UserSession.from_row(state.get) if state.exists else None
-    if state.hasTimedOut:
-        step = expire(user, current)
-    else:
-        step = process(user, current, _events(frames))
+    step = expire(user, current) if state.hasTimedOut else process(user, current, _events(frames))
     if step.state is None:
         if state.exists:
             state.remove()
@@ -252,10 +249,14 @@ def start_query(spark: SparkSession, opts: RunOptions) -> StreamingQuery:
     return writer.start()
 
 
-def _progress_dicts(query: StreamingQuery) -> list[dict]:
+def _executed_batches(query: StreamingQuery) -> list[dict]:
+    """Progress of batches that ran. Spark also reports *idle* progress (the next batch id,
+    nothing executed) when a trigger finds no data; those are not batches."""
     out = []
     for p in query.recentProgress:
-        out.append(json.loads(p.json) if hasattr(p, "json") else dict(p))
+        progress = json.loads(p.json) if hasattr(p, "json") else dict(p)
+        if "addBatch" in progress.get("durationMs", {}):
+            out.append(progress)
     return out
 
 
@@ -274,7 +275,7 @@ def run(
     started = time.monotonic()
 
     def drain() -> None:
-        for progress in _progress_dicts(query):
+        for progress in _executed_batches(query):
             if progress["batchId"] in seen:
                 continue
             seen.add(progress["batchId"])

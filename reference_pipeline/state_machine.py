@@ -211,7 +211,8 @@ class Step:
 def deadline(state: UserSession, rules: Rules = DEFAULT_RULES) -> tuple[int, CloseReason]:
     """When this session ends if nothing else happens, and why."""
     if state.phase is Phase.FLAGGED:
-        phase_deadline, reason = state.flagged_at_ms + rules.flag_hold_ms, CloseReason.FLAG_EXPIRED
+        phase_deadline = state.flagged_at_ms + rules.flag_hold_ms
+        reason = CloseReason.FLAG_EXPIRED
     else:
         phase_deadline, reason = state.last_event_ms + rules.inactivity_ms, CloseReason.INACTIVITY
     safety = state.session_start_ms + rules.max_session_ms
@@ -220,7 +221,9 @@ def deadline(state: UserSession, rules: Rules = DEFAULT_RULES) -> tuple[int, Clo
     return phase_deadline, reason
 
 
-def _summary(user_id: str, state: UserSession, closed_ms: int, reason: CloseReason) -> SessionSummary:
+def _summary(
+    user_id: str, state: UserSession, closed_ms: int, reason: CloseReason
+) -> SessionSummary:
     return SessionSummary(
         user_id=user_id,
         session_start_ms=state.session_start_ms,

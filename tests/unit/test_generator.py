@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_sessions_of_a_user_never_overlap_the_inactivity_gap(landing):
             by_user[session["user_id"]].append(session["events"])
     for user, user_sessions in by_user.items():
         user_sessions.sort(key=lambda evs: evs[0]["ms"])
-        for before, after in zip(user_sessions, user_sessions[1:]):
+        for before, after in pairwise(user_sessions):
             closes = max(e["ms"] for e in before)  # case_closed included
             assert after[0]["ms"] > closes, user
             activity = max(e["ms"] for e in before if e["type"] != "case_closed")

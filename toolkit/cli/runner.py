@@ -42,7 +42,7 @@ def run_cli(command: click.Command, prog_name: str, args: list[str] | None = Non
     except BrokenPipeError:
         # `statekit … | head`: the reader went away; not an error worth a message.
         return 0
-    except Exception as bug:  # noqa: BLE001 — the last line of defence against tracebacks
+    except Exception as bug:  # the last line of defence against tracebacks
         if os.environ.get("STATEKIT_DEBUG"):
             traceback.print_exc()
         return fail(

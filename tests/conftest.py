@@ -1,0 +1,95 @@
+"""Shared fixtures: one SparkSession and real reference-pipeline checkpoints, built once.
+
+Later test modules (report, recovery, growth, repartition, TUI) reuse these checkpoints:
+
+    def test_something(reference_checkpoints):
+        run = reference_checkpoints.get("hdfs")             # or "rocksdb", leaky=True, …
+        run.checkpoint, run.landing, run.output, run.result  # paths + RunResult
+
+Each distinct (provider, variant, changelog) is run at most once per test session, lazily, so
+a JVM-free selection (``-m 'not spark'``) never starts Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reference_pipeline.generator import GeneratorConfig, generate
+
+TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
+                                 fraud_per_batch=1.0, near_miss_per_batch=1.5)
+TEST_BATCHES = 14
+TEST_PARTITIONS = 4
+TEST_MIN_DELTAS = 3
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.session import build_session
+
+    session = build_session(
+        "statekit-tests",
+        conf={
+            "spark.sql.shuffle.partitions": str(TEST_PARTITIONS),
+            "spark.default.parallelism": "2",
+            # HDFS snapshots come only from the maintenance task: run it often in tests.
+            "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A checkpoint the reference pipeline really wrote, with its inputs and outputs."""
+
+    name: str
+    landing: Path
+    checkpoint: Path
+    output: Path
+    progress_log: Path
+    result: object  # reference_pipeline.pipeline.RunResult
+
+
+class ReferenceCheckpoints:
+    """Lazily runs the reference pipeline per configuration and caches the result."""
+
+    def __init__(self, spark, root: Path) -> None:
+        self._spark = spark
+        self._root = root
+        self._runs: dict[str, ReferenceRun] = {}
+        self.landing = root / "landing"
+        generate(self.landing, TEST_GENERATOR, TEST_BATCHES)
+
+    def get(self, provider: str = "hdfs", *, leaky: bool = False,
+            changelog: bool = False) -> ReferenceRun:
+        from reference_pipeline.pipeline import RunOptions, run
+
+        name = f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}"
+        if name not in self._runs:
+            base = self._root / name
+            opts = RunOptions(
+                landing=self.landing,
+                checkpoint=str(base / "checkpoint"),
+                output=str(base / "output"),
+                provider=provider,
+                partitions=TEST_PARTITIONS,
+                min_deltas_for_snapshot=TEST_MIN_DELTAS,
+                changelog=changelog,
+                leaky=leaky,
+                progress_log=base / "progress.jsonl",
+            )
+            base.mkdir(parents=True)
+            result = run(self._spark, opts)
+            self._runs[name] = ReferenceRun(name, self.landing, base / "checkpoint",
+                                            base / "output", base / "progress.jsonl", result)
+        return self._runs[name]
+
+
+@pytest.fixture(scope="session")
+def reference_checkpoints(spark, tmp_path_factory) -> ReferenceCheckpoints:
+    return ReferenceCheckpoints(spark, tmp_path_factory.mktemp("reference"))

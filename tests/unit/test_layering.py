@@ -1,0 +1,63 @@
+"""The dependency rules of DESIGN.md, enforced by importing each module in a fresh interpreter.
+
+``toolkit`` (outside ``toolkit.cli``) must never pull in pyspark, textual or click; the pure
+parts of the reference pipeline must never pull in pyspark. A fresh subprocess per module is
+the only honest check: in this test process those packages may already be loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import reference_pipeline
+import toolkit
+
+CORE_FORBIDDEN = ("pyspark", "textual", "click", "jobs", "tui")
+PURE_PIPELINE = ("reference_pipeline.state_machine", "reference_pipeline.leaky",
+                 "reference_pipeline.generator", "reference_pipeline.truth",
+                 "reference_pipeline.simulate", "reference_pipeline")
+
+
+def core_modules() -> list[str]:
+    names = ["toolkit"]
+    for info in pkgutil.walk_packages(toolkit.__path__, "toolkit."):
+        if not info.name.startswith("toolkit.cli"):
+            names.append(info.name)
+    return names
+
+
+def loaded_after_import(module: str) -> set[str]:
+    code = f"import importlib, json, sys; importlib.import_module({module!r}); " \
+           "print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    return {name.split(".")[0] for name in json.loads(out)}
+
+
+@pytest.mark.parametrize("module", core_modules())
+def test_core_module_imports_no_ui_cli_or_spark(module):
+    leaked = loaded_after_import(module) & set(CORE_FORBIDDEN)
+    assert not leaked, f"{module} imports {sorted(leaked)}"
+
+
+@pytest.mark.parametrize("module", PURE_PIPELINE)
+def test_pipeline_logic_is_pure_python(module):
+    leaked = loaded_after_import(module) & {"pyspark", "toolkit", "jobs", "tui", "textual"}
+    assert not leaked, f"{module} imports {sorted(leaked)}"
+
+
+def test_the_cli_starts_without_spark():
+    leaked = loaded_after_import("toolkit.cli.main") & {"pyspark", "textual"}
+    assert not leaked, f"`statekit --help` would load {sorted(leaked)}"
+
+
+def test_every_pipeline_module_is_listed():
+    found = {info.name for info in pkgutil.walk_packages(reference_pipeline.__path__,
+                                                          "reference_pipeline.")}
+    assert found - set(PURE_PIPELINE) == {"reference_pipeline.pipeline", "reference_pipeline.cli",
+                                          "reference_pipeline.__main__"}

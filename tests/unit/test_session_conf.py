@@ -1,0 +1,40 @@
+"""The session builder's settings, checked without starting a JVM."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from jobs.java_check import java_major
+from jobs.session import parse_conf_pairs, session_conf
+from toolkit.errors import BadInput
+
+
+def test_defaults_pin_the_interpreter_and_quiet_the_ui():
+    conf = session_conf()
+    assert conf["spark.master"] == "local[*]"
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert "log4j2.properties" in conf["spark.driver.extraJavaOptions"]
+
+
+def test_master_and_extra_conf_win():
+    conf = session_conf(master="spark://host:7077", conf={"spark.ui.enabled": "true"})
+    assert conf["spark.master"] == "spark://host:7077"
+    assert conf["spark.ui.enabled"] == "true"
+
+
+def test_conf_pairs():
+    assert parse_conf_pairs(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(BadInput, match="KEY=VALUE"):
+        parse_conf_pairs(["=1"])
+
+
+@pytest.mark.parametrize(("text", "major"), [('openjdk version "17.0.15" 2025', 17),
+                                             ('java version "1.8.0_292"', 8),
+                                             ('openjdk version "21" 2023-09-19', 21),
+                                             ("garbage", None)])
+def test_java_version_parsing(text, major):
+    assert java_major(text) == major
