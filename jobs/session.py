@@ -3,11 +3,13 @@
 Every command that needs Spark (state reads, exports, the reference pipeline, repartition
 jobs) gets its session here, so the defaults that matter operationally are set once:
 
-* ``local[*]`` unless a master URL is given (``--master`` on the CLI, for clusters);
+* ``local[*]`` unless a master URL is given (``--master`` on the CLI, for clusters) or the
+  process was launched by ``spark-submit``, whose ``--master`` then stands;
 * no Spark UI, no console progress bars, and error-only logs (``log4j2.properties`` beside
   this file) so terminal output stays readable;
-* ``spark.pyspark.python`` pinned to the running interpreter: otherwise Python workers run
-  whatever ``python3`` is first on PATH, often without pandas/pyarrow, and die;
+* on a local master, ``spark.pyspark.python`` pinned to the running interpreter: otherwise
+  Python workers run whatever ``python3`` is first on PATH, often without pandas/pyarrow, and
+  die (on a cluster the executors' interpreter is the cluster's business);
 * session time zone UTC, so event times in files and in state mean the same thing everywhere;
 * Java is checked first, so a missing JVM is a one-line error, not a py4j traceback.
 
@@ -43,6 +45,11 @@ def parse_conf_pairs(pairs: Iterable[str]) -> dict[str, str]:
     return confs
 
 
+def launched_by_spark_submit() -> bool:
+    """True inside a driver that spark-submit started (its JVM is already running)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def session_conf(
     app_name: str = "statekit",
     master: str | None = None,
@@ -50,13 +57,15 @@ def session_conf(
 ) -> dict[str, str]:
     """The full configuration ``build_session`` applies, as a plain dict (testable, no JVM)."""
     java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-    settings = {
-        "spark.master": master or DEFAULT_MASTER,
-        "spark.app.name": app_name,
+    settings = {"spark.app.name": app_name}
+    if master or not launched_by_spark_submit():
+        settings["spark.master"] = master or DEFAULT_MASTER
+    if settings.get("spark.master", "").startswith("local"):
+        settings["spark.pyspark.python"] = sys.executable
+        settings["spark.pyspark.driver.python"] = sys.executable
+    settings.update({
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
@@ -66,7 +75,7 @@ def session_conf(
         # pyspark 4.3's applyInPandasWithState worker concatenates empty frames and pandas 2.x
         # warns about it on every batch: noise for users, nothing they can act on.
         "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
-    }
+    })
     settings.update(conf or {})
     return settings
 
@@ -90,12 +99,14 @@ def build_session(
     problem = java_problem()
     if problem:
         raise EnvironmentProblem(problem)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = session_conf(app_name, master, conf)
+    if "spark.pyspark.python" in settings:
+        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings["spark.pyspark.python"])
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in session_conf(app_name, master, conf).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()

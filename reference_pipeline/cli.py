@@ -197,6 +197,7 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     result = run(spark, opts, on_batch=on_batch)
     elapsed = time.perf_counter() - started
     summary = _summary(opts, result, elapsed, jvm_s)
+    summary["fraud_incidents_injected"] = sum(len(v) for v in fraud_labels(landing).values())
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -242,10 +243,17 @@ def _state_files(checkpoint: str) -> dict[str, int]:
     return counts
 
 
+def _display_path(location: str) -> str:
+    """Absolute path for local locations (what a person pastes next), URLs unchanged."""
+    if "://" in location:
+        return location
+    return str(Path(location.removeprefix("file:")).resolve())
+
+
 def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) -> dict:
     return {
-        "checkpoint": opts.checkpoint,
-        "output": opts.output,
+        "checkpoint": _display_path(opts.checkpoint),
+        "output": _display_path(opts.output),
         "provider": opts.provider,
         "variant": "leaky" if opts.leaky else "normal",
         "batches_run": len(result.batches),
@@ -269,7 +277,9 @@ def _print_summary(console: Console, summary: dict) -> None:
     table.add_row("batches run", f"{summary['batches_run']}" + (f" (ids {ids[0]}..{ids[1]})"
                                                                  if ids else " (input drained)"))
     table.add_row("events read", str(summary["input_rows"]))
-    table.add_row("alerts raised (sink total)", str(summary["alerts_total"]))
+    table.add_row("alerts raised (sink total)",
+                  f"{summary['alerts_total']} (fraud injected by the generator: "
+                  f"{summary['fraud_incidents_injected']})")
     table.add_row("sessions closed (sink total)", str(summary["sessions_closed_total"]))
     table.add_row("state keys now", str(summary["state_keys"]))
     files = ", ".join(f"{n} {kind}" for kind, n in summary["state_files"].items() if n)

@@ -24,6 +24,13 @@ def test_master_and_extra_conf_win():
     conf = session_conf(master="spark://host:7077", conf={"spark.ui.enabled": "true"})
     assert conf["spark.master"] == "spark://host:7077"
     assert conf["spark.ui.enabled"] == "true"
+    assert "spark.pyspark.python" not in conf  # a cluster's executors have their own Python
+
+
+def test_spark_submit_keeps_its_own_master(monkeypatch):
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")
+    assert "spark.master" not in session_conf()
+    assert session_conf(master="local[2]")["spark.master"] == "local[2]"
 
 
 def test_conf_pairs():
