@@ -37,6 +37,7 @@ from reference_pipeline.state_machine import (
     expire,
     process,
 )
+from toolkit.errors import StatekitError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -299,13 +300,12 @@ def run(
             raise
         finally:
             drain()
-        if query.exception() is not None:
-            raise job_failed("the reference pipeline query", query.exception())
-    except Exception as exc:
-        from toolkit.errors import StatekitError
-
-        if isinstance(exc, StatekitError):
-            raise
+        failure = query.exception()
+        if failure is not None:
+            raise job_failed("the reference pipeline query", failure)
+    except StatekitError:
+        raise
+    except Exception as exc:  # analysis errors, py4j errors: one line, not a JVM trace
         raise job_failed("the reference pipeline query", exc) from exc
     finally:
         if log:
