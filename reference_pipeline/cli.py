@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reference_pipeline.generator import GeneratorConfig, generate, read_manifest
-from reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult
+from reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
 from reference_pipeline.truth import fraud_labels
 from toolkit.errors import BadInput
 
@@ -197,7 +197,6 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     result = run(spark, opts, on_batch=on_batch)
     elapsed = time.perf_counter() - started
     summary = _summary(opts, result, elapsed, jvm_s)
-    summary["fraud_incidents_injected"] = sum(len(v) for v in fraud_labels(landing).values())
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -206,10 +205,11 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
 
 def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
     """Warn when the checkpoint already pins settings that differ from the options."""
-    from reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF, PROVIDERS
+    from reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF
 
-    offsets = Path(checkpoint.removeprefix("file:")) / "offsets"
-    if "://" in checkpoint or not offsets.is_dir():
+    root = local_path(checkpoint)
+    offsets = root / "offsets" if root else None
+    if offsets is None or not offsets.is_dir():
         return []
     entries = sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     if not entries:
@@ -233,9 +233,10 @@ def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
 def _state_files(checkpoint: str) -> dict[str, int]:
     """Count state files by kind for a local checkpoint (a quick look; `statekit report`
     is the real inventory)."""
-    root = Path(checkpoint.removeprefix("file:")) / "state"
+    local = local_path(checkpoint)
+    root = local / "state" if local else None
     counts = {".delta": 0, ".snapshot": 0, ".zip": 0, ".changelog": 0, ".sst": 0}
-    if "://" in checkpoint or not root.is_dir():
+    if root is None or not root.is_dir():
         return counts
     for path in root.rglob("*"):
         if path.is_file() and not path.name.startswith(".") and path.suffix in counts:
@@ -245,9 +246,8 @@ def _state_files(checkpoint: str) -> dict[str, int]:
 
 def _display_path(location: str) -> str:
     """Absolute path for local locations (what a person pastes next), URLs unchanged."""
-    if "://" in location:
-        return location
-    return str(Path(location.removeprefix("file:")).resolve())
+    local = local_path(location)
+    return location if local is None else str(local.resolve())
 
 
 def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) -> dict:
@@ -261,6 +261,7 @@ def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) 
         "input_rows": result.input_rows,
         "state_keys": result.state_keys(),
         "alerts_total": result.alerts_total,
+        "fraud_incidents_injected": sum(len(v) for v in fraud_labels(opts.landing).values()),
         "sessions_closed_total": result.sessions_total,
         "state_files": _state_files(opts.checkpoint),
         "seconds": round(elapsed, 1),

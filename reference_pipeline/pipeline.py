@@ -327,8 +327,17 @@ def read_output(spark: SparkSession, output: str) -> DataFrame:
     return spark.read.parquet(output)
 
 
-def _has_files(path: str) -> bool:
-    local = Path(path.removeprefix("file:"))
-    if "://" in path and not path.startswith("file:"):
+def local_path(location: str) -> Path | None:
+    """The local path of a plain path or ``file:`` URL; None for any other URL (s3://, …)."""
+    if location.startswith("file:"):
+        return Path("/" + location.removeprefix("file:").lstrip("/"))
+    if "://" in location:
+        return None
+    return Path(location)
+
+
+def _has_files(location: str) -> bool:
+    local = local_path(location)
+    if local is None:
         return True  # remote: let Spark decide
     return local.exists() and any(local.glob("*.parquet"))

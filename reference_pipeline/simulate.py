@@ -29,6 +29,7 @@ from reference_pipeline.state_machine import (
     Output,
     Rules,
     UserSession,
+    deadline,
     expire,
     process,
 )
@@ -77,8 +78,7 @@ def simulate(landing: Path, delay_ms: int = 5 * 60_000, rules: Rules = DEFAULT_R
             _apply(sim, user, step)
         for user in sorted(set(sim.state) - set(by_user)):
             session = sim.state[user]
-            step = process(user, session, [], rules)  # unchanged; compute its deadline
-            if step.timeout_ms is not None and step.timeout_ms < sim.watermark_ms:
+            if deadline(session, rules)[0] < sim.watermark_ms:
                 _apply(sim, user, expire(user, session, rules))
         sim.keys_per_batch.append(len(sim.state))
         sim.watermark_ms = max(sim.watermark_ms, max_event_ms - delay_ms)

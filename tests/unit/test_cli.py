@@ -148,3 +148,14 @@ def test_pipeline_main_module_has_help():
 
 def test_pipeline_group_is_the_same_object_under_both_entry_points():
     assert cli.commands["pipeline"] is pipeline_cli
+
+
+@pytest.mark.parametrize(("location", "expected"), [
+    ("/tmp/ckpt", "/tmp/ckpt"), ("rel/ckpt", "rel/ckpt"), ("file:/tmp/ckpt", "/tmp/ckpt"),
+    ("file:///tmp/ckpt", "/tmp/ckpt"), ("s3://bucket/ckpt", None), ("hdfs://nn/ckpt", None)])
+def test_local_path_treats_file_urls_as_local_and_other_urls_as_remote(location, expected):
+    from pathlib import Path
+
+    from reference_pipeline.pipeline import local_path
+
+    assert local_path(location) == (Path(expected) if expected else None)
