@@ -88,6 +88,8 @@ class RunOptions:
     """Stop a processing-time run after this many seconds (None: until interrupted)."""
     progress_log: Path | None = None
     """Append every StreamingQueryProgress as one JSON line here."""
+    extra_confs: tuple[tuple[str, str], ...] = ()
+    """More SQL confs to set before the start (e.g. checkpointFormatVersion=2)."""
 
     def sql_confs(self) -> dict[str, str]:
         """SQL confs to set before the query starts (Spark pins most in the offset log)."""
@@ -100,6 +102,7 @@ class RunOptions:
             confs[MAINTENANCE_CONF] = self.maintenance_interval
         if self.provider == "rocksdb":
             confs[CHANGELOG_CONF] = str(self.changelog).lower()
+        confs.update(self.extra_confs)
         return confs
 
 

@@ -24,6 +24,13 @@ TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, even
 TEST_BATCHES = 14
 TEST_PARTITIONS = 4
 TEST_MIN_DELTAS = 3
+VARIANTS: dict[str | None, tuple[int, tuple[tuple[str, str], ...]]] = {
+    None: (TEST_MIN_DELTAS, ()),
+    "no-snapshot": (1000, ()),
+    "format-v2": (TEST_MIN_DELTAS,
+                  (("spark.sql.streaming.stateStore.checkpointFormatVersion", "2"),)),
+    "purged": (TEST_MIN_DELTAS, (("spark.sql.streaming.minBatchesToRetain", "4"),)),
+}
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +73,15 @@ class ReferenceCheckpoints:
         generate(self.landing, TEST_GENERATOR, TEST_BATCHES)
 
     def get(self, provider: str = "hdfs", *, leaky: bool = False,
-            changelog: bool = False) -> ReferenceRun:
+            changelog: bool = False, variant: str | None = None) -> ReferenceRun:
+        """``variant``: ``None``; ``"no-snapshot"`` (minDeltas too high for any snapshot);
+        ``"format-v2"`` (checkpointFormatVersion=2); ``"purged"`` (minBatchesToRetain=4, so
+        old batches and state files have been cleaned up)."""
         from reference_pipeline.pipeline import RunOptions, run
 
-        name = f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}"
+        min_deltas, extra = VARIANTS[variant]
+        name = (f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}"
+                f"{'-' + variant if variant else ''}")
         if name not in self._runs:
             base = self._root / name
             opts = RunOptions(
@@ -78,13 +90,18 @@ class ReferenceCheckpoints:
                 output=str(base / "output"),
                 provider=provider,
                 partitions=TEST_PARTITIONS,
-                min_deltas_for_snapshot=TEST_MIN_DELTAS,
+                min_deltas_for_snapshot=min_deltas,
                 changelog=changelog,
                 leaky=leaky,
                 progress_log=base / "progress.jsonl",
+                extra_confs=extra,
             )
             base.mkdir(parents=True)
-            result = run(self._spark, opts)
+            try:
+                result = run(self._spark, opts)
+            finally:  # the session is shared: do not leak a variant's confs to later runs
+                for key, _ in extra:
+                    self._spark.conf.unset(key)
             self._runs[name] = ReferenceRun(name, self.landing, base / "checkpoint",
                                             base / "output", base / "progress.jsonl", result)
         return self._runs[name]
@@ -93,3 +110,11 @@ class ReferenceCheckpoints:
 @pytest.fixture(scope="session")
 def reference_checkpoints(spark, tmp_path_factory) -> ReferenceCheckpoints:
     return ReferenceCheckpoints(spark, tmp_path_factory.mktemp("reference"))
+
+
+@pytest.fixture(scope="session")
+def small_queries(spark, tmp_path_factory):
+    """Small real aggregation / dropDuplicates / join checkpoints (see tests/small_queries)."""
+    from tests.small_queries import SmallQueries
+
+    return SmallQueries(spark, tmp_path_factory.mktemp("small"))

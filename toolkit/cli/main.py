@@ -1,25 +1,40 @@
 """The ``statekit`` console script: one group, one sub-command per capability.
 
-Commands stay thin: parse options, call one core (or jobs) function, render. The reference
-pipeline's commands are mounted as ``statekit pipeline …`` so users need one CLI only.
+Commands stay thin: parse options, call one core (or jobs) function, render. They are loaded
+lazily (:mod:`toolkit.cli.lazy`) so ``statekit --help`` and the JVM-free commands start fast
+and never import pyspark. The reference pipeline's commands are mounted as
+``statekit pipeline …`` so users need one CLI only.
 """
 
 from __future__ import annotations
 
 import click
 
-from reference_pipeline.cli import cli as pipeline_cli
 from toolkit import __version__
+from toolkit.cli.lazy import LazyGroup
 from toolkit.cli.runner import exit_with
 
+COMMANDS = {
+    "report": ("toolkit.cli.report_cmd:report_command",
+               "Delta/snapshot/changelog/zip counts, sizes, snapshot lag, warnings."),
+    "batches": ("toolkit.cli.batches_cmd:batches_command",
+                "One row per retained batch: committed, watermark, timing, offsets."),
+    "schema": ("toolkit.cli.files_cmd:schema_command",
+               "Key and value schema of every operator/store."),
+    "ls": ("toolkit.cli.files_cmd:ls_command",
+           "The files of one state store instance with versions, kinds and sizes."),
+    "dump": ("toolkit.cli.files_cmd:dump_command",
+             "Decoded records of one delta/snapshot/changelog file."),
+    "pipeline": ("reference_pipeline.cli:cli",
+                 "The reference fraud/session pipeline: generate, run, labels."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="statekit")
 def cli() -> None:
     """statekit: see inside Spark Structured Streaming checkpoints and state stores."""
-
-
-cli.add_command(pipeline_cli, name="pipeline")
 
 
 def main() -> None:

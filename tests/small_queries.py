@@ -1,0 +1,135 @@
+"""Small real stateful queries (aggregation, dropDuplicates, stream-stream join) for tests.
+
+The reference pipeline covers applyInPandasWithState; the checkpoint model must also read
+what other operators write. Each query here runs for real on the shared test session, over a
+few JSON files, with ``trigger(availableNow=True)`` into the ``noop`` sink, and the rows it was
+fed are kept so tests can check the state against them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+EVENT_DDL = ("key STRING, bucket INT, day DATE, ts TIMESTAMP, value LONG, amount DOUBLE, "
+             "price DECIMAL(10,2), flag BOOLEAN")
+FILES = 4
+ROWS_PER_FILE = 60
+START = datetime(2026, 1, 5, 8, 0, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SmallQuery:
+    name: str
+    checkpoint: Path
+    rows: list[dict]
+    """Every input row (after JSON round trip), in file order."""
+    confs: dict[str, str]
+
+
+def make_rows(seed: int = 5) -> list[list[dict]]:
+    """FILES files of ROWS_PER_FILE rows with keys k00..k24, event time advancing per file."""
+    rng = random.Random(seed)
+    files = []
+    for f in range(FILES):
+        rows = []
+        for i in range(ROWS_PER_FILE):
+            ts = START + timedelta(minutes=10 * f, seconds=rng.randrange(600))
+            rows.append({
+                "key": f"k{rng.randrange(25):02d}", "bucket": rng.randrange(3),
+                "day": (date(2026, 1, 5) + timedelta(days=rng.randrange(2))).isoformat(),
+                "ts": ts.isoformat().replace("+00:00", "Z"),
+                "value": rng.randrange(-1000, 1000), "amount": round(rng.uniform(0, 500), 3),
+                "price": str(Decimal(rng.randrange(0, 10**7)) / 100), "flag": rng.random() < .5,
+                "seq": f * ROWS_PER_FILE + i,
+            })
+        files.append(rows)
+    return files
+
+
+def _write_input(folder: Path, files: list[list[dict]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, rows in enumerate(files):
+        (folder / f"part-{index:03d}.json").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _run(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -> None:
+    previous = {k: spark.conf.get(k, None) for k in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        query = (df.writeStream.format("noop").outputMode(output_mode)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _stream(spark, folder: Path):
+    return (spark.readStream.schema(EVENT_DDL + ", seq LONG").option("maxFilesPerTrigger", 1)
+            .json(str(folder)))
+
+
+def build(spark, root: Path, name: str, provider: str = "hdfs",
+          codec: str = "lz4") -> SmallQuery:
+    """Run query ``name`` (``aggregation``, ``dedup``, ``join``) into ``root/<name>-…``."""
+    from pyspark.sql import functions as F
+
+    files = make_rows()
+    base = root / f"{name}-{provider}-{codec}"
+    input_dir = base / "input"
+    _write_input(input_dir, files)
+    confs = {
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state."
+            + ("RocksDBStateStoreProvider" if provider == "rocksdb"
+               else "HDFSBackedStateStoreProvider"),
+        "spark.sql.streaming.stateStore.compression.codec": codec,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+    }
+    events = _stream(spark, input_dir)
+    if name == "aggregation":
+        df = (events.withWatermark("ts", "1 day").groupBy("key", "bucket", "day")
+              .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"),
+                   F.avg("amount").alias("mean_amount"), F.sum("price").alias("price_sum"),
+                   F.max("ts").alias("last_ts"), F.max("flag").alias("any_flag")))
+        mode = "update"
+    elif name == "dedup":
+        df = events.withWatermark("ts", "1 day").dropDuplicates(["key", "bucket"])
+        mode = "append"
+    elif name == "join":
+        left = events.where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
+        right = _stream(spark, input_dir).where("bucket = 1").withWatermark(
+            "ts", "30 minutes").alias("r")
+        df = left.join(right, F.expr(
+            "l.key = r.key AND r.ts BETWEEN l.ts - INTERVAL 20 MINUTES AND l.ts"))
+        mode = "append"
+    else:
+        raise ValueError(name)
+    _run(spark, df, base / "checkpoint", confs, mode)
+    return SmallQuery(name, base / "checkpoint", [r for rows in files for r in rows], confs)
+
+
+class SmallQueries:
+    """Lazily builds and caches small queries for one test session."""
+
+    def __init__(self, spark, root: Path) -> None:
+        self._spark = spark
+        self._root = root
+        self._built: dict[tuple[str, str, str], SmallQuery] = {}
+
+    def get(self, name: str, provider: str = "hdfs", codec: str = "lz4") -> SmallQuery:
+        key = (name, provider, codec)
+        if key not in self._built:
+            self._built[key] = build(self._spark, self._root, name, provider, codec)
+        return self._built[key]

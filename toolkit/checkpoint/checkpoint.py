@@ -1,0 +1,274 @@
+"""The checkpoint model: a lazy, cached, read-only view of one checkpoint folder.
+
+:func:`open_checkpoint` checks that the folder looks like a Structured Streaming checkpoint
+and returns a :class:`Checkpoint`. Nothing else is read until asked for, and everything read is
+cached, so a report costs a handful of listings and small reads however often the same fact
+is used: ``offsets/``, ``commits/`` and ``state/`` are each listed exactly once, log entries are
+read only for the batches a caller asks about (in one concurrent ``fs.cat`` on object stores),
+and no method ever writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import Any
+
+from toolkit.checkpoint.inventory import StateInventory, build_inventory
+from toolkit.checkpoint.location import Location, resolve
+from toolkit.checkpoint.logs import (
+    CommitEntry,
+    OffsetEntry,
+    batch_id_of,
+    parse_commit_entry,
+    parse_offset_entry,
+    parse_query_id,
+)
+from toolkit.checkpoint.operators import OperatorMetadata, parse_operator_metadata
+from toolkit.errors import BadInput, CorruptFile, NotACheckpoint
+
+_MARKERS = ("metadata", "offsets", "commits")
+
+
+def _io_error(error: OSError, shown: str) -> BadInput:
+    if isinstance(error, FileNotFoundError):
+        return BadInput("file disappeared while reading (is a query or cleanup running?)",
+                        path=shown)
+    if isinstance(error, PermissionError):
+        return BadInput("permission denied", path=shown)
+    if isinstance(error, IsADirectoryError):
+        return BadInput("is a directory, expected a file", path=shown)
+    return BadInput(f"cannot read: {error.strerror or error}", path=shown)
+
+
+class Checkpoint:
+    """One checkpoint folder. Create it with :func:`open_checkpoint`."""
+
+    def __init__(self, location: Location, root_entries: Mapping[str, dict[str, Any]]) -> None:
+        self.location = location
+        self._root_entries = root_entries
+        self._offsets: dict[int, OffsetEntry] = {}
+        self._commits: dict[int, CommitEntry] = {}
+
+    # ----------------------------------------------------------------- raw access
+    @property
+    def fs(self):
+        return self.location.fs
+
+    def display(self, path: str) -> str:
+        return self.location.display(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        """Read one file; I/O problems become one-line ``BadInput`` errors naming the file."""
+        try:
+            return self.fs.cat_file(path)
+        except OSError as error:
+            raise _io_error(error, self.display(path)) from error
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
+        """Read many small files; concurrently on object stores (one ``fs.cat`` call)."""
+        paths = list(paths)
+        if not paths:
+            return {}
+        if self.location.is_local or len(paths) == 1:
+            return {path: self.read_bytes(path) for path in paths}
+        results = self.fs.cat(paths, on_error="return")
+        for path in paths:
+            value = results.get(path)
+            if isinstance(value, OSError):
+                raise _io_error(value, self.display(path))
+            if isinstance(value, Exception):
+                raise BadInput(f"cannot read: {value}", path=self.display(path))
+        return results
+
+    def _list_files(self, folder: str) -> dict[str, int]:
+        """``{path: size}`` of the regular files directly in ``folder`` (one listing)."""
+        if folder not in self._root_entries:
+            return {}
+        try:
+            entries = self.fs.ls(self.location.path(folder), detail=True)
+        except OSError as error:
+            raise _io_error(error, self.location.display(self.location.path(folder))) from error
+        return {e["name"]: int(e.get("size") or 0) for e in entries if e.get("type") == "file"}
+
+    # ----------------------------------------------------------------- query and logs
+    @cached_property
+    def query_id(self) -> str:
+        path = self.location.path("metadata")
+        return parse_query_id(self.read_bytes(path), self.display(path))
+
+    @cached_property
+    def _offset_paths(self) -> dict[int, str]:
+        return self._log_paths("offsets")
+
+    @cached_property
+    def _commit_paths(self) -> dict[int, str]:
+        return self._log_paths("commits")
+
+    def _log_paths(self, folder: str) -> dict[int, str]:
+        found = {}
+        for path in self._list_files(folder):
+            batch = batch_id_of(path)
+            if batch is not None:
+                found[batch] = path
+        return dict(sorted(found.items()))
+
+    @property
+    def planned_batches(self) -> list[int]:
+        """Batch ids with an ``offsets`` entry (retained ones only; old ones are purged)."""
+        return list(self._offset_paths)
+
+    @property
+    def committed_batches(self) -> list[int]:
+        return list(self._commit_paths)
+
+    @property
+    def last_planned_batch(self) -> int | None:
+        return self.planned_batches[-1] if self._offset_paths else None
+
+    @property
+    def last_committed_batch(self) -> int | None:
+        return self.committed_batches[-1] if self._commit_paths else None
+
+    @property
+    def uncommitted_batches(self) -> list[int]:
+        """Planned batches after the last commit: started and not finished (crash or running)."""
+        last = self.last_committed_batch
+        return [b for b in self.planned_batches if last is None or b > last]
+
+    def offset(self, batch_id: int) -> OffsetEntry:
+        if batch_id not in self._offsets:
+            self.load_offsets([batch_id])
+        return self._offsets[batch_id]
+
+    def commit(self, batch_id: int) -> CommitEntry:
+        if batch_id not in self._commits:
+            self.load_commits([batch_id])
+        return self._commits[batch_id]
+
+    def load_offsets(self, batch_ids: Iterable[int]) -> dict[int, OffsetEntry]:
+        """Read (and cache) the offsets entries of ``batch_ids`` in one go."""
+        return self._load(batch_ids, self._offset_paths, self._offsets, parse_offset_entry,
+                          "offsets")
+
+    def load_commits(self, batch_ids: Iterable[int]) -> dict[int, CommitEntry]:
+        return self._load(batch_ids, self._commit_paths, self._commits, parse_commit_entry,
+                          "commits")
+
+    def _load(self, batch_ids, paths, cache, parse, folder):
+        wanted = [b for b in batch_ids if b not in cache]
+        missing = [b for b in wanted if b not in paths]
+        if missing:
+            raise BadInput(f"no batch {missing[0]} in {folder}/ (retained: "
+                           f"{_span(list(paths))})", path=self.location.url)
+        data = self.read_many(paths[b] for b in wanted)
+        for batch in wanted:
+            cache[batch] = parse(batch, data[paths[batch]], self.display(paths[batch]))
+        return {b: cache[b] for b in batch_ids}
+
+    @property
+    def latest_offset(self) -> OffsetEntry | None:
+        """The newest offsets entry: the confs the query runs (or will restart) with."""
+        last = self.last_planned_batch
+        return self.offset(last) if last is not None else None
+
+    @property
+    def conf(self) -> Mapping[str, str]:
+        latest = self.latest_offset
+        return latest.conf if latest is not None else {}
+
+    # ----------------------------------------------------------------- state
+    @cached_property
+    def has_state(self) -> bool:
+        return "state" in self._root_entries
+
+    @cached_property
+    def inventory(self) -> StateInventory:
+        """Every state file, from one recursive listing of ``state/``."""
+        if not self.has_state:
+            return build_inventory((), lambda p: p)
+        state_root = self.location.path("state")
+        try:
+            found = self.fs.find(state_root, detail=True)
+        except OSError as error:
+            raise _io_error(error, self.display(state_root)) from error
+        prefix = self.fs._strip_protocol(state_root).rstrip("/") + "/"
+        listing = ((info["name"], int(info.get("size") or 0)) for info in found.values()
+                   if info.get("type", "file") == "file")
+        return build_inventory(listing, lambda p: p[len(prefix):] if p.startswith(prefix) else p)
+
+    @cached_property
+    def operators(self) -> dict[int, OperatorMetadata]:
+        """Operator metadata per operator id: the newest v2 file if any, else v1.
+
+        Read from the files the state listing found (no extra listing).
+        """
+        chosen: dict[int, str] = {}
+        batch_of: dict[str, int | None] = {}
+        for meta in sorted(self.inventory.meta("operator-metadata"), key=lambda m: m.path):
+            chosen.setdefault(meta.operator_id, meta.path)
+            batch_of[meta.path] = None
+        newest_v2: dict[int, tuple[int, str]] = {}
+        for meta in self.inventory.meta("operator-metadata-v2"):
+            current = newest_v2.get(meta.operator_id)
+            if current is None or meta.batch_id > current[0]:
+                newest_v2[meta.operator_id] = (meta.batch_id, meta.path)
+        for op, (batch, path) in newest_v2.items():
+            chosen[op] = path
+            batch_of[path] = batch
+        data = self.read_many(chosen.values())
+        return {op: parse_operator_metadata(data[path], self.display(path), batch_of[path])
+                for op, path in sorted(chosen.items())}
+
+    @cached_property
+    def operators_v1(self) -> dict[int, OperatorMetadata]:
+        """Only the v1 operator metadata (what Spark's ``state-metadata`` reader shows for
+        operators without v2 files)."""
+        paths = {m.operator_id: m.path for m in self.inventory.meta("operator-metadata")}
+        data = self.read_many(paths.values())
+        return {op: parse_operator_metadata(data[p], self.display(p)) for op, p in paths.items()}
+
+
+def _span(batches: list[int]) -> str:
+    return f"{batches[0]}..{batches[-1]}" if batches else "none"
+
+
+def open_checkpoint(url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+    """Open the checkpoint at ``url`` (any fsspec URL or local path), read-only.
+
+    Raises
+    ------
+    BadInput
+        The location does not exist or is not a folder.
+    NotACheckpoint
+        The folder has none of ``metadata``, ``offsets/``, ``commits/``; or has logs but no
+        ``metadata`` file (every query writes it before its first batch).
+    """
+    location = resolve(url, storage_options)
+    fs = location.fs
+    try:
+        entries = fs.ls(location.root, detail=True)
+    except FileNotFoundError as missing:
+        raise BadInput("no such file or folder", path=url) from missing
+    except NotADirectoryError as not_dir:
+        raise NotACheckpoint("is a file; a checkpoint is a folder", path=url) from not_dir
+    except OSError as error:
+        raise _io_error(error, url) from error
+    if len(entries) == 1 and entries[0].get("type") == "file" and \
+            fs._strip_protocol(entries[0]["name"]).rstrip("/") == location.root:
+        raise NotACheckpoint("is a file; a checkpoint is a folder", path=url)
+    root_entries = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in entries}
+    present = [m for m in _MARKERS if m in root_entries]
+    if not present:
+        if not entries and not fs.exists(location.root):
+            raise BadInput("no such file or folder", path=url)
+        raise NotACheckpoint("not a Structured Streaming checkpoint (no metadata, offsets/ or "
+                             "commits/)", path=url)
+    if "metadata" not in root_entries:
+        raise NotACheckpoint("missing: every checkpoint has this file with the query id "
+                             "(copied incompletely?)", path=location.display(
+                                 location.path("metadata")))
+    if root_entries["metadata"].get("type") != "file":
+        raise CorruptFile("is a folder, expected the query-id file",
+                          path=location.display(location.path("metadata")))
+    return Checkpoint(location, root_entries)

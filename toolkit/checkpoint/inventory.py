@@ -1,0 +1,165 @@
+"""The state file inventory: every store instance and its files, from ONE listing of ``state/``.
+
+On object stores a LIST costs money and latency, and a checkpoint with 200 partitions and 100
+retained versions holds tens of thousands of files. So the inventory is built from a single
+recursive listing (``fs.find`` — one paginated LIST on S3/GCS/ABFS) and classified by name
+(:mod:`toolkit.checkpoint.layout`); nothing here opens a file.
+
+The central type is :class:`StoreInstance` — one (operator, store, partition) — with the
+version arithmetic every analysis needs: which versions exist, the latest snapshot (HDFS
+``.snapshot`` or RocksDB ``.zip``), and which files a given version needs to load.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from toolkit.checkpoint.layout import MetaFile, StateFile, classify
+
+#: File kinds holding the full state at their version, per provider family.
+SNAPSHOT_KINDS = ("snapshot", "zip")
+#: File kinds holding the changes of their version.
+CHANGE_KINDS = ("delta", "changelog")
+
+
+@dataclass(frozen=True)
+class StoreInstance:
+    """The files of one state store instance: (operator, store, partition)."""
+
+    operator_id: int
+    store: str
+    partition: int
+    files: tuple[StateFile, ...]
+    """Data files sorted by (version, kind, name); SST files last."""
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        return (self.operator_id, self.store, self.partition)
+
+    def of_kind(self, *kinds: str) -> list[StateFile]:
+        return [f for f in self.files if f.kind in kinds]
+
+    def versions(self, *kinds: str) -> list[int]:
+        """Sorted distinct versions among files of ``kinds``."""
+        return sorted({f.version for f in self.files if f.kind in kinds and f.version is not None})
+
+    @property
+    def snapshot_versions(self) -> list[int]:
+        return self.versions(*SNAPSHOT_KINDS)
+
+    @property
+    def change_versions(self) -> list[int]:
+        return self.versions(*CHANGE_KINDS)
+
+    @property
+    def latest_version(self) -> int | None:
+        versions = self.versions("delta", "snapshot", "zip", "changelog")
+        return versions[-1] if versions else None
+
+    def latest_snapshot(self, at_most: int | None = None) -> int | None:
+        """The newest snapshot (HDFS ``.snapshot`` / RocksDB ``.zip``) version ≤ ``at_most``."""
+        candidates = [v for v in self.snapshot_versions if at_most is None or v <= at_most]
+        return candidates[-1] if candidates else None
+
+    def files_to_load(self, version: int) -> list[StateFile]:
+        """The data files Spark reads to load ``version``: the newest snapshot at or below it,
+        then every change file after it, in order (SSTs are resolved through zip metadata).
+
+        Returns an empty list when the version cannot be rebuilt from what exists.
+        """
+        snapshot = self.latest_snapshot(version)
+        snapshot_files = [f for f in self.files
+                          if f.kind in SNAPSHOT_KINDS and f.version == snapshot]
+        if snapshot == version:
+            return snapshot_files
+        start = snapshot if snapshot is not None else 0
+        changes = {f.version: f for f in self.of_kind(*CHANGE_KINDS)
+                   if f.version is not None and start < f.version <= version}
+        if len(changes) != version - start:
+            return []
+        return snapshot_files + [changes[v] for v in sorted(changes)]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class StateInventory:
+    """All store instances of a checkpoint, plus the metadata and checksum files beside them."""
+
+    instances: dict[tuple[int, str, int], StoreInstance]
+    meta_files: tuple[MetaFile, ...]
+    crc_files: int = 0
+    crc_bytes: int = 0
+    listed_files: int = 0
+    unknown_files: tuple[MetaFile, ...] = field(default=())
+
+    @property
+    def operator_ids(self) -> list[int]:
+        ids = {key[0] for key in self.instances}
+        ids.update(m.operator_id for m in self.meta_files if m.operator_id is not None)
+        return sorted(ids)
+
+    def stores(self, operator_id: int) -> list[str]:
+        return sorted({key[1] for key in self.instances if key[0] == operator_id})
+
+    def partitions(self, operator_id: int, store: str) -> list[int]:
+        return sorted(key[2] for key in self.instances if key[:2] == (operator_id, store))
+
+    def instance(self, operator_id: int, store: str, partition: int) -> StoreInstance | None:
+        return self.instances.get((operator_id, store, partition))
+
+    def instances_of(self, operator_id: int, store: str | None = None) -> list[StoreInstance]:
+        return [self.instances[k] for k in sorted(self.instances)
+                if k[0] == operator_id and (store is None or k[1] == store)]
+
+    def meta(self, kind: str, operator_id: int | None = None) -> list[MetaFile]:
+        return [m for m in self.meta_files
+                if m.kind == kind and (operator_id is None or m.operator_id == operator_id)]
+
+    def all_files(self) -> Iterator[StateFile]:
+        for key in sorted(self.instances):
+            yield from self.instances[key].files
+
+
+def build_inventory(listing: Iterable[tuple[str, int]], relative) -> StateInventory:
+    """Classify a listing of ``state/`` into an inventory.
+
+    Parameters
+    ----------
+    listing:
+        ``(path, size)`` of every file below ``state/`` (directories excluded).
+    relative:
+        Callable turning a listed path into a path relative to ``state/``.
+    """
+    grouped: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
+    meta: list[MetaFile] = []
+    unknown: list[MetaFile] = []
+    crc_files = crc_bytes = listed = 0
+    for path, size in listing:
+        listed += 1
+        item = classify(relative(path), size, path)
+        if isinstance(item, StateFile):
+            grouped[(item.operator_id, item.store, item.partition)].append(item)
+        elif item.kind == "crc":
+            crc_files += 1
+            crc_bytes += size
+        elif item.kind == "unknown":
+            unknown.append(item)
+        else:
+            meta.append(item)
+    instances = {
+        key: StoreInstance(*key, files=tuple(sorted(
+            files, key=lambda f: (f.version is None, f.version or 0, f.kind, f.name))))
+        for key, files in grouped.items()
+    }
+    # A partition folder holding only a schema file still is a store instance (with no data).
+    for item in meta:
+        if item.kind == "schema" and item.partition is not None and item.store is not None:
+            key = (item.operator_id, item.store, item.partition)
+            instances.setdefault(key, StoreInstance(*key, files=()))
+    return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,
+                          crc_bytes=crc_bytes, listed_files=listed, unknown_files=tuple(unknown))

@@ -1,0 +1,98 @@
+"""Where a checkpoint lives: an fsspec filesystem plus a root path, resolved once.
+
+Users hand statekit a string (a local path, ``file://``, ``s3://``, ``gs://``, ``abfs://``,
+``hdfs://``, ``memory://`` …). It is turned into ``(filesystem, path)`` exactly once, here, at
+the edge; everything below works on a :class:`Location` and never re-parses URLs. That keeps
+object-store credentials (``storage_options``) in one place and makes every module testable on
+``fsspec.filesystem("memory")``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec.spec import AbstractFileSystem
+
+from toolkit.errors import BadInput, EnvironmentProblem
+
+#: fsspec implementations for the object stores users ask about most, and the pip package
+#: that provides each (fsspec raises ImportError naming the package, but not helpfully).
+_STORE_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs",
+                   "abfs": "adlfs", "abfss": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
+
+
+@dataclass(frozen=True)
+class Location:
+    """A folder on some filesystem.
+
+    Attributes
+    ----------
+    fs:
+        The fsspec filesystem, already configured with credentials.
+    root:
+        The folder's path in ``fs``'s own notation (no protocol, no trailing slash).
+    url:
+        What the user typed; used in messages so they recognise their own input.
+    """
+
+    fs: AbstractFileSystem
+    root: str
+    url: str
+
+    def path(self, *parts: str) -> str:
+        """The fs path of ``parts`` below the root."""
+        return posixpath.join(self.root, *parts) if parts else self.root
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the root (for display and for parsing layouts)."""
+        path = self.fs._strip_protocol(path)
+        if path == self.root:
+            return ""
+        prefix = self.root.rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else path
+
+    def display(self, path: str) -> str:
+        """A path as the user would write it: the URL they gave plus the relative part."""
+        rel = self.relative(path)
+        return f"{self.url.rstrip('/')}/{rel}" if rel else self.url
+
+    @property
+    def is_local(self) -> bool:
+        return "file" in _protocols(self.fs)
+
+
+def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
+def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> Location:
+    """Turn a user's path or URL into a :class:`Location` (no I/O beyond client creation).
+
+    Raises
+    ------
+    BadInput
+        The URL's protocol is unknown to fsspec or the options are invalid.
+    EnvironmentProblem
+        The protocol needs a package that is not installed (for example ``s3fs``).
+    """
+    text = str(url).strip()
+    if not text:
+        raise BadInput("empty checkpoint location")
+    try:
+        fs, root = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+    except ImportError as missing:
+        protocol = text.split("://", 1)[0]
+        package = _STORE_PACKAGES.get(protocol, "the fsspec implementation for it")
+        raise EnvironmentProblem(
+            f"reading {protocol}:// locations needs {package} (pip install {package}): {missing}",
+            path=text,
+        ) from missing
+    except (ValueError, TypeError) as bad:
+        raise BadInput(f"cannot open this location: {bad}", path=text) from bad
+    root = root.rstrip("/") or root
+    return Location(fs=fs, root=root, url=text)

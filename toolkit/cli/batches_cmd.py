@@ -1,0 +1,39 @@
+"""``statekit batches``: the retained batch timeline as a table or JSON."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from toolkit.cli.render import console, dash, human_duration, iso_ms
+
+
+@click.command("batches")
+@checkpoint_options
+@json_option
+def batches_command(checkpoint, storage_option, as_json):
+    """One row per retained batch: committed?, watermark, timestamp, interval, offsets.
+
+    Example: statekit batches demo/checkpoint
+    """
+    from toolkit.batches import batch_timeline
+
+    timeline = batch_timeline(open_from_cli(checkpoint, storage_option))
+    if as_json:
+        print_json(timeline.to_dict())
+        return
+    table = Table(title=f"{len(timeline.rows)} retained batches", title_justify="left")
+    for name, justify in (("batch", "right"), ("committed", "center"), ("watermark", "left"),
+                          ("planned at", "left"), ("interval", "right"),
+                          ("partitions", "right"), ("source offsets", "left")):
+        table.add_column(name, justify=justify)
+    for row in timeline.rows:
+        committed = "yes" if row.committed else "[bold yellow]NO[/]"
+        table.add_row(str(row.batch_id), committed, iso_ms(row.watermark_ms),
+                      iso_ms(row.timestamp_ms),
+                      human_duration(row.interval_ms / 1000 if row.interval_ms is not None
+                                     else None),
+                      dash(row.shuffle_partitions), escape("; ".join(row.sources)))
+    console().print(table)

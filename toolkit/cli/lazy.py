@@ -1,0 +1,46 @@
+"""A click group that imports a sub-command's module only when that command runs.
+
+``statekit report`` must answer in well under a second and never import pyspark (or pandas,
+which the pipeline commands need). Importing every command module up front would cost that
+much before any work starts, so commands are registered by import path with their one-line
+help, and ``statekit --help`` lists them without importing any of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+
+class LazyGroup(click.Group):
+    """``lazy_commands`` maps a command name to ``("package.module:attr", "short help")``."""
+
+    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str]] | None = None,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands and cmd_name not in self.commands:
+            target, _ = self.lazy_commands[cmd_name]
+            module_name, attr = target.split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy_commands and name not in self.commands:
+                rows.append((name, self.lazy_commands[name][1]))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)

@@ -1,0 +1,68 @@
+"""Options every checkpoint-reading command shares, and the one place URLs become models.
+
+Following sqlite-utils, shared options are decorators so every command spells them the same
+way; following fsspec, a location string is resolved once — here — into a ``Checkpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from toolkit.errors import BadInput
+
+STORAGE_OPTIONS_ENV = "STATEKIT_STORAGE_OPTIONS"
+
+
+def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` pairs (values parsed as JSON when they are JSON) over the JSON object in
+    ``$STATEKIT_STORAGE_OPTIONS``; e.g. ``--storage-option endpoint_url=http://127.0.0.1:9000``
+    or ``--storage-option anon=true`` for s3fs."""
+    options: dict[str, Any] = {}
+    env = os.environ.get(STORAGE_OPTIONS_ENV)
+    if env:
+        try:
+            loaded = json.loads(env)
+        except json.JSONDecodeError as bad:
+            raise BadInput(f"${STORAGE_OPTIONS_ENV} is not JSON: {bad.msg}") from bad
+        if not isinstance(loaded, dict):
+            raise BadInput(f"${STORAGE_OPTIONS_ENV} must be a JSON object")
+        options.update(loaded)
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise BadInput(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def checkpoint_options(command: Callable) -> Callable:
+    """Add the CKPT argument and ``--storage-option``."""
+    command = click.option(
+        "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+        help="fsspec storage option for object stores (repeatable; JSON values allowed), "
+             f"merged over ${STORAGE_OPTIONS_ENV}.")(command)
+    return click.argument("checkpoint", metavar="CKPT")(command)
+
+
+def json_option(command: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print JSON for machines instead of tables.")(command)
+
+
+def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]):
+    """Open the checkpoint a command was given (imports the model lazily)."""
+    from toolkit.checkpoint import open_checkpoint
+
+    return open_checkpoint(checkpoint, parse_storage_options(storage_option))
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
