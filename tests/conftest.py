@@ -118,3 +118,13 @@ def small_queries(spark, tmp_path_factory):
     from tests.small_queries import SmallQueries
 
     return SmallQueries(spark, tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-protocol server (moto) on 127.0.0.1 that logs every request it serves."""
+    from tests.s3_server import start_server
+
+    server, httpd = start_server()
+    yield server
+    httpd.shutdown()

@@ -197,7 +197,7 @@ def _store_findings(report: StoreReport, facts: dict[int, InstanceFacts], min_de
                    "maintenance; files beyond the last commit were written by a batch that "
                    "never committed and are rewritten when it re-runs")
         found.append(Finding(
-            "orphan-files", "warning" if orphan_reasons.get(ORPHAN_STALE, 0) < count else "info",
+            "orphan-files", "warning" if orphan_reasons.get(ORPHAN_STALE) else "info",
             f"{label}: {count} files ({size} bytes) belong to no retained version ({reasons}): "
             f"{explain}", partitions=tuple(orphaned), **where))
     return found

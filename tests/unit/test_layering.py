@@ -61,3 +61,30 @@ def test_every_pipeline_module_is_listed():
                                                           "reference_pipeline.")}
     assert found - set(PURE_PIPELINE) == {"reference_pipeline.pipeline", "reference_pipeline.cli",
                                           "reference_pipeline.__main__"}
+
+
+def modules_after_cli(args: list[str], tmp_path) -> tuple[int, set[str]]:
+    """Run the real CLI entry point in a fresh interpreter; return its exit code and the
+    top-level packages it had loaded by the end."""
+    dump = tmp_path / "modules.json"
+    code = ("import json, sys; from toolkit.cli.runner import run_cli; "
+            "from toolkit.cli.main import cli; rc = run_cli(cli, 'statekit', sys.argv[2:]); "
+            "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(dump), *args],
+                          capture_output=True, text=True)
+    return done.returncode, {name.split(".")[0] for name in json.loads(dump.read_text())}
+
+
+@pytest.mark.parametrize("command", [["--help"], ["report"], ["batches"], ["report", "--json"]])
+def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
+    import fsspec
+
+    from tests.unit.checkpoint_builder import write_checkpoint
+
+    ckpt = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=3, committed=3)
+    args = command if command == ["--help"] else [command[0], str(ckpt), *command[1:]]
+    code, loaded = modules_after_cli(args, tmp_path)
+    assert code == 0
+    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
+    assert not leaked, f"`statekit {' '.join(command)}` loaded {sorted(leaked)}"

@@ -10,6 +10,7 @@ and no method ever writes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
@@ -188,13 +189,17 @@ class Checkpoint:
         if not self.has_state:
             return build_inventory((), lambda p: p)
         state_root = self.location.path("state")
-        try:
-            found = self.fs.find(state_root, detail=True)
-        except OSError as error:
-            raise _io_error(error, self.display(state_root)) from error
         prefix = self.fs._strip_protocol(state_root).rstrip("/") + "/"
-        listing = ((info["name"], int(info.get("size") or 0)) for info in found.values()
-                   if info.get("type", "file") == "file")
+        try:
+            if self.location.is_local:
+                listing = list(_walk_local(prefix))
+            else:
+                found = self.fs.find(state_root, detail=True)
+                listing = [(info["name"], int(info.get("size") or 0))
+                           for info in found.values() if info.get("type", "file") == "file"]
+        except OSError as error:
+            raise _io_error(error, self.display(getattr(error, "filename", None)
+                                                or state_root)) from error
         return build_inventory(listing, lambda p: p[len(prefix):] if p.startswith(prefix) else p)
 
     @cached_property
@@ -227,6 +232,25 @@ class Checkpoint:
         paths = {m.operator_id: m.path for m in self.inventory.meta("operator-metadata")}
         data = self.read_many(paths.values())
         return {op: parse_operator_metadata(data[p], self.display(p)) for op, p in paths.items()}
+
+
+def _walk_local(prefix: str):
+    """``(path, size)`` of every file below ``prefix`` on the local disk.
+
+    The same single pass as ``fs.find`` but several times faster at 40k+ files: ``os.scandir``
+    without fsspec's per-file info dicts, and no ``stat`` for checksum files (only counted).
+    """
+    pending = [prefix.rstrip("/")]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.name.endswith(".crc"):
+                    yield entry.path, 0
+                else:
+                    yield entry.path, entry.stat().st_size
 
 
 def _span(batches: list[int]) -> str:

@@ -93,7 +93,6 @@ class StateInventory:
     instances: dict[tuple[int, str, int], StoreInstance]
     meta_files: tuple[MetaFile, ...]
     crc_files: int = 0
-    crc_bytes: int = 0
     listed_files: int = 0
     unknown_files: tuple[MetaFile, ...] = field(default=())
 
@@ -138,15 +137,15 @@ def build_inventory(listing: Iterable[tuple[str, int]], relative) -> StateInvent
     grouped: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
     meta: list[MetaFile] = []
     unknown: list[MetaFile] = []
-    crc_files = crc_bytes = listed = 0
+    crc_files = listed = 0
     for path, size in listing:
         listed += 1
+        if path.endswith(".crc"):  # checksums: counted, never mixed into the data files
+            crc_files += 1
+            continue
         item = classify(relative(path), size, path)
         if isinstance(item, StateFile):
             grouped[(item.operator_id, item.store, item.partition)].append(item)
-        elif item.kind == "crc":
-            crc_files += 1
-            crc_bytes += size
         elif item.kind == "unknown":
             unknown.append(item)
         else:
@@ -162,4 +161,4 @@ def build_inventory(listing: Iterable[tuple[str, int]], relative) -> StateInvent
             key = (item.operator_id, item.store, item.partition)
             instances.setdefault(key, StoreInstance(*key, files=()))
     return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,
-                          crc_bytes=crc_bytes, listed_files=listed, unknown_files=tuple(unknown))
+                          listed_files=listed, unknown_files=tuple(unknown))

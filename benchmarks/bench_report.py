@@ -1,0 +1,216 @@
+"""Benchmark: ``statekit report`` versus doing the same with Spark, on a large checkpoint.
+
+The claim to prove: opening a checkpoint and reporting on it is a sub-second, JVM-free job,
+at least 20× faster end to end than what an SRE would otherwise do with Spark (start a
+session, read ``state-metadata``, count state files per partition through Spark's own
+filesystem listing) — and on object storage it lists, it does not probe file by file.
+
+Data: the reference pipeline writes a small real checkpoint per provider with Spark (2
+partitions); the script then synthesises a large one from those real files, faithfully: 200
+partitions × 100 retained batches, offsets/commits 0..99 with the partition count rewritten,
+operator metadata for 200 partitions, per partition the real ``.delta`` files cycled for
+versions 1..100 with ``.snapshot`` every 10 versions (HDFS) or a real ``.zip`` per version plus
+its SSTs (RocksDB), each with its Hadoop ``.crc`` (a copy of a file's bytes keeps the same
+checksum, so the copies stay valid).
+
+Measured, best of N:
+
+* ``statekit report`` cold: a fresh ``statekit report --json`` process (what a user runs);
+* ``statekit report`` warm: ``open_checkpoint`` + ``build_report`` in-process;
+* Spark cold: a fresh Python process that starts a session, collects ``state-metadata`` and
+  counts files per partition via ``binaryFile`` (path/length only); with its split;
+* Spark warm: the same two reads again in the running session;
+* S3 (``--s3``): the HDFS checkpoint uploaded to moto's S3 server on 127.0.0.1, report through
+  s3fs, with the request count by kind.
+
+Run: ``.venv/bin/python benchmarks/bench_report.py [--partitions 200 --versions 100] [--s3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SPARK_SCRIPT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from jobs.session import build_session
+spark = build_session("bench-report")
+t1 = time.perf_counter()
+from pyspark.sql import functions as F
+def run(ckpt):
+    a = time.perf_counter()
+    meta = spark.read.format("state-metadata").load(ckpt).collect()
+    b = time.perf_counter()
+    files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+             .load(ckpt + "/state").select("path", "length")
+             .withColumn("partition", F.regexp_extract("path", r"/state/\d+/(\d+)/", 1))
+             .groupBy("partition").agg(F.count("*").alias("files"), F.sum("length").alias("bytes"))
+             .collect())
+    c = time.perf_counter()
+    return len(meta), len(files), b - a, c - b
+n_meta, n_parts, meta_s, files_s = run(sys.argv[1])
+t2 = time.perf_counter()
+_, _, warm_meta, warm_files = run(sys.argv[1])
+print(json.dumps({"jvm_start_s": t1 - t0, "metadata_s": meta_s, "file_count_s": files_s,
+                  "total_s": t2 - t0, "warm_s": warm_meta + warm_files,
+                  "stores": n_meta, "partitions": n_parts}))
+"""
+
+
+def make_template(work: Path, provider: str) -> Path:
+    """A small real checkpoint written by the reference pipeline with Spark."""
+    landing = work / "landing"
+    if not landing.exists():
+        from reference_pipeline.generator import GeneratorConfig, generate
+        generate(landing, GeneratorConfig(seed=3, users=400, events_per_batch=150), 12)
+    checkpoint = work / f"template-{provider}"
+    subprocess.run([str(ROOT / ".venv/bin/statekit"), "pipeline", "run", "--landing",
+                    str(landing), "--checkpoint", str(checkpoint), "--output",
+                    str(work / f"out-{provider}"), "--provider", provider, "--partitions", "2",
+                    "--min-deltas-for-snapshot", "3", "--maintenance-interval", "200ms"],
+                   check=True, capture_output=True)
+    return checkpoint
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    crc = src.parent / f".{src.name}.crc"
+    if crc.exists():
+        shutil.copyfile(crc, dst.parent / f".{dst.name}.crc")
+
+
+def synthesize(template: Path, out: Path, partitions: int, versions: int) -> Path:
+    """A large checkpoint made of the template's real files (see the module docstring)."""
+    out.mkdir(parents=True)
+    _copy(template / "metadata", out / "metadata")
+    offsets = sorted((template / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    last = offsets[-1].read_text().split("\n")
+    meta = json.loads(last[1])
+    meta["conf"]["spark.sql.shuffle.partitions"] = str(partitions)
+    for batch in range(versions):
+        meta["batchTimestampMs"] = 1_790_000_000_000 + batch * 10_000
+        text = f"v1\n{json.dumps(meta)}\n" + json.dumps({"logOffset": batch})
+        (out / "offsets").mkdir(exist_ok=True)
+        (out / "offsets" / str(batch)).write_text(text)
+        (out / "commits").mkdir(exist_ok=True)
+        (out / "commits" / str(batch)).write_text(
+            "v1\n" + json.dumps({"nextBatchWatermarkMs": meta["batchWatermarkMs"]}))
+    op_meta = (template / "state/0/_metadata/metadata").read_text()
+    op_meta = re.sub(r'"numPartitions":\d+', f'"numPartitions":{partitions}', op_meta)
+    (out / "state/0/_metadata").mkdir(parents=True)
+    (out / "state/0/_metadata/metadata").write_text(op_meta)
+    _copy(template / "state/0/0/_metadata/schema", out / "state/0/0/_metadata/schema")
+    for part in range(partitions):
+        src = template / "state/0" / str(part % 2)
+        dst = out / "state/0" / str(part)
+        deltas = sorted(src.glob("*.delta"))
+        snapshot = next(iter(sorted(src.glob("*.snapshot"))), None)
+        zips = sorted(src.glob("*.zip"))
+        for version in range(1, versions + 1):
+            if deltas:
+                _copy(deltas[version % len(deltas)], dst / f"{version}.delta")
+                if snapshot is not None and version % 10 == 0:
+                    _copy(snapshot, dst / f"{version}.snapshot")
+            if zips:
+                _copy(zips[version % len(zips)], dst / f"{version}.zip")
+        for sst in (src / "SSTs").glob("*.sst") if (src / "SSTs").exists() else ():
+            _copy(sst, dst / "SSTs" / sst.name)
+    return out
+
+
+def best_of(n: int, action) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure(checkpoint: Path, repeats: int) -> dict:
+    from toolkit.checkpoint import open_checkpoint
+    from toolkit.report import build_report
+
+    statekit = str(ROOT / ".venv/bin/statekit")
+    cold = best_of(repeats, lambda: subprocess.run(
+        [statekit, "report", str(checkpoint), "--json"], check=True, capture_output=True))
+    warm = best_of(repeats, lambda: build_report(open_checkpoint(str(checkpoint))))
+    report = build_report(open_checkpoint(str(checkpoint)))
+    spark = json.loads(subprocess.run(
+        [sys.executable, "-c", SPARK_SCRIPT, str(checkpoint)], check=True, capture_output=True,
+        text=True, cwd=ROOT).stdout.strip().splitlines()[-1])
+    files = sum(1 for p in checkpoint.rglob("*") if p.is_file())
+    return {"files": files, "state_files": report.state_files, "cold": cold, "warm": warm,
+            "spark": spark}
+
+
+def measure_s3(checkpoint: Path) -> dict:
+    from tests.s3_server import start_server
+    from toolkit.checkpoint import open_checkpoint
+    from toolkit.report import build_report
+
+    server, httpd = start_server()
+    try:
+        fs = server.filesystem()
+        fs.mkdir("bench")
+        payload = {f"bench/ck/{p.relative_to(checkpoint)}": p.read_bytes()
+                   for p in checkpoint.rglob("*") if p.is_file()}
+        fs.pipe(payload)
+        server.reset()
+        start = time.perf_counter()
+        report = build_report(open_checkpoint("s3://bench/ck", server.storage_options()))
+        elapsed = time.perf_counter() - start
+        return {"objects": len(payload), "seconds": elapsed, "requests": dict(server.summary()),
+                "state_files": report.state_files}
+    finally:
+        httpd.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=200)
+    parser.add_argument("--versions", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--s3", action="store_true", help="also measure on moto's S3 server")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    try:
+        rows = []
+        for provider in ("hdfs", "rocksdb"):
+            template = make_template(work, provider)
+            big = synthesize(template, work / f"big-{provider}", args.partitions, args.versions)
+            result = measure(big, args.repeats)
+            rows.append((provider, result))
+            if args.s3 and provider == "hdfs":
+                s3 = measure_s3(big)
+        print(f"\ncheckpoint: {args.partitions} partitions × {args.versions} retained versions")
+        print(f"{'provider':9} {'files':>7} {'statekit cold':>14} {'warm':>8} "
+              f"{'spark cold':>11} {'(jvm':>7} {'meta':>7} {'count)':>7} {'warm':>7} "
+              f"{'cold ×':>7} {'warm ×':>7}")
+        for provider, r in rows:
+            s = r["spark"]
+            print(f"{provider:9} {r['files']:>7} {r['cold']:>13.3f}s {r['warm']:>7.3f}s "
+                  f"{s['total_s']:>10.2f}s {s['jvm_start_s']:>6.2f}s {s['metadata_s']:>6.2f}s "
+                  f"{s['file_count_s']:>6.2f}s {s['warm_s']:>6.2f}s "
+                  f"{s['total_s'] / r['cold']:>6.1f}× {s['warm_s'] / r['warm']:>6.1f}×")
+        if args.s3:
+            print(f"\nS3 (moto on 127.0.0.1, hdfs): {s3['objects']} objects, report in "
+                  f"{s3['seconds']:.2f}s, requests {s3['requests']}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Build small checkpoint *layouts* on any fsspec filesystem, without a JVM.
+
+The model's listing and log logic only looks at names, sizes and the small text logs, so a
+layout with the real log formats and placeholder state files is a faithful input for it. The
+log texts follow what pyspark 4.3 wrote in our real checkpoints (see FORMATS.md). Tests that
+decode state bytes use real files instead (tests/data/formats).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+PROVIDERS = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def offsets_text(batch: int, partitions: int = 4, provider: str = "hdfs",
+                 watermark: int = 0, timestamp: int | None = None, version: int = 1) -> str:
+    conf = {"spark.sql.streaming.stateStore.providerClass": PROVIDERS[provider],
+            "spark.sql.shuffle.partitions": str(partitions),
+            "spark.sql.streaming.stateStore.compression.codec": "lz4",
+            "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2"}
+    meta = {"batchWatermarkMs": watermark,
+            "batchTimestampMs": timestamp if timestamp is not None else 1_700_000_000_000
+            + batch * 10_000, "conf": conf}
+    source = json.dumps({"logOffset": batch})
+    line = source if version == 1 else f"0:{source}"
+    return f"v{version}\n{json.dumps(meta)}\n{line}"
+
+
+def commit_text(watermark: int = 0) -> str:
+    return "v1\n" + json.dumps({"nextBatchWatermarkMs": watermark})
+
+
+def operator_metadata_text(op: int = 0, name: str = "applyInPandasWithState",
+                           partitions: int = 4, stores: Iterable[str] = ("default",)) -> str:
+    return "v1\n" + json.dumps({
+        "operatorInfo": {"operatorId": op, "operatorName": name},
+        "stateStoreInfo": [{"storeName": s, "numColsPrefixKey": 0, "numPartitions": partitions}
+                           for s in stores]})
+
+
+class _Writer:
+    """``fs.pipe`` that creates parent folders (the local filesystem needs them)."""
+
+    def __init__(self, fs) -> None:
+        self.fs = fs
+
+    def pipe(self, path: str, data: bytes) -> None:
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.pipe(path, data)
+
+
+def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions: int = 4,
+                     provider: str = "hdfs", snapshots: Iterable[int] = (),
+                     first_batch: int = 0, skip_partitions: Iterable[int] = (),
+                     extra_versions: Iterable[int] = (), repartition_to: int | None = None,
+                     crc: bool = True) -> None:
+    """A checkpoint whose batches ``first_batch..planned-1`` are planned and
+    ``first_batch..committed-1`` committed, with one delta (HDFS) or zip (RocksDB) per
+    partition and committed version, snapshots at ``snapshots``, and state files for
+    ``extra_versions`` too (e.g. written by an uncommitted batch or left from purged ones)."""
+    fs.makedirs(root, exist_ok=True)
+    fs = _Writer(fs)
+    fs.pipe(f"{root}/metadata", b'{"id":"11111111-2222-3333-4444-555555555555"}')
+    for batch in range(first_batch, planned):
+        parts = repartition_to if (repartition_to and batch >= committed) else partitions
+        fs.pipe(f"{root}/offsets/{batch}", offsets_text(batch, parts, provider).encode())
+    for batch in range(first_batch, committed):
+        fs.pipe(f"{root}/commits/{batch}", commit_text().encode())
+    fs.pipe(f"{root}/state/0/_metadata/metadata",
+            operator_metadata_text(partitions=partitions).encode())
+    versions = sorted(set(range(first_batch + 1, committed + 1)) | set(extra_versions))
+    skipped = set(skip_partitions)
+    for part in range(partitions):
+        if part in skipped:
+            continue
+        folder = f"{root}/state/0/{part}"
+        if part == 0:
+            fs.pipe(f"{folder}/_metadata/schema", b"\x00\x02v2")
+        for version in versions:
+            if provider == "hdfs":
+                fs.pipe(f"{folder}/{version}.delta", b"d" * (100 + part))
+                if crc:
+                    fs.pipe(f"{folder}/.{version}.delta.crc", b"c" * 12)
+                if version in snapshots:
+                    fs.pipe(f"{folder}/{version}.snapshot", b"s" * 1000)
+            else:
+                fs.pipe(f"{folder}/{version}.zip", b"z" * 300)
+                fs.pipe(f"{folder}/SSTs/{version:06d}-abcdef01-0000.sst", b"t" * 5000)

@@ -1,0 +1,343 @@
+"""Key/value records of Spark state files: HDFS deltas and snapshots, RocksDB changelogs.
+
+These are the files a broken query leaves behind, so they are parsed defensively: every length
+is checked before anything is allocated (a bogus 2 GiB length in a corrupt file costs only the
+bytes that are really there), and every failure is a :class:`CorruptFile` that names the file
+and the position *in the decompressed stream* (the compression layer reports positions in the
+compressed file itself).
+
+Layouts (all integers big-endian, as ``java.io.DataOutputStream`` writes them):
+
+* HDFS ``.delta`` / ``.snapshot`` and RocksDB changelog v1 (no header):
+  ``int keyLen, key, int valueLen, value`` (put), ``int keyLen, key, int -1`` (delete),
+  ``int -1`` (end).
+* RocksDB changelog v2: ``writeUTF("v2")``, then ``byte type`` (``0x01`` put, ``0x10`` delete,
+  ``0x11`` merge) + the same key/value fields, ending with a ``0x00`` byte.
+* v3 = ``writeUTF("v3")`` + ``writeUTF(lineage JSON)`` + the v1 body; v4 = ``writeUTF("v4")`` +
+  lineage + the v2 body. The lineage is a JSON list of ``{"version", "checkpointUniqueId"}``
+  (checkpoint format version 2). A file whose first ``readUTF`` is not ``v<number>`` is v1,
+  exactly as Spark decides.
+
+RocksDB keys and values carry small prefixes before the UnsafeRow bytes; see
+:mod:`toolkit.formats.rocksdb_keys`.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
+from toolkit.formats.compression import open_decompressed
+from toolkit.formats.modified_utf8 import decode_modified_utf8
+
+_INT = struct.Struct(">i")
+_CHUNK = 1 << 20
+MAX_FIELD_BYTES = (1 << 31) - 1
+"""Largest key or value length accepted (a Java array cannot be longer)."""
+
+_RECORD_TYPES = {0x01: "put", 0x10: "delete", 0x11: "merge"}
+STATE_FILE_KINDS = ("delta", "snapshot", "changelog")
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    """One change (or, in a snapshot, one entry) of a state store."""
+
+    op: str
+    """``"put"``, ``"delete"`` or ``"merge"`` (merge: RocksDB list-state append, v2/v4 only)."""
+    key: bytes
+    """The key bytes exactly as stored (RocksDB prefixes included)."""
+    value: bytes | None
+    """The value bytes as stored; ``None`` for a delete."""
+
+
+@dataclass(frozen=True)
+class ChangelogHeader:
+    """What precedes the records of a RocksDB changelog file."""
+
+    version: int
+    """Changelog format version, 1-4 (1 has no header at all)."""
+    lineage: Any | None = None
+    """v3/v4: the parsed lineage JSON (a list of ``{"version", "checkpointUniqueId"}``)."""
+    lineage_raw: str | None = None
+    """v3/v4: the lineage string as written."""
+
+
+class _Cursor:
+    """Reads exact byte counts from a stream (after an optional replayed prefix)."""
+
+    def __init__(self, stream: BinaryIO, path: str, prefix: bytes = b"") -> None:
+        self._stream = stream
+        self._path = path
+        self._prefix = prefix
+        self.pos = 0
+
+    def corrupt(self, message: str, at: int | None = None) -> CorruptFile:
+        where = self.pos if at is None else at
+        return CorruptFile(f"{message} at decompressed byte {where}", path=self._path)
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes; fewer only at the end of the stream. Never allocates ahead."""
+        if self._prefix or n > _CHUNK:
+            out = self._read_slow(n)
+        else:
+            out = self._stream.read(n) or b""
+            if len(out) < n:
+                out = self._read_more(out, n)
+        self.pos += len(out)
+        return out
+
+    def _read_more(self, out: bytes, n: int) -> bytes:
+        while len(out) < n:
+            more = self._stream.read(n - len(out))
+            if not more:
+                break
+            out += more
+        return out
+
+    def _read_slow(self, n: int) -> bytes:
+        out = b""
+        if self._prefix:
+            out, self._prefix = self._prefix[:n], self._prefix[n:]
+        parts = [out]
+        got = len(out)
+        while got < n:
+            more = self._stream.read(min(_CHUNK, n - got))
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def exact(self, n: int, what: str, start: int) -> bytes:
+        data = self.read(n)
+        if len(data) < n:
+            raise self.corrupt(
+                f"truncated record ({what}: {len(data)} of {n} bytes) starting", start
+            )
+        return data
+
+    def int32(self, what: str, start: int) -> int:
+        return _INT.unpack(self.exact(4, what, start))[0]
+
+    def utf(self, what: str) -> str:
+        start = self.pos
+        raw = self.read(2)
+        if len(raw) < 2:
+            raise self.corrupt(f"truncated {what}", start)
+        data = self.exact(int.from_bytes(raw, "big"), what, start)
+        try:
+            return decode_modified_utf8(data)
+        except ValueError as exc:
+            raise self.corrupt(f"{what} is not valid modified UTF-8 ({exc})", start) from None
+
+    def expect_end(self) -> None:
+        at = self.pos
+        extra = self.read(1)
+        if extra:
+            raise self.corrupt("unexpected data after the end-of-file marker", at)
+
+
+def iter_store_records(
+    stream: BinaryIO, *, path: str, allow_deletes: bool = True
+) -> Iterator[StateRecord]:
+    """Yield the records of a decompressed HDFS delta/snapshot (or changelog v1) stream.
+
+    Parameters
+    ----------
+    stream
+        The decompressed bytes (see :func:`~toolkit.formats.compression.open_decompressed`).
+    path
+        The file, for error messages.
+    allow_deletes
+        ``False`` for snapshots, which hold only puts (Spark rejects a negative value length
+        there).
+
+    Raises
+    ------
+    CorruptFile
+        A negative length other than the ``-1`` markers, a truncated key or value, a stream
+        ending without the ``-1`` end marker, or bytes after it.
+    """
+    return _iter_v1(_Cursor(stream, path), allow_deletes=allow_deletes)
+
+
+def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecord]:
+    while True:
+        start = cur.pos
+        head = cur.read(4)
+        if len(head) < 4:
+            what = "stream ends without the end-of-file marker (-1)" if not head else (
+                "truncated record (key length)")
+            raise cur.corrupt(what, start)
+        key_len = _INT.unpack(head)[0]
+        if key_len == -1:
+            cur.expect_end()
+            return
+        if key_len < 0:
+            raise cur.corrupt(f"bad key length {key_len} in record", start)
+        key = cur.exact(key_len, "key", start)
+        value_len = cur.int32("value length", start)
+        if value_len == -1 and allow_deletes:
+            yield StateRecord("delete", key, None)
+        elif value_len < 0:
+            raise cur.corrupt(f"bad value length {value_len} in record", start)
+        else:
+            yield StateRecord("put", key, cur.exact(value_len, "value", start))
+
+
+def _iter_v2(cur: _Cursor) -> Iterator[StateRecord]:
+    while True:
+        start = cur.pos
+        head = cur.read(1)
+        if not head:
+            raise cur.corrupt("stream ends without the end-of-file record (0x00)", start)
+        if head[0] == 0:
+            cur.expect_end()
+            return
+        op = _RECORD_TYPES.get(head[0])
+        if op is None:
+            raise cur.corrupt(f"unknown record type 0x{head[0]:02x}", start)
+        key_len = cur.int32("key length", start)
+        if key_len < 0:
+            raise cur.corrupt(f"bad key length {key_len} in {op} record", start)
+        key = cur.exact(key_len, "key", start)
+        value_len = cur.int32("value length", start)
+        if op == "delete":
+            if value_len != -1:
+                raise cur.corrupt(f"delete record with value length {value_len}", start)
+            yield StateRecord(op, key, None)
+        elif value_len < 0:
+            raise cur.corrupt(f"bad value length {value_len} in {op} record", start)
+        else:
+            yield StateRecord(op, key, cur.exact(value_len, "value", start))
+
+
+def _sniff_changelog_version(stream: BinaryIO, path: str) -> tuple[int, bytes]:
+    """Spark's rule: the first ``readUTF`` must be ``v<short>``; anything else means v1.
+
+    Returns the version and the bytes consumed (to replay for v1).
+    """
+    head = stream.read(2) or b""
+    if len(head) < 2:
+        return 1, head
+    body = b""
+    want = int.from_bytes(head, "big")
+    while len(body) < want:
+        more = stream.read(want - len(body))
+        if not more:
+            return 1, head + body
+        body += more
+    consumed = head + body
+    try:
+        text = decode_modified_utf8(body)
+    except ValueError:
+        return 1, consumed
+    if not text.startswith("v"):
+        return 1, consumed
+    number = text[1:]
+    if not (number.isascii() and number.lstrip("+-").isdigit()):
+        return 1, consumed
+    version = int(number)
+    if not -(1 << 15) <= version < (1 << 15):
+        return 1, consumed
+    return version, consumed
+
+
+def read_changelog(
+    stream: BinaryIO, *, path: str
+) -> tuple[ChangelogHeader, Iterator[StateRecord]]:
+    """Read the header of a decompressed RocksDB changelog stream and return its records.
+
+    Parameters
+    ----------
+    stream
+        The decompressed bytes.
+    path
+        The file, for error messages.
+
+    Returns
+    -------
+    tuple
+        The header (read eagerly) and a lazy iterator of records.
+
+    Raises
+    ------
+    UnsupportedFormat
+        A version header other than v1-v4 (a newer Spark).
+    CorruptFile
+        A bad lineage or record (raised while iterating, for records).
+    """
+    version, consumed = _sniff_changelog_version(stream, path)
+    if version == 1:
+        return ChangelogHeader(1), _iter_v1(_Cursor(stream, path, prefix=consumed))
+    if version not in (2, 3, 4):
+        raise UnsupportedFormat(
+            f"changelog format v{version} is not supported (statekit reads v1-v4)", path=path
+        )
+    cur = _Cursor(stream, path)
+    cur.pos = len(consumed)
+    if version == 2:
+        return ChangelogHeader(2), _iter_v2(cur)
+    start = cur.pos
+    lineage_raw = cur.utf("changelog lineage")
+    try:
+        lineage = json.loads(lineage_raw)
+    except ValueError as exc:
+        raise cur.corrupt(f"changelog lineage is not JSON ({exc})", start) from None
+    header = ChangelogHeader(version, lineage, lineage_raw)
+    return header, (_iter_v1(cur) if version == 3 else _iter_v2(cur))
+
+
+def read_state_file(fs: Any, path: str, codec: str, kind: str) -> Iterator[StateRecord]:
+    """Open a state file on an fsspec filesystem and yield its records.
+
+    Parameters
+    ----------
+    fs
+        An fsspec filesystem.
+    path
+        The file's path on ``fs``.
+    codec
+        The state store compression codec (short or class name; see ``normalize_codec``).
+    kind
+        ``"delta"``, ``"snapshot"`` or ``"changelog"``.
+
+    Raises
+    ------
+    BadInput
+        The file is missing or unreadable (raised at call time, not at first iteration).
+    UnsupportedFormat, CorruptFile
+        See :func:`~toolkit.formats.compression.open_decompressed` and the readers above.
+    """
+    if kind not in STATE_FILE_KINDS:
+        raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
+    try:
+        raw = fs.open(path, "rb")
+    except FileNotFoundError:
+        raise BadInput("state file not found", path=path) from None
+    except PermissionError:
+        raise BadInput("state file is not readable (permission denied)", path=path) from None
+    except IsADirectoryError:
+        raise BadInput("expected a state file, found a folder", path=path) from None
+    try:
+        stream = open_decompressed(raw, codec, path=path)
+    except BaseException:
+        raw.close()
+        raise
+    return _records_then_close(raw, stream, path, kind)
+
+
+def _records_then_close(raw: Any, stream: BinaryIO, path: str, kind: str) -> Iterator[StateRecord]:
+    try:
+        if kind == "changelog":
+            _, records = read_changelog(stream, path=path)
+        else:
+            records = iter_store_records(stream, path=path, allow_deletes=kind == "delta")
+        yield from records
+    finally:
+        raw.close()
