@@ -93,22 +93,31 @@ def read_zip_metadata(fs: Any, path: str) -> RocksDBCheckpointMetadata:
     except IsADirectoryError:
         raise BadInput("expected a RocksDB checkpoint zip, found a folder", path=path) from None
     with f:
-        try:
-            with zipfile.ZipFile(f) as zf:
-                try:
-                    info = zf.getinfo(METADATA_MEMBER)
-                except KeyError:
-                    raise CorruptFile("zip has no 'metadata' member", path=path) from None
-                if info.file_size > MAX_METADATA_BYTES:
-                    raise CorruptFile(f"zip 'metadata' member claims {info.file_size} bytes",
-                                      path=path)
-                with zf.open(info) as member:
-                    data = member.read(MAX_METADATA_BYTES + 1)
-        except CorruptFile:
-            raise
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error,
-                NotImplementedError, RuntimeError, ValueError, OverflowError) as exc:
-            raise CorruptFile(f"not a readable zip ({exc})", path=path) from None
+        return metadata_from_zip(f, path=path)
+
+
+def metadata_from_zip(fileobj: Any, *, path: str) -> RocksDBCheckpointMetadata:
+    """Parse ``metadata`` from an open, seekable zip (a file or ``io.BytesIO`` of its bytes).
+
+    Callers that fetched many zips at once (one concurrent ``fs.cat`` on object stores) pass
+    ``io.BytesIO(data)``.
+    """
+    try:
+        with zipfile.ZipFile(fileobj) as zf:
+            try:
+                info = zf.getinfo(METADATA_MEMBER)
+            except KeyError:
+                raise CorruptFile("zip has no 'metadata' member", path=path) from None
+            if info.file_size > MAX_METADATA_BYTES:
+                raise CorruptFile(f"zip 'metadata' member claims {info.file_size} bytes",
+                                  path=path)
+            with zf.open(info) as member:
+                data = member.read(MAX_METADATA_BYTES + 1)
+    except CorruptFile:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error,
+            NotImplementedError, RuntimeError, ValueError, OverflowError) as exc:
+        raise CorruptFile(f"not a readable zip ({exc})", path=path) from None
     return parse_metadata_bytes(data, path=path)
 
 

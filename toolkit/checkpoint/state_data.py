@@ -1,0 +1,180 @@
+"""State contents through the checkpoint model: schemas, decoded records, replayed versions.
+
+The byte-level readers (:mod:`toolkit.formats`) know file formats; this module knows which
+schema, codec and key prefixes apply to which file of a checkpoint, so callers ask for "the
+records of this file" or "the state of partition 3 at version 12" and get rows a person can
+read. HDFS state is rebuilt like Spark does (newest snapshot, then deltas in order); RocksDB
+state can be rebuilt from changelog files, while ``.zip``/SST contents need RocksDB itself —
+for those, statekit reads rows through Spark's state data source instead (``statekit state``).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.checkpoint.inventory import StoreInstance
+from toolkit.checkpoint.layout import StateFile
+from toolkit.errors import StatekitError, UnsupportedFormat
+from toolkit.formats.compression import normalize_codec, sniff_codec
+from toolkit.formats.records import StateRecord, read_state_file
+from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
+from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
+from toolkit.formats.schema import StructType
+from toolkit.formats.schema_file import StateSchemaFile, parse_schema_bytes
+from toolkit.formats.unsafe_row import make_decoder
+
+
+@dataclass(frozen=True)
+class StoreSchema:
+    """Key and value schema of one operator/store, and the file they came from."""
+
+    operator_id: int
+    store: str
+    key: StructType | None
+    value: StructType | None
+    file: StateSchemaFile
+    path: str
+
+    @property
+    def has_column_families(self) -> bool:
+        return self.file.version >= 3
+
+
+def store_schemas(ckpt: Checkpoint) -> dict[tuple[int, str], StoreSchema]:
+    """Every schema file the state listing found: v1/v2 (partition 0, per store) and the
+    newest v3 file per operator/store (transformWithState)."""
+    inventory = ckpt.inventory
+    chosen: dict[tuple[int, str], str] = {}
+    for meta in inventory.meta("schema"):
+        if meta.partition == 0:
+            chosen[(meta.operator_id, meta.store)] = meta.path
+    newest_v3: dict[tuple[int, str], tuple[int, str]] = {}
+    for meta in inventory.meta("schema-v3"):
+        key = (meta.operator_id, meta.store or "default")
+        rank = (meta.batch_id or -1, meta.path)
+        if key not in newest_v3 or rank > newest_v3[key]:
+            newest_v3[key] = rank
+    chosen.update({key: path for key, (_, path) in newest_v3.items()})
+    data = ckpt.read_many(chosen.values())
+    schemas = {}
+    for (op, store), path in sorted(chosen.items()):
+        parsed = parse_schema_bytes(data[path], path=ckpt.display(path))
+        schemas[(op, store)] = StoreSchema(op, store, parsed.key_schema, parsed.value_schema,
+                                           parsed, path)
+    return schemas
+
+
+def file_codec(ckpt: Checkpoint, head: bytes = b"") -> str:
+    """The codec of a state file: what its first bytes say, else what the query pinned."""
+    return sniff_codec(head) or normalize_codec(ckpt.conf.get(
+        "spark.sql.streaming.stateStore.compression.codec"))
+
+
+def file_records(ckpt: Checkpoint, file: StateFile) -> Iterator[StateRecord]:
+    """Raw records of a ``.delta``/``.snapshot``/``.changelog`` file, RocksDB prefixes removed
+    (keys and values are plain UnsafeRow bytes). Streams with constant memory."""
+    if file.kind not in ("delta", "snapshot", "changelog"):
+        raise UnsupportedFormat(
+            f"{file.kind} files hold no record stream statekit decodes"
+            + ("; RocksDB zip/SST contents need RocksDB: use `statekit state show` (Spark)"
+               if file.kind in ("zip", "sst") else ""), path=ckpt.display(file.path))
+    with ckpt.fs.open(file.path, "rb") as handle:
+        head = handle.read(8)
+    codec = file_codec(ckpt, head)
+    shown = ckpt.display(file.path)
+    records = _displayed(read_state_file(ckpt.fs, file.path, codec, file.kind), shown)
+    if file.kind != "changelog":
+        return records
+    return _without_prefixes(records, shown)
+
+
+def _displayed(records: Iterator[StateRecord], shown: str) -> Iterator[StateRecord]:
+    """Re-raise reader errors with the user's own path (URL) in the message."""
+    try:
+        yield from records
+    except StatekitError as error:
+        if error.path and error.path != shown:
+            error.args = (str(error).replace(error.path, shown, 1),)
+            error.path = shown
+        raise
+
+
+def _without_prefixes(records: Iterator[StateRecord], shown: str) -> Iterator[StateRecord]:
+    for record in records:
+        _, key = strip_rocksdb_prefixes(record.key, column_families=False, path=shown)
+        value = record.value
+        if value is not None:
+            _, value = strip_rocksdb_prefixes(value, column_families=False, what="value",
+                                              path=shown)
+        yield StateRecord(record.op, key, value)
+
+
+def replay(ckpt: Checkpoint, instance: StoreInstance, version: int) -> dict[bytes, bytes]:
+    """The state of one store instance at ``version`` as ``{key bytes: value bytes}``.
+
+    Rebuilt like Spark: the newest snapshot ≤ version, then every change file after it.
+    """
+    files = instance.files_to_load(version)
+    if files and files[0].kind == "zip":
+        # RocksDB: a zip needs RocksDB to read, but a complete changelog chain does not.
+        chain = {f.version: f for f in instance.of_kind("changelog")
+                 if f.version is not None and f.version <= version}
+        if len(chain) == version:
+            files = [chain[v] for v in sorted(chain)]
+    if not files and version > 0 and instance.files:
+        raise UnsupportedFormat(
+            f"version {version} cannot be rebuilt from the files of operator "
+            f"{instance.operator_id} partition {instance.partition} (missing deltas)",
+            path=ckpt.location.url)
+    state: dict[bytes, bytes] = {}
+    for file in files:
+        if file.kind == "zip":
+            raise UnsupportedFormat(
+                f"version {version} of this RocksDB store starts from a zip checkpoint; "
+                "reading SST files needs RocksDB: use `statekit state show` (Spark)",
+                path=ckpt.display(file.path))
+        for record in file_records(ckpt, file):
+            if record.op == "delete":
+                state.pop(record.key, None)
+            elif record.op == "put":
+                state[record.key] = record.value
+            else:
+                raise UnsupportedFormat(f"{record.op} records (list state) are not replayed",
+                                        path=ckpt.display(file.path))
+    return state
+
+
+@dataclass(frozen=True)
+class DecodedRecord:
+    op: str
+    key: dict[str, Any] | None
+    value: dict[str, Any] | None
+    key_bytes: bytes
+    value_bytes: bytes | None
+
+
+def decode_records(records: Iterator[StateRecord], schema: StoreSchema | None, shown: str
+                   ) -> Iterator[DecodedRecord]:
+    """Decode keys/values with the store's schema (``None`` fields when no schema is known)."""
+    key_decoder = make_decoder(schema.key, path=shown) if schema and schema.key else None
+    value_decoder = (make_decoder(schema.value, path=shown)
+                     if schema and schema.value and not schema.has_column_families else None)
+    for record in records:
+        yield DecodedRecord(
+            record.op,
+            key_decoder(record.key) if key_decoder else None,
+            value_decoder(record.value) if value_decoder and record.value is not None
+            else None,
+            record.key, record.value)
+
+
+def zip_metadata(ckpt: Checkpoint, files: list[StateFile]
+                 ) -> dict[str, RocksDBCheckpointMetadata]:
+    """Metadata of many RocksDB zips, fetched in one go (concurrently on object stores)."""
+    data = ckpt.read_many(f.path for f in files)
+    return {f.path: metadata_from_zip(io.BytesIO(data[f.path]), path=ckpt.display(f.path))
+            for f in files}
