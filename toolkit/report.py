@@ -19,6 +19,8 @@ from toolkit.checkpoint.checkpoint import Checkpoint
 from toolkit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_facts
 from toolkit.checkpoint.inventory import StoreInstance
 from toolkit.checkpoint.logs import CONF_MIN_DELTAS, provider_short_name
+from toolkit.checkpoint.state_data import zip_metadata
+from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 
 SPARK_DEFAULT_MIN_DELTAS = 10
 
@@ -39,6 +41,12 @@ class PartitionReport:
     loadable: bool
     orphans: int
     orphan_bytes: int
+    keys: int | None = None
+    """RocksDB: ``numKeys`` of the newest zip ≤ the committed version (HDFS: unknown
+    without replaying the state; see ``statekit growth``)."""
+    keys_version: int | None = None
+    missing_ssts: int = 0
+    """SST files the newest zip references that are not in ``SSTs/``."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,12 @@ class CheckpointReport:
         return data
 
 
-def _partition_report(instance: StoreInstance, facts: InstanceFacts) -> PartitionReport:
+def _partition_report(instance: StoreInstance, facts: InstanceFacts,
+                      zip_meta: RocksDBCheckpointMetadata | None) -> PartitionReport:
     kinds = Counter(f.kind for f in instance.files)
+    present = {f.name for f in instance.files if f.kind == "sst"}
+    missing = ([s for s in zip_meta.sst_files if s.dfs_name not in present]
+               if zip_meta is not None else [])
     return PartitionReport(
         partition=instance.partition,
         deltas=kinds["delta"] + kinds["changelog"],
@@ -139,6 +151,9 @@ def _partition_report(instance: StoreInstance, facts: InstanceFacts) -> Partitio
         loadable=facts.loadable,
         orphans=len(facts.orphans),
         orphan_bytes=sum(o.file.size for o in facts.orphans),
+        keys=zip_meta.num_keys if zip_meta is not None else None,
+        keys_version=facts.latest_snapshot if zip_meta is not None else None,
+        missing_ssts=len(missing),
     )
 
 
@@ -152,12 +167,14 @@ def _store_findings(report: StoreReport, facts: dict[int, InstanceFacts], min_de
     where = dict(operator_id=report.operator_id, store=report.store)
     label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
     found: list[Finding] = []
-    unloadable = [p.partition for p in report.partitions if not p.loadable]
+    unloadable = [p.partition for p in report.partitions
+                  if not p.loadable or p.missing_ssts]
     if unloadable:
         found.append(Finding(
             "cannot-load", "error",
             f"{label}: partitions {_span(unloadable)} lack the files to rebuild version "
-            f"{report.committed_version} (no snapshot and missing deltas); the query will fail "
+            f"{report.committed_version} (missing change files before the first snapshot, or "
+            "SST files a zip references are gone); the query will fail "
             "to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable), **where))
     if report.missing_partitions:
         found.append(Finding(
@@ -269,6 +286,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                              if s.name == store), None)
             expected = declared or (latest.shuffle_partitions if latest else None)
             instances = inventory.instances_of(op_id, store)
+            latest_zips = _latest_zips(ckpt, instances, last)
             kinds = Counter()
             sizes = Counter()
             parts, facts_by_part = [], {}
@@ -281,7 +299,8 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                     kinds[file.kind] += 1
                     sizes[file.kind] += file.size
                 if partition is None or instance.partition == partition:
-                    parts.append(_partition_report(instance, facts))
+                    parts.append(_partition_report(instance, facts,
+                                                   latest_zips.get(instance.partition)))
             present = {i.partition for i in instances}
             missing = tuple(p for p in range(expected or 0) if p not in present)
             provider = _provider_of(kinds, latest.provider if latest else "hdfs")
@@ -317,6 +336,22 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
         state_bytes=sum(f.size for f in files),
         elapsed_s=round(time.perf_counter() - started, 4),
     )
+
+
+def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | None
+                 ) -> dict[int, RocksDBCheckpointMetadata]:
+    """Metadata of each partition's newest zip at or below the committed version: one read
+    per partition, all in one call (concurrent on object stores)."""
+    if last is None:
+        return {}
+    chosen = {}
+    for instance in instances:
+        version = instance.latest_snapshot(last + 1)
+        zips = [f for f in instance.of_kind("zip") if f.version == version]
+        if zips:
+            chosen[instance.partition] = zips[-1]
+    found = zip_metadata(ckpt, list(chosen.values())) if chosen else {}
+    return {part: found[file.path] for part, file in chosen.items()}
 
 
 def _provider_of(kinds: Counter, pinned: str) -> str:

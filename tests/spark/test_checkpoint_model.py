@@ -150,3 +150,16 @@ def test_format_v2_checkpoint_is_recognised(reference_checkpoints):
     last = ckpt.commit(ckpt.last_committed_batch)
     assert last.version == 2 and last.state_unique_ids
     assert report.crc_files >= len([f for f in files if f.kind != "sst"])
+
+
+@pytest.mark.parametrize("name", ["rocksdb", "aggregation-rocksdb"])
+def test_rocksdb_key_counts_equal_the_statestore_reader(spark, name, reference_checkpoints,
+                                                        small_queries):
+    checkpoint = checkpoint_for(name, reference_checkpoints, small_queries)
+    report = build_report(open_checkpoint(str(checkpoint)))
+    rows = spark.read.format("statestore").load(str(checkpoint)).groupBy(
+        "partition_id").count().collect()
+    theirs = {r.partition_id: r["count"] for r in rows}
+    (store,) = report.stores
+    ours = {p.partition: p.keys for p in store.partitions if p.keys}
+    assert ours == theirs and all(p.missing_ssts == 0 for p in store.partitions)

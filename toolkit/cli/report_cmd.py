@@ -75,6 +75,8 @@ def _store_table(store) -> Table:
     table.add_column(full, str(sum(p.snapshots for p in parts)), justify="right")
     if rocks:
         table.add_column("SSTs", str(sum(p.sst_files for p in parts)), justify="right")
+        keys = [p.keys for p in parts if p.keys is not None]
+        table.add_column("keys", str(sum(keys)) if keys else "", justify="right")
     table.add_column("latest snapshot", "", justify="right")
     table.add_column("versions since", f"max {dash(store.max_snapshot_lag)}", justify="right")
     table.add_column("orphans", str(sum(p.orphans for p in parts)), justify="right")
@@ -82,7 +84,7 @@ def _store_table(store) -> Table:
     for p in parts:
         row = [str(p.partition), str(p.deltas), str(p.snapshots)]
         if rocks:
-            row.append(str(p.sst_files))
+            row += [str(p.sst_files), dash(p.keys)]
         lag = dash(p.versions_since_snapshot)
         if not p.loadable:
             lag = f"[bold red]{lag} (unloadable)[/]"

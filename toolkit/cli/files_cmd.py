@@ -1,0 +1,159 @@
+"""``statekit schema``, ``statekit ls`` and ``statekit dump``: drill into stores and files."""
+
+from __future__ import annotations
+
+import json
+from itertools import islice
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    parse_storage_options,
+    print_json,
+)
+from toolkit.cli.render import console, dash, human_bytes
+
+_ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
+               "stale": "yellow", "beyond-last-commit": "cyan", "superseded-attempt": "yellow"}
+
+
+@click.command("schema")
+@checkpoint_options
+@click.option("--operator", type=int, help="Only this operator id.")
+@json_option
+def schema_command(checkpoint, storage_option, operator, as_json):
+    """Key and value schema of every operator/store, from the schema files Spark wrote.
+
+    Example: statekit schema demo/checkpoint
+    """
+    from toolkit.checkpoint.state_data import store_schemas
+    from toolkit.formats.schema import simple_string, tree_string
+
+    ckpt = open_from_cli(checkpoint, storage_option)
+    operators = ckpt.operators
+    schemas = {k: v for k, v in store_schemas(ckpt).items()
+               if operator is None or k[0] == operator}
+    if as_json:
+        print_json([{
+            "operator_id": op, "operator_name": getattr(operators.get(op), "name", None),
+            "store": store, "schema_file_version": s.file.version,
+            "key": simple_string(s.key) if s.key else None,
+            "value": simple_string(s.value) if s.value else None,
+            "column_families": [{"name": cf.name, "key": simple_string(cf.key_schema),
+                                 "value": simple_string(cf.value_schema)}
+                                for cf in s.file.column_families],
+        } for (op, store), s in schemas.items()])
+        return
+    out = console()
+    if not schemas:
+        out.print("no schema files found (the query has no stateful operator yet?)")
+    for (op, store), s in schemas.items():
+        name = getattr(operators.get(op), "name", "?")
+        out.print(f"[bold]operator {op} {name} · store {store}[/] "
+                  f"(schema file v{s.file.version})")
+        if s.key is not None:
+            out.print(escape(tree_string(s.key, root="key")))
+        if s.value is not None:
+            out.print(escape(tree_string(s.value, root="value")))
+        for cf in s.file.column_families:
+            if cf.name == "default":
+                continue
+            out.print(f"column family [bold]{escape(cf.name)}[/]")
+            out.print(escape(tree_string(cf.key_schema, root="  key")))
+            out.print(escape(tree_string(cf.value_schema, root="  value")))
+        out.print()
+
+
+@click.command("ls")
+@checkpoint_options
+@click.option("--operator", type=int, default=0, show_default=True, help="Operator id.")
+@click.option("--partition", type=int, required=True, help="Partition id.")
+@click.option("--store", help="Store name (joins: e.g. left-keyToNumValues).")
+@json_option
+def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
+    """The files of one state store instance: versions, kinds, sizes and roles.
+
+    Role: 'load' = read to restore the committed version; 'retained' = kept for older
+    batches; 'stale' / 'beyond-last-commit' / 'unreferenced' = orphans.
+
+    Example: statekit ls demo/checkpoint --operator 0 --partition 3
+    """
+    from toolkit.state_files import list_instance
+
+    listing = list_instance(open_from_cli(checkpoint, storage_option), operator, partition,
+                            store)
+    if as_json:
+        print_json(listing.to_dict())
+        return
+    rocks = any(r.kind in ("zip", "sst") for r in listing.rows)
+    table = Table(title=f"operator {listing.operator_id} · store {listing.store} · partition "
+                        f"{listing.partition} · committed version "
+                        f"{dash(listing.committed_version)}", title_justify="left")
+    for name, justify in (("version", "right"), ("kind", "left"), ("file", "left"),
+                          ("size", "right"), ("role", "left")):
+        table.add_column(name, justify=justify)
+    if rocks:
+        table.add_column("keys", justify="right")
+        table.add_column("referenced by", justify="right")
+    for row in listing.rows:
+        style = _ROLE_STYLE.get(row.role, "")
+        cells = [dash(row.version), row.kind, escape(row.name), human_bytes(row.size),
+                 f"[{style}]{row.role}[/]" if style else row.role]
+        if rocks:
+            cells += [dash(row.num_keys),
+                      "" if row.referenced_by is None else f"{row.referenced_by} zips"]
+        table.add_row(*cells)
+    console().print(table)
+
+
+@click.command("dump")
+@click.argument("file", metavar="FILE")
+@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+              help="fsspec storage option for object stores (repeatable).")
+@click.option("--limit", type=click.IntRange(min=0), help="Stop after this many records.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per record (JSON lines) instead of a table.")
+def dump_command(file, storage_option, limit, as_json):
+    """Decoded records of one .delta / .snapshot / .changelog file.
+
+    Inside a checkpoint the store's schema decodes keys and values; a file on its own is
+    shown as hex. Streams: constant memory whatever the file size.
+
+    Example: statekit dump demo/checkpoint/state/0/3/12.delta --limit 20
+    """
+    from toolkit.formats.values import hex_preview, render_value
+    from toolkit.state_files import open_state_file
+
+    opened = open_state_file(file, parse_storage_options(storage_option))
+    records = islice(opened.records, limit) if limit is not None else opened.records
+    if as_json:
+        for r in records:
+            click.echo(json.dumps({
+                "op": r.op,
+                "key": r.key if r.key is not None else r.key_bytes.hex(),
+                "value": r.value if r.value is not None or r.value_bytes is None
+                else r.value_bytes.hex()}, default=str))
+        return
+    table = Table(title=f"{opened.shown} ({opened.kind}"
+                        + (", no schema: hex" if opened.schema is None else "") + ")",
+                  title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("op")
+    table.add_column("key", overflow="fold")
+    table.add_column("value", overflow="fold")
+    count = 0
+    for count, r in enumerate(records, 1):
+        key = render_value(r.key) if r.key is not None else hex_preview(r.key_bytes)
+        if r.value is not None:
+            value = render_value(r.value, max_len=400)
+        else:
+            value = "" if r.value_bytes is None else hex_preview(r.value_bytes)
+        table.add_row(str(count), r.op, escape(key), escape(value))
+    out = console()
+    out.print(table)
+    out.print(f"{count} records")

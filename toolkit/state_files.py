@@ -1,0 +1,154 @@
+"""What ``statekit ls`` and ``statekit dump`` show: one store instance's files, one file's rows.
+
+The report summarises; these two answer the follow-up question on call — "which files does
+partition 3 have, which does a restart read, which are left over?" and "what is actually in
+this delta?". Both are pure functions over the checkpoint model, so the TUI's drill-down shows
+the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from toolkit.checkpoint.checkpoint import Checkpoint, open_checkpoint
+from toolkit.checkpoint.facts import instance_facts
+from toolkit.checkpoint.layout import StateFile, classify
+from toolkit.checkpoint.location import resolve
+from toolkit.checkpoint.state_data import (
+    DecodedRecord,
+    StoreSchema,
+    decode_records,
+    file_records,
+    store_schemas,
+    zip_metadata,
+)
+from toolkit.errors import BadInput, NotACheckpoint, UnsupportedFormat
+from toolkit.formats.compression import sniff_codec
+from toolkit.formats.records import read_state_file
+
+
+@dataclass(frozen=True)
+class FileRow:
+    name: str
+    kind: str
+    version: int | None
+    size: int
+    unique_id: str | None
+    role: str
+    """``load`` (read to restore the committed version), ``retained``, or an orphan reason."""
+    num_keys: int | None = None
+    """RocksDB zips: the key count their metadata records."""
+    referenced_by: int | None = None
+    """SST files: how many of this instance's zips reference it (0 = unreferenced)."""
+
+
+@dataclass(frozen=True)
+class InstanceListing:
+    operator_id: int
+    store: str
+    partition: int
+    committed_version: int | None
+    rows: tuple[FileRow, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_instance(ckpt: Checkpoint, operator_id: int, partition: int,
+                  store: str | None = None) -> InstanceListing:
+    """The files of one store instance, each with its role for the committed version."""
+    inventory = ckpt.inventory
+    stores = inventory.stores(operator_id)
+    if not stores:
+        raise BadInput(f"no state for operator {operator_id} (operators: "
+                       f"{inventory.operator_ids})", path=ckpt.location.url)
+    if store is None:
+        if len(stores) > 1:
+            raise BadInput(f"operator {operator_id} has stores {stores}: choose one with "
+                           "--store", path=ckpt.location.url)
+        store = stores[0]
+    instance = inventory.instance(operator_id, store, partition)
+    if instance is None:
+        raise BadInput(f"no files for operator {operator_id} store {store} partition "
+                       f"{partition} (partitions: {inventory.partitions(operator_id, store)})",
+                       path=ckpt.location.url)
+    committed = ckpt.committed_batches
+    facts = instance_facts(instance, committed[0] if committed else None,
+                           ckpt.last_committed_batch)
+    load = {f.path for f in facts.files_to_load}
+    orphan = {o.file.path: o.reason for o in facts.orphans}
+    zips = instance.of_kind("zip")
+    metadata = zip_metadata(ckpt, zips) if zips else {}
+    references: dict[str, int] = {}
+    for meta in metadata.values():
+        for sst in meta.sst_files:
+            references[sst.dfs_name] = references.get(sst.dfs_name, 0) + 1
+    rows = []
+    for file in instance.files:
+        role = orphan.get(file.path) or ("load" if file.path in load else "retained")
+        num_keys = metadata[file.path].num_keys if file.path in metadata else None
+        referenced = references.get(file.name, 0) if file.kind == "sst" else None
+        if file.kind == "sst" and referenced == 0 and zips:
+            role = "unreferenced"
+        rows.append(FileRow(file.name, file.kind, file.version, file.size, file.unique_id,
+                            role, num_keys, referenced))
+    return InstanceListing(operator_id, store, partition,
+                           None if ckpt.last_committed_batch is None
+                           else ckpt.last_committed_batch + 1, tuple(rows))
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    """A state file located inside its checkpoint (schema known) or on its own (hex only)."""
+
+    shown: str
+    kind: str
+    records: Iterator[DecodedRecord]
+    schema: StoreSchema | None
+
+
+def open_state_file(url: str, storage_options: dict | None = None) -> OpenedFile:
+    """Open a ``.delta``/``.snapshot``/``.changelog`` file for decoding.
+
+    When the file sits in a checkpoint (``…/state/<op>/<partition>/…``), the checkpoint's
+    schema and codec are used; otherwise records are shown as hex and the codec is taken from
+    the file's first bytes.
+    """
+    marker = url.rfind("/state/")
+    if marker > 0:
+        try:
+            ckpt = open_checkpoint(url[:marker], storage_options)
+        except (NotACheckpoint, BadInput):
+            ckpt = None
+        if ckpt is not None:
+            path = ckpt.location.path("state", url[marker + len("/state/"):])
+            item = classify(url[marker + len("/state/"):], 0, path)
+            if isinstance(item, StateFile):
+                _must_exist(ckpt.fs, path, url)
+                schema = store_schemas(ckpt).get((item.operator_id, item.store))
+                records = file_records(ckpt, item)
+                return OpenedFile(url, item.kind, decode_records(records, schema, url), schema)
+    location = resolve(url, storage_options)
+    name = location.root.rsplit("/", 1)[-1]
+    kind = next((k for k in ("delta", "snapshot", "changelog") if name.endswith("." + k)), None)
+    if kind is None:
+        raise UnsupportedFormat("not a .delta, .snapshot or .changelog file", path=url)
+    _must_exist(location.fs, location.root, url)
+    with location.fs.open(location.root, "rb") as handle:
+        codec = sniff_codec(handle.read(8))
+    if codec is None:
+        raise UnsupportedFormat("unknown compression (neither lz4 block stream nor zstd)",
+                                path=url)
+    records = read_state_file(location.fs, location.root, codec, kind)
+    return OpenedFile(url, kind, decode_records(records, None, url), None)
+
+
+def _must_exist(fs, path: str, shown: str) -> None:
+    try:
+        if fs.isfile(path):
+            return
+    except OSError as error:
+        raise BadInput(f"cannot read: {error}", path=shown) from error
+    raise BadInput("no such file", path=shown)
