@@ -10,6 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
+
+#: A schema file pyspark 4.3 wrote for the reference pipeline (applyInPandasWithState).
+REAL_SCHEMA_FILE = Path(__file__).parent.parent / "data" / "formats" / "aipws_hdfs" / "schema"
+#: A RocksDB checkpoint zip pyspark 4.3 wrote (65 keys), and the SST files it references.
+REAL_ZIP_FILE = REAL_SCHEMA_FILE.parent.parent / "aipws_rocksdb" / "9.zip"
+REAL_ZIP_SSTS = {"000018-b7b303d6-07a0-44d1-a790-d2870d008f9b.sst": 1438,
+                 "000017-43062a3e-87dd-4425-8173-8c245328559f.sst": 9774}
 
 PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -80,7 +88,7 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
             continue
         folder = f"{root}/state/0/{part}"
         if part == 0:
-            fs.pipe(f"{folder}/_metadata/schema", b"\x00\x02v2")
+            fs.pipe(f"{folder}/_metadata/schema", REAL_SCHEMA_FILE.read_bytes())
         for version in versions:
             if provider == "hdfs":
                 fs.pipe(f"{folder}/{version}.delta", b"d" * (100 + part))
@@ -89,5 +97,7 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
                 if version in snapshots:
                     fs.pipe(f"{folder}/{version}.snapshot", b"s" * 1000)
             else:
-                fs.pipe(f"{folder}/{version}.zip", b"z" * 300)
-                fs.pipe(f"{folder}/SSTs/{version:06d}-abcdef01-0000.sst", b"t" * 5000)
+                fs.pipe(f"{folder}/{version}.zip", REAL_ZIP_FILE.read_bytes())
+        if provider == "rocksdb":  # placeholder contents: the model never reads SSTs
+            for name, size in REAL_ZIP_SSTS.items():
+                fs.pipe(f"{folder}/SSTs/{name}", b"t" * size)

@@ -144,8 +144,20 @@ def test_rocksdb_layout(memory_root):
     ckpt = memory_checkpoint(memory_root, planned=5, committed=5, provider="rocksdb")
     (store,) = build_report(ckpt).stores
     assert store.provider == "rocksdb"
-    assert store.files_by_kind == {"sst": 20, "zip": 20}
+    assert store.files_by_kind == {"sst": 8, "zip": 20}
     assert all(p.versions_since_snapshot == 0 for p in store.partitions)
+    assert [p.keys for p in store.partitions] == [65] * 4
+    assert all(p.keys_version == 5 and p.missing_ssts == 0 for p in store.partitions)
+
+
+def test_a_missing_sst_makes_the_partition_unloadable(memory_root):
+    fs = fsspec.filesystem("memory")
+    write_checkpoint(fs, memory_root, planned=5, committed=5, provider="rocksdb")
+    fs.rm(f"{memory_root}/state/0/2/SSTs/000017-43062a3e-87dd-4425-8173-8c245328559f.sst")
+    report = build_report(open_checkpoint(f"memory://{memory_root}"))
+    (finding,) = report.findings
+    assert finding.code == "cannot-load" and finding.partitions == (2,)
+    assert report.stores[0].partitions[2].missing_ssts == 1
 
 
 def test_local_paths_and_file_urls_give_the_same_model(tmp_path):

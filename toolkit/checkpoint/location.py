@@ -94,5 +94,12 @@ def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> Locat
         ) from missing
     except (ValueError, TypeError) as bad:
         raise BadInput(f"cannot open this location: {bad}", path=text) from bad
+    except OSError as failed:  # e.g. pyarrow's hdfs:// without libhdfs/JVM: a huge message
+        protocol = text.split("://", 1)[0]
+        hint = (" — or use webhdfs://<namenode>:9870/<path> (HTTP, no JVM)"
+                if protocol == "hdfs" else "")
+        first = str(failed).split(" dlopen(")[0].split("\n")[0][:200]
+        raise EnvironmentProblem(f"cannot open {protocol}:// locations here: {first}{hint}",
+                                 path=text) from failed
     root = root.rstrip("/") or root
     return Location(fs=fs, root=root, url=text)
