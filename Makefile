@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test lint check-java venv clean help
 
 help:
-	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, show what happened"
+	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
 	@echo "make test   build .venv and run the whole test suite (lint, import contracts, unit, Spark)"
 	@echo "make lint   ruff + import contracts only"
 	@echo "make clean  remove .venv and ./$(DEMO_DIR)"
@@ -34,6 +34,7 @@ demo: check-java venv
 		--checkpoint $(DEMO_DIR)/checkpoint --output $(DEMO_DIR)/output \
 		--provider hdfs --partitions 8 --maintenance-interval 1s \
 		--progress-log $(DEMO_DIR)/progress.jsonl
+	$(BIN)/statekit report $(DEMO_DIR)/checkpoint
 
 lint: venv
 	$(BIN)/ruff check .

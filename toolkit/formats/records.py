@@ -30,9 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
+from toolkit.errors import CorruptFile, UnsupportedFormat
 from toolkit.formats.compression import open_decompressed
 from toolkit.formats.modified_utf8 import decode_modified_utf8
+from toolkit.formats.opening import open_binary
 
 _INT = struct.Struct(">i")
 _CHUNK = 1 << 20
@@ -316,14 +317,7 @@ def read_state_file(fs: Any, path: str, codec: str, kind: str) -> Iterator[State
     """
     if kind not in STATE_FILE_KINDS:
         raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
-    try:
-        raw = fs.open(path, "rb")
-    except FileNotFoundError:
-        raise BadInput("state file not found", path=path) from None
-    except PermissionError:
-        raise BadInput("state file is not readable (permission denied)", path=path) from None
-    except IsADirectoryError:
-        raise BadInput("expected a state file, found a folder", path=path) from None
+    raw = open_binary(fs, path, "state file")
     try:
         stream = open_decompressed(raw, codec, path=path)
     except BaseException:

@@ -26,7 +26,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
+from toolkit.errors import CorruptFile, UnsupportedFormat
+from toolkit.formats.opening import open_binary
 
 METADATA_MEMBER = "metadata"
 MAX_METADATA_BYTES = 256 << 20
@@ -83,15 +84,7 @@ def read_zip_metadata(fs: Any, path: str) -> RocksDBCheckpointMetadata:
     UnsupportedFormat
         A metadata version other than ``v1``.
     """
-    try:
-        f = fs.open(path, "rb")
-    except FileNotFoundError:
-        raise BadInput("RocksDB checkpoint zip not found", path=path) from None
-    except PermissionError:
-        raise BadInput("RocksDB checkpoint zip is not readable (permission denied)",
-                       path=path) from None
-    except IsADirectoryError:
-        raise BadInput("expected a RocksDB checkpoint zip, found a folder", path=path) from None
+    f = open_binary(fs, path, "RocksDB checkpoint zip")
     with f:
         return metadata_from_zip(f, path=path)
 

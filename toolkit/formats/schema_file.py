@@ -22,8 +22,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
+from toolkit.errors import CorruptFile, UnsupportedFormat
 from toolkit.formats.modified_utf8 import decode_modified_utf8
+from toolkit.formats.opening import open_binary
 from toolkit.formats.schema import StructType, parse_struct_json
 
 MAX_SCHEMA_FILE_BYTES = 64 << 20
@@ -110,15 +111,8 @@ def read_schema_file(fs: Any, path: str) -> StateSchemaFile:
     UnsupportedFormat
         A version other than v1-v3.
     """
-    try:
-        with fs.open(path, "rb") as f:
-            data = f.read(MAX_SCHEMA_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise BadInput("schema file not found", path=path) from None
-    except PermissionError:
-        raise BadInput("schema file is not readable (permission denied)", path=path) from None
-    except IsADirectoryError:
-        raise BadInput("expected a schema file, found a folder", path=path) from None
+    with open_binary(fs, path, "schema file") as f:
+        data = f.read(MAX_SCHEMA_FILE_BYTES + 1)
     if len(data) > MAX_SCHEMA_FILE_BYTES:
         raise CorruptFile(f"schema file larger than {MAX_SCHEMA_FILE_BYTES} bytes", path=path)
     return parse_schema_bytes(data, path=path)

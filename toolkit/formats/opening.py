@@ -1,0 +1,23 @@
+"""Open a file on an fsspec filesystem for reading, with I/O errors as one-line BadInput.
+
+Every reader opens its file the same way and must report a missing, unreadable or
+wrong-kind path the same way, naming the file and what it expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from toolkit.errors import BadInput
+
+
+def open_binary(fs: Any, path: str, what: str) -> BinaryIO:
+    """``fs.open(path, "rb")``; ``what`` names the expected file (e.g. "state file")."""
+    try:
+        return fs.open(path, "rb")
+    except FileNotFoundError:
+        raise BadInput(f"{what} not found", path=path) from None
+    except PermissionError:
+        raise BadInput(f"{what} is not readable (permission denied)", path=path) from None
+    except IsADirectoryError:
+        raise BadInput(f"expected a {what}, found a folder", path=path) from None
