@@ -107,6 +107,19 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
     elif name == "dedup":
         df = events.withWatermark("ts", "1 day").dropDuplicates(["key", "bucket"])
         mode = "append"
+    elif name == "session-window":
+        df = (events.withWatermark("ts", "10 minutes")
+              .groupBy(F.session_window("ts", "5 minutes"), "key")
+              .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total")))
+        mode = "append"
+    elif name == "dedup-within-watermark":
+        df = events.withWatermark("ts", "10 minutes").dropDuplicatesWithinWatermark(["key"])
+        mode = "append"
+    elif name == "tws":
+        df = events.groupBy("key").transformWithStateInPandas(
+            statefulProcessor=_counters_processor(), outputStructType="key string, n long",
+            outputMode="Update", timeMode="None")
+        mode = "update"
     elif name == "join":
         left = events.where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
         right = _stream(spark, input_dir).where("bucket = 1").withWatermark(
@@ -118,6 +131,39 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
         raise ValueError(name)
     _run(spark, df, base / "checkpoint", confs, mode)
     return SmallQuery(name, base / "checkpoint", [r for rows in files for r in rows], confs)
+
+
+def _counters_processor():
+    """A transformWithStateInPandas processor with a value, a list and a map state variable.
+
+    Defined here (not at module level) so importing this module never needs pyspark, and
+    pickled by value so Python workers do not have to import the tests package.
+    """
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class Counters(StatefulProcessor):
+        def init(self, handle):
+            self.count = handle.getValueState("count", "n long")
+            self.values = handle.getListState("values", "v long")
+            self.buckets = handle.getMapState("buckets", "b int", "n long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = self.count.get()[0] if self.count.exists() else 0
+            for pdf in rows:
+                n += len(pdf)
+                self.values.appendList([(int(v),) for v in pdf["value"]])
+                for b in pdf["bucket"]:
+                    seen = self.buckets.containsKey((int(b),))
+                    old = self.buckets.getValue((int(b),))[0] if seen else 0
+                    self.buckets.updateValue((int(b),), (old + 1,))
+            self.count.update((n,))
+            yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+        def close(self):
+            pass
+
+    return Counters()
 
 
 class SmallQueries:

@@ -22,6 +22,9 @@ SMALL = {
     "aggregation-rocksdb": ("aggregation", "rocksdb", "lz4"),
     "dedup": ("dedup", "hdfs", "lz4"),
     "join": ("join", "hdfs", "lz4"),
+    "session-window": ("session-window", "hdfs", "lz4"),
+    "dedup-within-watermark": ("dedup-within-watermark", "hdfs", "lz4"),
+    "tws": ("tws", "rocksdb", "lz4"),
 }
 ALL = [*REFERENCE, *SMALL]
 

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 DECODABLE = ["hdfs", "hdfs-no-snapshot", "hdfs-purged", "rocksdb-changelog-v2", "aggregation",
-             "aggregation-zstd", "dedup", "join"]
+             "aggregation-zstd", "dedup", "join", "session-window", "dedup-within-watermark"]
 
 
 def normal(value):
