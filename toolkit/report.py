@@ -238,7 +238,7 @@ def _log_findings(ckpt: Checkpoint) -> list[Finding]:
             f"batch {batch} is a repartition to {entries[batch].shuffle_partitions} partitions "
             f"(from {committed_parts}) that never committed; Spark refuses to restart "
             "(STREAMING_UNFINISHED_REPARTITION_DETECTED) until it is completed or the entry is "
-            "removed. Use `statekit repartition` to build a new checkpoint instead"))
+            "removed; Spark's in-place repartition supports the RocksDB provider only"))
     others = [b for b in uncommitted if b not in repartition]
     if others:
         found.append(Finding(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_PARTITIONS
 from tests.spark.real_checkpoints import ALL, REFERENCE, checkpoint_for
 from toolkit.batches import batch_timeline
 from toolkit.checkpoint import open_checkpoint
@@ -163,3 +164,21 @@ def test_rocksdb_key_counts_equal_the_statestore_reader(spark, name, reference_c
     (store,) = report.stores
     ours = {p.partition: p.keys for p in store.partitions if p.keys}
     assert ours == theirs and all(p.missing_ssts == 0 for p in store.partitions)
+
+
+def test_sparks_failed_in_place_repartition_is_reported(spark, reference_checkpoints,
+                                                        tmp_path):
+    """Spark 4.2+'s internal repartition refuses HDFS-backed state only after writing a new
+    offsets entry — the checkpoint can no longer restart. The report must say so."""
+    import shutil
+
+    copy = tmp_path / "ck"
+    shutil.copytree(reference_checkpoints.get("hdfs").checkpoint, copy)
+    before = open_checkpoint(str(copy))
+    with pytest.raises(Exception, match="UNSUPPORTED_PROVIDER"):
+        spark._streamingCheckpointManager.repartition(str(copy), 6, True)
+    ckpt = open_checkpoint(str(copy))
+    assert ckpt.uncommitted_batches == [before.last_committed_batch + 1]
+    (finding,) = [f for f in build_report(ckpt).findings if f.code == "unfinished-repartition"]
+    assert finding.severity == "error"
+    assert f"to 6 partitions (from {TEST_PARTITIONS})" in finding.message
