@@ -113,7 +113,8 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
               .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total")))
         mode = "append"
     elif name == "dedup-within-watermark":
-        df = events.withWatermark("ts", "10 minutes").dropDuplicatesWithinWatermark(["key"])
+        # a long delay, so keys are still in state when the run ends
+        df = events.withWatermark("ts", "1 day").dropDuplicatesWithinWatermark(["key"])
         mode = "append"
     elif name == "tws":
         df = events.groupBy("key").transformWithStateInPandas(
