@@ -18,6 +18,7 @@ Extra ``k=v`` settings (``--conf`` on the CLI) are applied last and win.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -113,5 +114,10 @@ def build_session(
     except Exception as exc:  # py4j/JVM start failures: one line, not a traceback
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise EnvironmentProblem(f"could not start Spark: {first}") from exc
-    spark.sparkContext.setLogLevel("ERROR")
+    # statekit reports Spark's failures itself, as one line; executor error logs with stack
+    # traces would only bury it. STATEKIT_DEBUG=1 keeps them.
+    spark.sparkContext.setLogLevel("ERROR" if os.environ.get("STATEKIT_DEBUG") else "OFF")
+    # pyspark logs every SQL analysis error as a JSON line on stderr before raising it; the
+    # CLI reports the same error as one line, so silence the duplicate.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark

@@ -117,9 +117,9 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
         df = events.withWatermark("ts", "1 day").dropDuplicatesWithinWatermark(["key"])
         mode = "append"
     elif name == "tws":
-        df = events.groupBy("key").transformWithStateInPandas(
+        df = events.withWatermark("ts", "1 day").groupBy("key").transformWithStateInPandas(
             statefulProcessor=_counters_processor(), outputStructType="key string, n long",
-            outputMode="Update", timeMode="None")
+            outputMode="Update", timeMode="EventTime")
         mode = "update"
     elif name == "join":
         left = events.where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
@@ -135,7 +135,8 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
 
 
 def _counters_processor():
-    """A transformWithStateInPandas processor with a value, a list and a map state variable.
+    """A transformWithStateInPandas processor with a value, a list and a map state variable,
+    and an event-time timer per key at (latest event time + 1 day).
 
     Defined here (not at module level) so importing this module never needs pyspark, and
     pickled by value so Python workers do not have to import the tests package.
@@ -145,13 +146,16 @@ def _counters_processor():
 
     class Counters(StatefulProcessor):
         def init(self, handle):
+            self.handle = handle
             self.count = handle.getValueState("count", "n long")
             self.values = handle.getListState("values", "v long")
             self.buckets = handle.getMapState("buckets", "b int", "n long")
 
         def handleInputRows(self, key, rows, timerValues):
             n = self.count.get()[0] if self.count.exists() else 0
+            latest = 0
             for pdf in rows:
+                latest = max(latest, int(pdf["ts"].max().timestamp() * 1000))
                 n += len(pdf)
                 self.values.appendList([(int(v),) for v in pdf["value"]])
                 for b in pdf["bucket"]:
@@ -159,7 +163,13 @@ def _counters_processor():
                     old = self.buckets.getValue((int(b),))[0] if seen else 0
                     self.buckets.updateValue((int(b),), (old + 1,))
             self.count.update((n,))
+            for old in list(self.handle.listTimers()):
+                self.handle.deleteTimer(old)
+            self.handle.registerTimer(latest + 86_400_000)
             yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            yield pd.DataFrame({"key": [key[0]], "n": [-1]})
 
         def close(self):
             pass

@@ -1,0 +1,278 @@
+"""State rows through Spark's own state data source — what Spark itself would load.
+
+statekit decodes state files in pure Python for speed, but the authority on what a restart
+sees is Spark's ``statestore`` reader (with ``readChangeFeed``) and ``state-metadata``. This
+module is the Python API over them, used by ``statekit state …``, the TUI and notebooks:
+
+1. :func:`resolve_target` checks the request against the pure-Python model *before* any JVM
+   starts (unknown operator, join without a side, transformWithState without a state
+   variable → one-line errors listing what exists);
+2. :func:`reader_confs` derives the session confs Spark's reader needs but cannot infer
+   (checkpoint format v2, RocksDB changelog checkpointing);
+3. :func:`read_state` / :func:`read_changes` return Spark DataFrames (lazy; nothing is
+   collected to the driver), :func:`flatten` makes ``key.*``/``value.*`` columns, and
+   :func:`to_arrow` hands a bounded result to Arrow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobs.errors import first_line
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.checkpoint.state_data import store_schemas
+from toolkit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+JOIN_OPERATOR = "symmetricHashJoin"
+TWS_OPERATORS = ("transformWithStateExec", "transformWithStateInPandasExec",
+                 "transformWithStateInPySparkExec")
+FMGWS_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState")
+
+
+@dataclass(frozen=True)
+class StateTarget:
+    """One readable state: an operator's store (or join side, or state variable) at a batch."""
+
+    path: str
+    """The checkpoint location as Spark should see it."""
+    operator_id: int
+    operator_name: str
+    store: str | None = None
+    join_side: str | None = None
+    state_var: str | None = None
+    timers: bool = False
+    batch_id: int | None = None
+    """``None``: the last committed batch."""
+
+    def options(self) -> dict[str, str]:
+        options = {"operatorId": str(self.operator_id)}
+        if self.store and self.store != "default":
+            options["storeName"] = self.store
+        if self.join_side:
+            options["joinSide"] = self.join_side
+        if self.state_var:
+            options["stateVarName"] = self.state_var
+        if self.timers:
+            options["readRegisteredTimers"] = "true"
+        if self.batch_id is not None:
+            options["batchId"] = str(self.batch_id)
+        return options
+
+    @property
+    def label(self) -> str:
+        parts = [f"operator {self.operator_id} ({self.operator_name})"]
+        if self.store and self.store != "default":
+            parts.append(f"store {self.store}")
+        if self.join_side:
+            parts.append(f"{self.join_side} side")
+        if self.state_var:
+            parts.append(f"state variable {self.state_var}")
+        if self.timers:
+            parts.append("timers")
+        return " ".join(parts)
+
+
+def spark_path(ckpt: Checkpoint) -> str:
+    """The checkpoint URL for Spark: absolute local paths; ``s3://`` becomes ``s3a://``."""
+    url = ckpt.location.url
+    if "://" not in url:
+        return os.path.abspath(url)
+    if url.startswith("s3://"):
+        return "s3a://" + url[len("s3://"):]
+    return url
+
+
+def state_variables(ckpt: Checkpoint, operator_id: int) -> list[str]:
+    """transformWithState's user state variables (column families), internal ones excluded."""
+    schema = store_schemas(ckpt).get((operator_id, "default"))
+    if schema is None:
+        return []
+    return [cf.name for cf in schema.file.column_families
+            if not cf.name.startswith(("$", "_")) and cf.name != "default"]
+
+
+def resolve_target(ckpt: Checkpoint, *, operator: int | None = None, store: str | None = None,
+                   join_side: str | None = None, state_var: str | None = None,
+                   timers: bool = False, batch: int | None = None) -> StateTarget:
+    """Validate a state request against the checkpoint model; no JVM involved."""
+    operators = ckpt.operators
+    shown = ckpt.location.url
+    if not operators:
+        raise UnsupportedFormat("no operator metadata under state/ (a query with no stateful "
+                                "operator, or written by Spark < 3.5): Spark's state reader "
+                                "cannot read it", path=shown)
+    if operator is None:
+        operator = min(operators)
+    if operator not in operators:
+        raise BadInput(f"no operator {operator}; operators: "
+                       + ", ".join(f"{i} ({m.name})" for i, m in sorted(operators.items())),
+                       path=shown)
+    meta = operators[operator]
+    stores = [s.name for s in meta.stores]
+    if store is not None and join_side is not None:
+        raise BadInput("give --store or --join-side, not both", path=shown)
+    if meta.name == JOIN_OPERATOR:
+        if store is None and join_side is None:
+            raise BadInput(f"operator {operator} is a stream-stream join: choose --join-side "
+                           f"left|right or --store ({', '.join(stores)})", path=shown)
+    elif join_side is not None:
+        raise BadInput(f"--join-side applies to joins; operator {operator} is {meta.name}",
+                       path=shown)
+    if store is not None and store not in stores:
+        raise BadInput(f"operator {operator} has no store {store!r}; stores: "
+                       f"{', '.join(stores)}", path=shown)
+    if meta.name in TWS_OPERATORS:
+        variables = state_variables(ckpt, operator)
+        if not timers and state_var is None:
+            raise BadInput(f"operator {operator} is transformWithState: choose --state-var "
+                           f"({', '.join(variables) or 'none found'}) or --timers",
+                           path=shown)
+        if state_var is not None and variables and state_var not in variables:
+            raise BadInput(f"no state variable {state_var!r}; state variables: "
+                           f"{', '.join(variables)}", path=shown)
+    elif state_var is not None or timers:
+        raise BadInput(f"--state-var/--timers apply to transformWithState; operator "
+                       f"{operator} is {meta.name}", path=shown)
+    committed = ckpt.committed_batches
+    if not committed:
+        raise BadInput("no committed batch yet: there is no state to read", path=shown)
+    if batch is not None and batch not in committed:
+        raise BadInput(f"batch {batch} is not a retained committed batch "
+                       f"({committed[0]}..{committed[-1]})", path=shown)
+    return StateTarget(spark_path(ckpt), operator, meta.name, store, join_side, state_var,
+                       timers, batch)
+
+
+def reader_confs(ckpt: Checkpoint) -> dict[str, str]:
+    """Session confs Spark's reader needs for this checkpoint but does not read from it."""
+    files = list(ckpt.inventory.all_files())
+    confs = {}
+    if any(f.unique_id for f in files):
+        confs[FORMAT_VERSION_CONF] = "2"
+    if any(f.kind == "changelog" for f in files):
+        confs[CHANGELOG_CONF] = "true"
+    return confs
+
+
+@contextmanager
+def session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """Set ``confs`` for the duration of a read, then restore the previous values."""
+    previous = {key: spark.conf.get(key, None) for key in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _spark_error_line(error: BaseException) -> str:
+    """The most telling line of a Spark failure: the first ``[ERROR_CLASS] …`` line anywhere
+    in the (JVM) message, plus its root cause; else the first line."""
+    import re
+
+    text = str(error)
+    found = re.search(r"\[[A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*\][^\n]*", text)
+    if not found:
+        return first_line(error)
+    line = " ".join(found[0].split())
+    causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
+    return f"{line} (cause: {causes[-1].strip()})" if causes else line
+
+
+def translate(what: str, error: BaseException) -> Exception:
+    """Spark's exception → a statekit error with Spark's own error class and cause."""
+    line = _spark_error_line(error)
+    if any(code in line for code in ("UNRESOLVED_COLUMN", "PARSE_SYNTAX_ERROR",
+                                     "DATATYPE_MISMATCH", "UNRESOLVED_ROUTINE")):
+        return BadInput(f"{what}: {line}")
+    if "CANNOT_LOAD_STATE_STORE" in line or "EOFException" in line or "CHECKSUM" in line:
+        return CorruptFile(f"{what}: Spark cannot load the state: {line}; `statekit report` "
+                           "and `statekit dump` show which file is damaged")
+    if "UNSUPPORTED" in line or "NOT_SUPPORTED" in line or "INVALID_" in line:
+        return UnsupportedFormat(f"{what}: {line}")
+    return JobFailed(f"{what} failed: {line}")
+
+
+def _guarded(what: str, action: Callable[[], DataFrame]):
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        return action()
+    except (PySparkException, Py4JJavaError) as error:
+        raise translate(what, error) from error
+
+
+def read_state(spark: SparkSession, target: StateTarget) -> DataFrame:
+    """The state rows (``key``, ``value``, ``partition_id`` …) as a lazy DataFrame."""
+    def load():
+        reader = spark.read.format("statestore")
+        for key, value in target.options().items():
+            reader = reader.option(key, value)
+        df = reader.load(target.path)
+        df.schema  # noqa: B018 -- force analysis so errors surface here
+        return df
+    return _guarded(f"reading {target.label}", load)
+
+
+def read_changes(spark: SparkSession, target: StateTarget, start: int,
+                 end: int | None = None) -> DataFrame:
+    """The change feed (``batch_id``, ``change_type``, ``key``, ``value``, ``partition_id``)."""
+    def load():
+        reader = spark.read.format("statestore").option("readChangeFeed", "true") \
+            .option("changeStartBatchId", str(start))
+        if end is not None:
+            reader = reader.option("changeEndBatchId", str(end))
+        for key, value in target.options().items():
+            if key != "batchId":
+                reader = reader.option(key, value)
+        df = reader.load(target.path)
+        df.schema  # noqa: B018
+        return df
+    return _guarded(f"reading the change feed of {target.label}", load)
+
+
+def read_metadata(spark: SparkSession, path: str) -> DataFrame:
+    return _guarded("reading state-metadata",
+                    lambda: spark.read.format("state-metadata").load(path))
+
+
+def flatten(df: DataFrame) -> DataFrame:
+    """``key.<field>``/``value.<field>`` columns (one level) beside the other columns."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for field in df.schema.fields:
+        if field.name in ("key", "value") and hasattr(field.dataType, "fields"):
+            columns += [F.col(f"{field.name}.`{inner.name}`").alias(f"{field.name}.{inner.name}")
+                        for inner in field.dataType.fields]
+        else:
+            columns.append(F.col(field.name))
+    return df.select(*columns)
+
+
+def to_arrow(df: DataFrame, limit: int | None = None) -> pa.Table:
+    """Collect (at most ``limit`` rows of) ``df`` as an Arrow table."""
+    if limit is not None:
+        df = df.limit(limit)
+    return _guarded("collecting state rows", df.toArrow)
+
+
+def collect(action: Callable, what: str):
+    """Run a Spark action with errors translated (for callers outside this module)."""
+    return _guarded(what, action)

@@ -1,0 +1,297 @@
+"""``statekit state …``: state rows through Spark's state data source.
+
+Every sub-command validates its request against the pure-Python checkpoint model first (so a
+typo costs milliseconds, not a JVM start), then starts Spark once, sets the confs Spark's
+reader needs for this checkpoint, runs, and renders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from toolkit.cli.render import console, human_bytes, iso_ms
+from toolkit.errors import UnsafeOperation
+
+
+def target_options(command: Callable) -> Callable:
+    for option in reversed([
+        click.option("--operator", type=int, help="Operator id (default: the first)."),
+        click.option("--store", help="Store name (joins: e.g. left-keyWithIndexToValue)."),
+        click.option("--join-side", type=click.Choice(["left", "right"]),
+                     help="Stream-stream joins: read one side's rows."),
+        click.option("--state-var", help="transformWithState: the state variable to read."),
+        click.option("--timers", is_flag=True,
+                     help="transformWithState: read the registered timers."),
+    ]):
+        command = option(command)
+    return command
+
+
+def spark_options(command: Callable) -> Callable:
+    command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+                           help="Extra Spark settings, repeatable.")(command)
+    return click.option("--master", default=None,
+                        help="Spark master URL (default local[*]).")(command)
+
+
+class _Context:
+    """The checkpoint, the validated target, and a Spark session started on first use."""
+
+    def __init__(self, checkpoint, storage_option, master, confs, batch=None, **target):
+        from jobs.state_reader import resolve_target
+
+        self.ckpt = open_from_cli(checkpoint, storage_option)
+        self.target = resolve_target(self.ckpt, batch=batch, **target)
+        self.master, self.confs = master, confs
+
+    def spark(self):
+        from jobs.session import build_session, parse_conf_pairs
+        from jobs.state_reader import reader_confs, session_confs
+
+        spark = build_session("statekit-state", self.master, parse_conf_pairs(self.confs))
+        # set for this command only (a notebook or test may share the session)
+        click.get_current_context().with_resource(session_confs(spark, reader_confs(self.ckpt)))
+        return spark
+
+    @property
+    def batch(self) -> int:
+        return (self.target.batch_id if self.target.batch_id is not None
+                else self.ckpt.last_committed_batch)
+
+
+@click.group("state")
+def state_group() -> None:
+    """State rows through Spark's own state data source (starts a JVM).
+
+    Rows are exactly what Spark would load on restart. The request is checked against the
+    checkpoint first; Spark starts once per command.
+    """
+
+
+@state_group.command("show")
+@checkpoint_options
+@target_options
+@click.option("--batch", type=int, help="Committed batch to read (default: the last).")
+@click.option("--partition", type=int, help="Only this partition.")
+@click.option("--where", "where", help="Spark SQL filter, e.g. \"key.user_id = 'u42'\".")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Rows to show.")
+@spark_options
+@json_option
+def show_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
+                 batch, partition, where, limit, master, confs, as_json):
+    """Key and value columns of state rows, flattened into a table.
+
+    Example: statekit state show demo/checkpoint --where "value.groupState.phase = 'Flagged'"
+    """
+    from jobs.state_reader import collect, flatten, read_state, to_arrow
+
+    ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,
+                   store=store, join_side=join_side, state_var=state_var, timers=timers)
+    spark = ctx.spark()
+    df = read_state(spark, ctx.target)
+    if partition is not None:
+        df = df.where(df.partition_id == partition)
+    if where:  # on the key/value structs, before flattening: key.user_id resolves as written
+        df = collect(lambda: df.where(where), f"applying --where {where!r}")
+    table = to_arrow(flatten(df), limit)
+    rows = table.to_pylist()
+    if as_json:
+        print_json({"target": ctx.target.label, "batch_id": ctx.batch, "rows": rows})
+        return
+    out = console()
+    view = Table(title=f"{ctx.target.label} · batch {ctx.batch}", title_justify="left")
+    for name in table.column_names:
+        view.add_column(escape(name), overflow="fold")
+    for row in rows:
+        view.add_row(*[escape(_cell(v)) for v in row.values()])
+    out.print(view)
+    out.print(f"{len(rows)} rows shown (--limit {limit})")
+
+
+def _cell(value) -> str:
+    from toolkit.formats.values import render_value
+
+    return render_value(value, max_len=120)
+
+
+@state_group.command("export")
+@checkpoint_options
+@target_options
+@click.option("--batch", type=int, help="Committed batch to export (default: the last).")
+@click.option("--out", required=True, help="Output folder (must not exist).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "csv"]),
+              default="parquet", show_default=True)
+@spark_options
+@json_option
+def export_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
+                   batch, out, fmt, master, confs, as_json):
+    """Every state row, written by Spark (no collect: works for state larger than memory),
+    with partition_id and batch_id columns.
+
+    Example: statekit state export demo/checkpoint --out /tmp/state --format parquet
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.state_analysis import export_rows
+
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise UnsafeOperation("output exists and is not empty; choose a new folder", path=out)
+    ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,
+                   store=store, join_side=join_side, state_var=state_var, timers=timers)
+    spark = ctx.spark()
+    with Progress(TextColumn("exporting"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total} tasks"), TimeElapsedColumn(), console=console(),
+                  transient=True, disable=as_json) as progress:
+        task = progress.add_task("export", total=None)
+        result = export_rows(spark, ctx.target, ctx.batch, out, fmt,
+                             lambda done, total: progress.update(task, completed=done,
+                                                                 total=total or None))
+    if as_json:
+        print_json({"target": ctx.target.label, "batch_id": ctx.batch, "out": result.out,
+                    "format": result.format, "rows": result.rows, "seconds": result.seconds})
+        return
+    rate = result.rows / result.seconds if result.seconds else 0
+    console().print(f"exported {result.rows} rows of {ctx.target.label} at batch {ctx.batch} "
+                    f"to {out} ({fmt}) in {result.seconds:.1f} s ({rate:,.0f} rows/s)")
+
+
+@state_group.command("changes")
+@checkpoint_options
+@target_options
+@click.option("--from", "start", type=int, required=True, help="First batch of the feed.")
+@click.option("--to", "end", type=int, help="Last batch (default: the last committed).")
+@click.option("--rows", "show_rows", type=click.IntRange(min=0), default=0,
+              help="Also show this many changed rows.")
+@spark_options
+@json_option
+def changes_command(checkpoint, storage_option, operator, store, join_side, state_var,
+                    timers, start, end, show_rows, master, confs, as_json):
+    """The change feed: per batch, upserts and deletes (and optionally the changed rows).
+
+    Example: statekit state changes demo/checkpoint --from 30
+    """
+    from jobs.state_analysis import summarize_changes
+    from jobs.state_reader import flatten, read_changes, to_arrow
+
+    ctx = _Context(checkpoint, storage_option, master, confs, operator=operator, store=store,
+                   join_side=join_side, state_var=state_var, timers=timers)
+    spark = ctx.spark()
+    feed = read_changes(spark, ctx.target, start, end)
+    summary = summarize_changes(feed)
+    rows = (to_arrow(flatten(feed).orderBy("batch_id", "partition_id"), show_rows).to_pylist()
+            if show_rows else [])
+    if as_json:
+        print_json({"target": ctx.target.label,
+                    "batches": [vars(b) for b in summary], "rows": rows})
+        return
+    view = Table(title=f"change feed of {ctx.target.label}", title_justify="left")
+    for name in ("batch", "upserts", "deletes"):
+        view.add_column(name, justify="right")
+    for b in summary:
+        view.add_row(str(b.batch_id), str(b.upserts), str(b.deletes))
+    out = console()
+    out.print(view)
+    if rows:
+        detail = Table(title="changed rows", title_justify="left")
+        for name in rows[0]:
+            detail.add_column(escape(name), overflow="fold")
+        for row in rows:
+            detail.add_row(*[escape(_cell(v)) for v in row.values()])
+        out.print(detail)
+
+
+@state_group.command("stats")
+@checkpoint_options
+@target_options
+@click.option("--batch", type=int, help="Committed batch (default: the last).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many of the largest values to list.")
+@spark_options
+@json_option
+def stats_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
+                  batch, top, master, confs, as_json):
+    """Rows per partition and skew, value sizes, the largest values, and — for
+    flatMapGroupsWithState/applyInPandasWithState — keys without a timeout and timeouts
+    relative to the watermark.
+
+    Example: statekit state stats demo/checkpoint --top 5
+    """
+    from jobs.state_analysis import state_stats
+
+    ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,
+                   store=store, join_side=join_side, state_var=state_var, timers=timers)
+    stats = state_stats(ctx.spark(), ctx.ckpt, ctx.target, top)
+    if as_json:
+        print_json(stats.to_dict())
+        return
+    out = console()
+    out.print(f"[bold]{stats.target}[/] · batch {stats.batch_id} · {stats.rows} rows · "
+              f"skew (max/mean rows) {stats.skew}")
+    parts = Table(title="rows per partition", title_justify="left")
+    parts.add_column("partition", justify="right")
+    parts.add_column("rows", justify="right")
+    for part, count in stats.rows_per_partition.items():
+        parts.add_row(str(part), str(count))
+    out.print(parts)
+    sizes = stats.value_bytes
+    out.print("value size (as JSON): " + ", ".join(
+        f"{k} {human_bytes(int(v)) if v is not None else '-'}" for k, v in sizes.items()))
+    largest = Table(title=f"{len(stats.largest)} largest values", title_justify="left")
+    largest.add_column("key", overflow="fold")
+    largest.add_column("size", justify="right")
+    for row in stats.largest:
+        largest.add_row(escape(row["key"]), human_bytes(row["size"]))
+    out.print(largest)
+    if stats.no_timeout_share is not None:
+        rel = stats.timeout_minus_watermark_s or {}
+        out.print(f"keys without a timeout: {stats.no_timeout_share:.1%} · watermark "
+                  f"{iso_ms(stats.watermark_ms)} · timeout − watermark (s): " + ", ".join(
+                      f"{k} {v:.0f}" if v is not None else f"{k} -" for k, v in rel.items()))
+
+
+@state_group.command("operators")
+@checkpoint_options
+@spark_options
+@json_option
+def operators_command(checkpoint, storage_option, master, confs, as_json):
+    """Spark's state-metadata reader beside statekit's own reading; disagreements shown.
+
+    Example: statekit state operators demo/checkpoint
+    """
+    from jobs.session import build_session, parse_conf_pairs
+    from jobs.state_analysis import compare_operators
+    from jobs.state_reader import reader_confs, session_confs, spark_path
+
+    ckpt = open_from_cli(checkpoint, storage_option)
+    spark = build_session("statekit-state", master, parse_conf_pairs(confs))
+    with session_confs(spark, reader_confs(ckpt)):
+        rows = compare_operators(spark, ckpt, spark_path(ckpt))
+    if as_json:
+        print_json([r.to_dict() for r in rows])
+        return
+    view = Table(title="operators: Spark's state-metadata vs statekit", title_justify="left")
+    for name in ("operator", "store", "name", "partitions", "batches", "agree"):
+        view.add_column(name)
+    for r in rows:
+        def both(key, r=r):
+            a = (r.spark or {}).get(key)
+            b = (r.statekit or {}).get(key)
+            return str(a) if a == b else f"[red]Spark {a} / statekit {b}[/]"
+        batches = (f"{(r.spark or r.statekit)['min_batch_id']}.."
+                   f"{(r.spark or r.statekit)['max_batch_id']}")
+        view.add_row(str(r.operator_id), escape(r.store), both("operator_name"),
+                     both("num_partitions"), batches,
+                     "yes" if r.agree else "[bold red]NO[/]")
+    out = console()
+    out.print(view)
+    if not all(r.agree for r in rows):
+        out.print("[bold red]Spark and statekit disagree[/]: " + json.dumps(
+            [r.to_dict() for r in rows if not r.agree], default=str))
