@@ -93,7 +93,14 @@ def spark_path(ckpt: Checkpoint) -> str:
 
 
 def state_variables(ckpt: Checkpoint, operator_id: int) -> list[str]:
-    """transformWithState's user state variables (column families), internal ones excluded."""
+    """transformWithState's user state variables: as the operator metadata (v2) declares
+    them, else the schema file's column families; timers and internal ones excluded."""
+    meta = ckpt.operators.get(operator_id)
+    declared = [v["stateName"] for v in (meta.state_variables if meta else ())
+                if v.get("stateVariableType") != "TimerState"
+                and not str(v["stateName"]).startswith("$")]
+    if declared:
+        return declared
     schema = store_schemas(ckpt).get((operator_id, "default"))
     if schema is None:
         return []
@@ -140,6 +147,9 @@ def resolve_target(ckpt: Checkpoint, *, operator: int | None = None, store: str 
         if state_var is not None and variables and state_var not in variables:
             raise BadInput(f"no state variable {state_var!r}; state variables: "
                            f"{', '.join(variables)}", path=shown)
+        if timers and meta.time_mode == "None":
+            raise BadInput(f"operator {operator} runs with timeMode None: it has no timers",
+                           path=shown)
     elif state_var is not None or timers:
         raise BadInput(f"--state-var/--timers apply to transformWithState; operator "
                        f"{operator} is {meta.name}", path=shown)

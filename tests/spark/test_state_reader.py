@@ -18,6 +18,7 @@ from jobs.state_reader import (
     resolve_target,
     session_confs,
     spark_path,
+    state_variables,
 )
 from reference_pipeline.simulate import simulate
 from tests.spark.real_checkpoints import ALL, checkpoint_for
@@ -124,7 +125,8 @@ def test_transform_with_state_variables_and_timers(spark, small_queries):
     expiry = {r["key"]["key"]: r["expiration_timestamp_ms"] for r in timers}
     assert expiry == {k: int(v.replace(tzinfo=timezone.utc).timestamp() * 1000) + 86_400_000
                       for k, v in latest.items()}
-    with pytest.raises(BadInput, match=r"choose --state-var \(.*buckets.*count.*values"):
+    assert state_variables(ckpt, 0) == ["values", "buckets", "count"]  # as declared
+    with pytest.raises(BadInput, match=r"choose --state-var \(values, buckets, count\)"):
         resolve_target(ckpt)
 
 
@@ -172,8 +174,11 @@ def test_export_writes_every_row(spark, reference_checkpoints, tmp_path, fmt):
     run = reference_checkpoints.get("rocksdb")
     ckpt = open_checkpoint(str(run.checkpoint))
     target = resolve_target(ckpt)
-    result = export_rows(spark, target, ckpt.last_committed_batch, str(tmp_path / "out"), fmt)
+    progress = []
+    result = export_rows(spark, target, ckpt.last_committed_batch, str(tmp_path / "out"), fmt,
+                         lambda done, total: progress.append((done, total)))
     assert result.rows == run.result.state_keys()
+    assert progress and progress[-1][0] == progress[-1][1] > 0  # ends at "all tasks done"
     reader = spark.read.format({"jsonl": "json"}.get(fmt, fmt)).option("header", "true")
     back = reader.load(str(tmp_path / "out"))
     assert {"key.user_id", "partition_id", "batch_id"} <= set(back.columns)

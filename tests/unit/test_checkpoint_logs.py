@@ -77,12 +77,15 @@ def test_operator_metadata_v1_and_v2():
     assert [s.name for s in v1.stores] == ["left-keyToNumValues", "right-keyToNumValues"]
     v2_text = ('v2\n{"operatorInfo":{"operatorId":1,"operatorName":"transformWithStateExec"},'
                '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,'
-               '"numPartitions":5,"stateSchemaFilePath":"file:/ck/state/1/_stateSchema/x"}],'
-               '"operatorPropertiesJson":"{\\"timeMode\\":\\"NoTime\\"}"}')
+               '"numPartitions":5,"stateSchemaFilePaths":["file:/ck/state/1/_stateSchema/x"]}],'
+               '"operatorPropertiesJson":"{\\"timeMode\\":\\"EventTime\\",'
+               '\\"stateVariables\\":[{\\"stateName\\":\\"count\\",'
+               '\\"stateVariableType\\":\\"ValueState\\"}]}"}')
     v2 = parse_operator_metadata(v2_text.encode(), "m2", batch_id=12)
     assert (v2.version, v2.operator_id, v2.batch_id, v2.num_partitions) == (2, 1, 12, 5)
-    assert v2.stores[0].schema_file_path.endswith("_stateSchema/x")
-    assert v2.properties == {"timeMode": "NoTime"}
+    assert v2.stores[0].schema_file_paths == ("file:/ck/state/1/_stateSchema/x",)
+    assert v2.time_mode == "EventTime"
+    assert v2.state_variables == [{"stateName": "count", "stateVariableType": "ValueState"}]
 
 
 def test_operator_metadata_without_store_info_is_corrupt():

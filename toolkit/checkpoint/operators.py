@@ -29,7 +29,9 @@ class StoreInfo:
     name: str
     num_partitions: int
     num_cols_prefix_key: int = 0
-    schema_file_path: str | None = None
+    schema_file_paths: tuple[str, ...] = ()
+    """v2 only: absolute URIs of the store's schema files (``stateSchemaFilePaths``; older
+    writers used a single ``stateSchemaFilePath``)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,19 @@ class OperatorMetadata:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
+    def state_variables(self) -> list[dict[str, Any]]:
+        """transformWithState: the declared state variables (name, type, TTL) from the v2
+        operator properties; timer column families included (type ``TimerState``)."""
+        variables = (self.properties or {}).get("stateVariables") or []
+        return [v for v in variables if isinstance(v, dict) and "stateName" in v]
+
+    @property
+    def time_mode(self) -> str | None:
+        """transformWithState's ``timeMode`` (``None``/``ProcessingTime``/``EventTime``)."""
+        mode = (self.properties or {}).get("timeMode")
+        return mode if isinstance(mode, str) else None
+
+    @property
     def num_partitions(self) -> int | None:
         counts = {store.num_partitions for store in self.stores}
         return counts.pop() if len(counts) == 1 else None
@@ -57,9 +72,17 @@ class OperatorMetadata:
             "batch_id": self.batch_id, "num_partitions": self.num_partitions,
             "stores": [{"name": s.name, "num_partitions": s.num_partitions,
                         "num_cols_prefix_key": s.num_cols_prefix_key,
-                        "schema_file_path": s.schema_file_path} for s in self.stores],
+                        "schema_file_paths": list(s.schema_file_paths)} for s in self.stores],
             "properties": dict(self.properties) if self.properties is not None else None,
         }
+
+
+def _schema_paths(store: Mapping[str, Any]) -> tuple[str, ...]:
+    paths = store.get("stateSchemaFilePaths")
+    if isinstance(paths, list):
+        return tuple(str(p) for p in paths)
+    single = store.get("stateSchemaFilePath")
+    return (str(single),) if single else ()
 
 
 def _int_field(raw: Mapping[str, Any], key: str, path: str) -> int:
@@ -91,7 +114,7 @@ def parse_operator_metadata(data: bytes, path: str, batch_id: int | None = None
             name=store["storeName"],
             num_partitions=_int_field(store, "numPartitions", path),
             num_cols_prefix_key=int(store.get("numColsPrefixKey") or 0),
-            schema_file_path=store.get("stateSchemaFilePath"),
+            schema_file_paths=_schema_paths(store),
         ))
     properties = None
     if version == 2:
