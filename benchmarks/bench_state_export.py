@@ -25,7 +25,8 @@ every 1 s) but with ``--keys`` rows. Two sources:
 * ``pipeline``: the real thing — ``reference_pipeline.generator`` with one session per user
   over 3 batches of 10 minutes of event time (so no session reaches its 30-minute inactivity
   timeout), then ``statekit pipeline run`` (8 partitions). Use it at small ``--keys``
-  (10k ≈ 2 min per provider) to check the stand-in against the real state's export rate.
+  (10k ≈ 1 min per provider) to check the stand-in against the real state: at 10k keys
+  (HDFS) their export times agreed within ~15% (parquet 1.8 vs 1.6 s, jsonl/csv 0.6 s).
 
 Measured per provider, in a fresh Python process (so the JVM start is real):
 

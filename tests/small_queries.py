@@ -59,20 +59,13 @@ def _write_input(folder: Path, files: list[list[dict]]) -> None:
 
 
 def _run(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -> None:
-    previous = {k: spark.conf.get(k, None) for k in confs}
-    for key, value in confs.items():
-        spark.conf.set(key, value)
-    try:
+    from jobs.state_reader import session_confs
+
+    with session_confs(spark, confs):
         query = (df.writeStream.format("noop").outputMode(output_mode)
                  .option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _stream(spark, folder: Path):
