@@ -129,7 +129,7 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
 
 def _counters_processor():
     """A transformWithStateInPandas processor with a value, a list and a map state variable,
-    and an event-time timer per key at (latest event time + 1 day).
+    and one event-time timer per key at (its latest event time + 1 day).
 
     Defined here (not at module level) so importing this module never needs pyspark, and
     pickled by value so Python workers do not have to import the tests package.
@@ -156,9 +156,15 @@ def _counters_processor():
                     old = self.buckets.getValue((int(b),))[0] if seen else 0
                     self.buckets.updateValue((int(b),), (old + 1,))
             self.count.update((n,))
-            for old in list(self.handle.listTimers()):
-                self.handle.deleteTimer(old)
-            self.handle.registerTimer(latest + 86_400_000)
+            # one timer per key, at (latest event time seen for it + 1 day); files may be
+            # processed in any order, so the timer only ever moves forward
+            existing = list(self.handle.listTimers())
+            expiry = max([latest + 86_400_000, *existing])
+            for old in existing:
+                if old != expiry:
+                    self.handle.deleteTimer(old)
+            if expiry not in existing:
+                self.handle.registerTimer(expiry)
             yield pd.DataFrame({"key": [key[0]], "n": [n]})
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):

@@ -206,3 +206,31 @@ def test_cli_show_where_json_and_errors(reference_checkpoints, small_queries, tm
     code = run_cli(cli, "statekit", ["state", "show", str(copy)])
     err = capsys.readouterr().err
     assert code == 4 and err.count("\n") == 1 and "Spark cannot load the state" in err
+
+
+def test_cli_export_changes_stats_operators(reference_checkpoints, tmp_path, capsys):
+    run = reference_checkpoints.get("hdfs")
+    ck = str(run.checkpoint)
+    last = run.result.progress[-1]["batchId"]
+
+    def json_of(args):
+        code = run_cli(cli, "statekit", ["state", *args, "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        return json.loads(captured.out)
+
+    out = tmp_path / "export"
+    exported = json_of(["export", ck, "--out", str(out), "--format", "jsonl"])
+    assert exported["rows"] == run.result.state_keys() and exported["batch_id"] == last
+    assert run_cli(cli, "statekit", ["state", "export", ck, "--out", str(out)]) == 6
+    assert "output exists and is not empty" in capsys.readouterr().err
+    changes = json_of(["changes", ck, "--from", str(last - 2), "--rows", "3"])
+    assert changes["batches"] and {b["batch_id"] for b in changes["batches"]} <= {
+        last - 2, last - 1, last}
+    assert all(b["upserts"] + b["deletes"] > 0 for b in changes["batches"])
+    assert len(changes["rows"]) == 3 and all(r["batch_id"] >= last - 2 for r in changes["rows"])
+    stats = json_of(["stats", ck, "--top", "2"])
+    assert stats["rows"] == run.result.state_keys() and len(stats["largest"]) == 2
+    operators = json_of(["operators", ck])
+    assert [(o["operator_id"], o["store"], o["agree"]) for o in operators] == [
+        (0, "default", True)]

@@ -128,7 +128,8 @@ def _cell(value) -> str:
 @click.option("--batch", type=int, help="Committed batch to export (default: the last).")
 @click.option("--out", required=True, help="Output folder (must not exist).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "csv"]),
-              default="parquet", show_default=True)
+              default="parquet", show_default=True,
+              help="Output format (CSV writes nested values as JSON text).")
 @spark_options
 @json_option
 def export_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
