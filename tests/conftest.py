@@ -12,6 +12,7 @@ a JVM-free selection (``-m 'not spark'``) never starts Spark.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,25 @@ def spark():
     )
     yield session
     session.stop()
+
+
+def quiesce(spark, checkpoint) -> None:
+    """Make a finished query's checkpoint static for the tests that list it.
+
+    The session keeps state-store providers loaded after a query stops, and their background
+    maintenance keeps writing snapshots (RocksDB uploads zips) into the checkpoint. Unload them
+    (local mode: driver = executor JVM), then wait until the folder stops changing.
+    """
+    getattr(spark._jvm, "org.apache.spark.sql.execution.streaming.state.StateStore").stop()
+    state = Path(checkpoint) / "state"
+    previous, deadline = None, time.monotonic() + 15
+    while time.monotonic() < deadline:
+        current = sorted((str(p), p.stat().st_size) for p in state.rglob("*") if p.is_file()) \
+            if state.exists() else []
+        if current == previous:
+            return
+        previous = current
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -102,6 +122,7 @@ class ReferenceCheckpoints:
             finally:  # the session is shared: do not leak a variant's confs to later runs
                 for key, _ in extra:
                     self._spark.conf.unset(key)
+            quiesce(self._spark, opts.checkpoint)
             self._runs[name] = ReferenceRun(name, self.landing, base / "checkpoint",
                                             base / "output", base / "progress.jsonl", result)
         return self._runs[name]

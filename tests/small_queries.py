@@ -66,6 +66,9 @@ def _run(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -
                  .option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
+    from tests.conftest import quiesce
+
+    quiesce(spark, checkpoint)
 
 
 def _stream(spark, folder: Path):

@@ -35,6 +35,8 @@ def independent_listing(checkpoint: Path) -> tuple[Counter, Counter]:
         for name in names:
             if name.endswith(".crc") or "_metadata" in rel or "_stateSchema" in rel:
                 continue
+            if name.startswith(".") and name.endswith(".tmp"):  # an upload Spark left behind
+                continue
             if rel and rel[-1] == "SSTs":
                 kind, where = "sst", rel[:-1]
             else:
