@@ -18,7 +18,7 @@ from typing import Any
 from toolkit.checkpoint.checkpoint import Checkpoint
 from toolkit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_facts
 from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.logs import CONF_MIN_DELTAS, provider_short_name
+from toolkit.checkpoint.logs import CONF_MIN_DELTAS
 from toolkit.checkpoint.state_data import zip_metadata
 from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 
@@ -162,8 +162,8 @@ def _span(parts: list[int]) -> str:
     return shown + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
 
 
-def _store_findings(report: StoreReport, facts: dict[int, InstanceFacts], min_deltas: int,
-                    orphan_reasons: Counter) -> list[Finding]:
+def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter
+                    ) -> list[Finding]:
     where = dict(operator_id=report.operator_id, store=report.store)
     label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
     found: list[Finding] = []
@@ -286,21 +286,19 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                              if s.name == store), None)
             expected = declared or (latest.shuffle_partitions if latest else None)
             instances = inventory.instances_of(op_id, store)
-            latest_zips = _latest_zips(ckpt, instances, last)
-            kinds = Counter()
-            sizes = Counter()
-            parts, facts_by_part = [], {}
-            reasons: Counter = Counter()
-            for instance in instances:
+            shown = [i for i in instances if partition is None or i.partition == partition]
+            latest_zips = _latest_zips(ckpt, shown, last)
+            kinds, sizes = Counter(), Counter()
+            for file in (f for i in instances for f in i.files):
+                kinds[file.kind] += 1
+                sizes[file.kind] += file.size
+            parts = []
+            reasons: Counter = Counter()  # of the shown partitions, like the finding's counts
+            for instance in shown:
                 facts = instance_facts(instance, first, last)
-                facts_by_part[instance.partition] = facts
                 reasons.update(o.reason for o in facts.orphans)
-                for file in instance.files:
-                    kinds[file.kind] += 1
-                    sizes[file.kind] += file.size
-                if partition is None or instance.partition == partition:
-                    parts.append(_partition_report(instance, facts,
-                                                   latest_zips.get(instance.partition)))
+                parts.append(_partition_report(instance, facts,
+                                               latest_zips.get(instance.partition)))
             present = {i.partition for i in instances}
             missing = tuple(p for p in range(expected or 0) if p not in present)
             provider = _provider_of(kinds, latest.provider if latest else "hdfs")
@@ -312,7 +310,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                 files_by_kind=dict(sorted(kinds.items())),
                 bytes_by_kind=dict(sorted(sizes.items())))
             stores.append(report)
-            findings.extend(_store_findings(report, facts_by_part, deltas, reasons))
+            findings.extend(_store_findings(report, deltas, reasons))
     files = list(inventory.all_files())
     return CheckpointReport(
         location=ckpt.location.url,
@@ -360,4 +358,4 @@ def _provider_of(kinds: Counter, pinned: str) -> str:
         return "rocksdb"
     if kinds["delta"] or kinds["snapshot"]:
         return "hdfs"
-    return provider_short_name(pinned) if pinned not in ("hdfs", "rocksdb") else pinned
+    return pinned

@@ -26,6 +26,7 @@ from toolkit.checkpoint.state_data import (
 )
 from toolkit.errors import BadInput, NotACheckpoint, UnsupportedFormat
 from toolkit.formats.compression import sniff_codec
+from toolkit.formats.opening import open_binary
 from toolkit.formats.records import read_state_file
 
 
@@ -136,12 +137,12 @@ def open_state_file(url: str, storage_options: dict | None = None) -> OpenedFile
     if kind is None:
         raise UnsupportedFormat("not a .delta, .snapshot or .changelog file", path=url)
     _must_exist(location.fs, location.root, url)
-    with location.fs.open(location.root, "rb") as handle:
+    with open_binary(location.fs, location.root, "state file", shown=url) as handle:
         codec = sniff_codec(handle.read(8))
     if codec is None:
         raise UnsupportedFormat("unknown compression (neither lz4 block stream nor zstd)",
                                 path=url)
-    records = read_state_file(location.fs, location.root, codec, kind)
+    records = read_state_file(location.fs, location.root, codec, kind, shown=url)
     return OpenedFile(url, kind, decode_records(records, None, url), None)
 
 

@@ -225,14 +225,6 @@ class Checkpoint:
         return {op: parse_operator_metadata(data[path], self.display(path), batch_of[path])
                 for op, path in sorted(chosen.items())}
 
-    @cached_property
-    def operators_v1(self) -> dict[int, OperatorMetadata]:
-        """Only the v1 operator metadata (what Spark's ``state-metadata`` reader shows for
-        operators without v2 files)."""
-        paths = {m.operator_id: m.path for m in self.inventory.meta("operator-metadata")}
-        data = self.read_many(paths.values())
-        return {op: parse_operator_metadata(data[p], self.display(p)) for op, p in paths.items()}
-
 
 def _walk_local(prefix: str):
     """``(path, size)`` of every file below ``prefix`` on the local disk.

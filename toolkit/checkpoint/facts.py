@@ -15,7 +15,7 @@ Definitions (state version = batch id + 1):
 * **orphan** — a data file no retained version needs: older than the earliest file needed to
   load the start of the retained range (Spark's maintenance deletes those eventually), or
   newer than the committed version (written by a batch that never committed; Spark overwrites
-  it when it re-runs the batch), or a checkpoint-format-v2 file of a superseded attempt.
+  it when it re-runs the batch).
 """
 
 from __future__ import annotations
@@ -51,20 +51,15 @@ class InstanceFacts:
 
 
 def instance_facts(instance: StoreInstance, first_batch: int | None,
-                   last_committed_batch: int | None,
-                   live_unique_ids: dict[int, str] | None = None) -> InstanceFacts:
+                   last_committed_batch: int | None) -> InstanceFacts:
     """Judge one store instance against the retained batch range.
 
     Parameters
     ----------
     first_batch, last_committed_batch:
         The first retained and the last committed batch ids (``None``: nothing committed).
-    live_unique_ids:
-        For checkpoint format v2: version → the unique id the commit log names for this
-        instance; other files of the same version are superseded attempts.
     """
     if last_committed_batch is None:
-        committed = None
         orphans = tuple(Orphan(f, ORPHAN_UNCOMMITTED) for f in instance.files
                         if f.version is not None)
         return InstanceFacts(None, None, None, True, (), orphans)
@@ -84,7 +79,4 @@ def instance_facts(instance: StoreInstance, first_batch: int | None,
             orphans.append(Orphan(file, ORPHAN_UNCOMMITTED))
         elif file.version < low:
             orphans.append(Orphan(file, ORPHAN_STALE))
-        elif (live_unique_ids and file.unique_id and file.version in live_unique_ids
-              and live_unique_ids[file.version] != file.unique_id):
-            orphans.append(Orphan(file, "superseded-attempt"))
     return InstanceFacts(committed, latest_snapshot, lag, loadable, to_load, tuple(orphans))

@@ -18,8 +18,9 @@ from typing import Any
 from toolkit.checkpoint.checkpoint import Checkpoint
 from toolkit.checkpoint.inventory import StoreInstance
 from toolkit.checkpoint.layout import StateFile
-from toolkit.errors import StatekitError, UnsupportedFormat
+from toolkit.errors import UnsupportedFormat
 from toolkit.formats.compression import normalize_codec, sniff_codec
+from toolkit.formats.opening import open_binary
 from toolkit.formats.records import StateRecord, read_state_file
 from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
 from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
@@ -82,25 +83,14 @@ def file_records(ckpt: Checkpoint, file: StateFile) -> Iterator[StateRecord]:
             f"{file.kind} files hold no record stream statekit decodes"
             + ("; RocksDB zip/SST contents need RocksDB: use `statekit state show` (Spark)"
                if file.kind in ("zip", "sst") else ""), path=ckpt.display(file.path))
-    with ckpt.fs.open(file.path, "rb") as handle:
+    shown = ckpt.display(file.path)
+    with open_binary(ckpt.fs, file.path, "state file", shown=shown) as handle:
         head = handle.read(8)
     codec = file_codec(ckpt, head)
-    shown = ckpt.display(file.path)
-    records = _displayed(read_state_file(ckpt.fs, file.path, codec, file.kind), shown)
+    records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown)
     if file.kind != "changelog":
         return records
     return _without_prefixes(records, shown)
-
-
-def _displayed(records: Iterator[StateRecord], shown: str) -> Iterator[StateRecord]:
-    """Re-raise reader errors with the user's own path (URL) in the message."""
-    try:
-        yield from records
-    except StatekitError as error:
-        if error.path and error.path != shown:
-            error.args = (str(error).replace(error.path, shown, 1),)
-            error.path = shown
-        raise
 
 
 def _without_prefixes(records: Iterator[StateRecord], shown: str) -> Iterator[StateRecord]:

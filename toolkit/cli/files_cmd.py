@@ -19,7 +19,7 @@ from toolkit.cli.options import (
 from toolkit.cli.render import console, dash, human_bytes
 
 _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
-               "stale": "yellow", "beyond-last-commit": "cyan", "superseded-attempt": "yellow"}
+               "stale": "yellow", "beyond-last-commit": "cyan"}
 
 
 @click.command("schema")

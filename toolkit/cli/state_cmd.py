@@ -41,6 +41,17 @@ def spark_options(command: Callable) -> Callable:
                         help="Spark master URL (default local[*]).")(command)
 
 
+def _start_spark(ckpt, master, confs):
+    """Spark once per command, with the reader confs this checkpoint needs set for this
+    command only (a notebook or test may share the session)."""
+    from jobs.session import build_session, parse_conf_pairs
+    from jobs.state_reader import reader_confs, session_confs
+
+    spark = build_session("statekit-state", master, parse_conf_pairs(confs))
+    click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
+    return spark
+
+
 class _Context:
     """The checkpoint, the validated target, and a Spark session started on first use."""
 
@@ -52,13 +63,7 @@ class _Context:
         self.master, self.confs = master, confs
 
     def spark(self):
-        from jobs.session import build_session, parse_conf_pairs
-        from jobs.state_reader import reader_confs, session_confs
-
-        spark = build_session("statekit-state", self.master, parse_conf_pairs(self.confs))
-        # set for this command only (a notebook or test may share the session)
-        click.get_current_context().with_resource(session_confs(spark, reader_confs(self.ckpt)))
-        return spark
+        return _start_spark(self.ckpt, self.master, self.confs)
 
     @property
     def batch(self) -> int:
@@ -267,14 +272,11 @@ def operators_command(checkpoint, storage_option, master, confs, as_json):
 
     Example: statekit state operators demo/checkpoint
     """
-    from jobs.session import build_session, parse_conf_pairs
     from jobs.state_analysis import compare_operators
-    from jobs.state_reader import reader_confs, session_confs, spark_path
+    from jobs.state_reader import spark_path
 
     ckpt = open_from_cli(checkpoint, storage_option)
-    spark = build_session("statekit-state", master, parse_conf_pairs(confs))
-    with session_confs(spark, reader_confs(ckpt)):
-        rows = compare_operators(spark, ckpt, spark_path(ckpt))
+    rows = compare_operators(_start_spark(ckpt, master, confs), ckpt, spark_path(ckpt))
     if as_json:
         print_json([r.to_dict() for r in rows])
         return

@@ -11,13 +11,15 @@ from typing import Any, BinaryIO
 from toolkit.errors import BadInput
 
 
-def open_binary(fs: Any, path: str, what: str) -> BinaryIO:
-    """``fs.open(path, "rb")``; ``what`` names the expected file (e.g. "state file")."""
+def open_binary(fs: Any, path: str, what: str, *, shown: str | None = None) -> BinaryIO:
+    """``fs.open(path, "rb")``; ``what`` names the expected file (e.g. "state file"),
+    ``shown`` is how messages name it (default: ``path``; callers pass the user's URL)."""
+    shown = shown or path
     try:
         return fs.open(path, "rb")
     except FileNotFoundError:
-        raise BadInput(f"{what} not found", path=path) from None
+        raise BadInput(f"{what} not found", path=shown) from None
     except PermissionError:
-        raise BadInput(f"{what} is not readable (permission denied)", path=path) from None
+        raise BadInput(f"{what} is not readable (permission denied)", path=shown) from None
     except IsADirectoryError:
-        raise BadInput(f"expected a {what}, found a folder", path=path) from None
+        raise BadInput(f"expected a {what}, found a folder", path=shown) from None

@@ -294,7 +294,8 @@ def read_changelog(
     return header, (_iter_v1(cur) if version == 3 else _iter_v2(cur))
 
 
-def read_state_file(fs: Any, path: str, codec: str, kind: str) -> Iterator[StateRecord]:
+def read_state_file(fs: Any, path: str, codec: str, kind: str, *, shown: str | None = None
+                    ) -> Iterator[StateRecord]:
     """Open a state file on an fsspec filesystem and yield its records.
 
     Parameters
@@ -307,6 +308,8 @@ def read_state_file(fs: Any, path: str, codec: str, kind: str) -> Iterator[State
         The state store compression codec (short or class name; see ``normalize_codec``).
     kind
         ``"delta"``, ``"snapshot"`` or ``"changelog"``.
+    shown
+        How error messages name the file (default: ``path``), e.g. the user's ``s3://`` URL.
 
     Raises
     ------
@@ -317,13 +320,14 @@ def read_state_file(fs: Any, path: str, codec: str, kind: str) -> Iterator[State
     """
     if kind not in STATE_FILE_KINDS:
         raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
-    raw = open_binary(fs, path, "state file")
+    shown = shown or path
+    raw = open_binary(fs, path, "state file", shown=shown)
     try:
-        stream = open_decompressed(raw, codec, path=path)
+        stream = open_decompressed(raw, codec, path=shown)
     except BaseException:
         raw.close()
         raise
-    return _records_then_close(raw, stream, path, kind)
+    return _records_then_close(raw, stream, shown, kind)
 
 
 def _records_then_close(raw: Any, stream: BinaryIO, path: str, kind: str) -> Iterator[StateRecord]:
