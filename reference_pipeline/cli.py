@@ -57,6 +57,9 @@ def cli() -> None:
               help="Share of late-in-batch normal events delivered one batch late.")
 @click.option("--start", default=DEFAULTS.start, show_default=True,
               help="Event time of the first batch (ISO 8601).")
+@click.option("--burstiness", default=DEFAULTS.burstiness, show_default=True,
+              type=click.FloatRange(0, 2),
+              help="Lognormal sigma of per-batch traffic (0 = steady; 0.6 = bursty).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool, **options) -> None:
     """Write deterministic transaction batches (and their ground truth) into LANDING."""

@@ -98,6 +98,9 @@ class GeneratorConfig:
     """Share of eligible normal transactions delivered one batch late (within the watermark)."""
     start: str = "2026-01-05T08:00:00+00:00"
     """Event time of the first batch (ISO 8601 with offset)."""
+    burstiness: float = 0.0
+    """Spread of per-batch traffic: each batch's session count is scaled by a lognormal factor
+    with this sigma and mean 1 (0 = steady; 0.6 gives frequent 2-3x bursts and quiet batches)."""
 
     def validate(self) -> None:
         problems = []
@@ -113,6 +116,8 @@ class GeneratorConfig:
             problems.append("fraud, near-miss and late rates must not be negative")
         if not 0.0 <= self.out_of_order <= 1.0:
             problems.append("out_of_order must be between 0 and 1")
+        if not 0.0 <= self.burstiness <= 2.0:
+            problems.append("burstiness must be between 0 and 2")
         try:
             self.start_ms  # noqa: B018 — parse check
         except ValueError:
@@ -251,6 +256,14 @@ class _Batches:
             eligible.extend(self._new_users(created))
         return eligible
 
+    def traffic_factor(self, batch: int) -> float:
+        """This batch's traffic relative to ``events_per_batch`` (1.0 unless bursty)."""
+        sigma = self.config.burstiness
+        if sigma <= 0:
+            return 1.0
+        rng = np.random.default_rng([self.config.seed, 6, batch])
+        return float(rng.lognormal(-sigma * sigma / 2, sigma))
+
     def sessions(self, batch: int) -> tuple[GeneratedSession, ...]:
         if batch < 0:
             return ()
@@ -262,7 +275,8 @@ class _Batches:
         cfg = self.config
         rng = np.random.default_rng([cfg.seed, 2, batch])
         forced = list(self._new_users(batch))
-        wanted = max(0, round(cfg.events_per_batch / MEAN_EVENTS_PER_SESSION) - len(forced))
+        wanted = max(0, round(cfg.events_per_batch / MEAN_EVENTS_PER_SESSION
+                              * self.traffic_factor(batch)) - len(forced))
         eligible = self._eligible(batch)
         chosen = [int(u) for u in rng.choice(eligible, size=min(wanted, len(eligible)),
                                              replace=False)] if eligible else []

@@ -22,6 +22,10 @@ from reference_pipeline.generator import GeneratorConfig, generate
 
 TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
                                  fraud_per_batch=1.0, near_miss_per_batch=1.5)
+#: Bounded traffic with lognormal bursts (seed 1: a quiet stretch, then traffic rising over
+#: the last batches — the key count rises while every key still expires).
+BURSTY_GENERATOR = GeneratorConfig(seed=1, users=300, new_users_per_batch=3, events_per_batch=120,
+                                   fraud_per_batch=1.0, near_miss_per_batch=1.5, burstiness=0.6)
 TEST_BATCHES = 14
 TEST_PARTITIONS = 4
 TEST_MIN_DELTAS = 3
@@ -31,6 +35,7 @@ VARIANTS: dict[str | None, tuple[int, tuple[tuple[str, str], ...]]] = {
     "format-v2": (TEST_MIN_DELTAS,
                   (("spark.sql.streaming.stateStore.checkpointFormatVersion", "2"),)),
     "purged": (TEST_MIN_DELTAS, (("spark.sql.streaming.minBatchesToRetain", "4"),)),
+    "bursty": (TEST_MIN_DELTAS, ()),
 }
 
 
@@ -91,12 +96,22 @@ class ReferenceCheckpoints:
         self._runs: dict[str, ReferenceRun] = {}
         self.landing = root / "landing"
         generate(self.landing, TEST_GENERATOR, TEST_BATCHES)
+        self._bursty_landing: Path | None = None
+
+    def _landing(self, variant: str | None) -> Path:
+        if variant != "bursty":
+            return self.landing
+        if self._bursty_landing is None:
+            self._bursty_landing = self._root / "landing-bursty"
+            generate(self._bursty_landing, BURSTY_GENERATOR, TEST_BATCHES)
+        return self._bursty_landing
 
     def get(self, provider: str = "hdfs", *, leaky: bool = False,
             changelog: bool = False, variant: str | None = None) -> ReferenceRun:
         """``variant``: ``None``; ``"no-snapshot"`` (minDeltas too high for any snapshot);
         ``"format-v2"`` (checkpointFormatVersion=2); ``"purged"`` (minBatchesToRetain=4, so
-        old batches and state files have been cleaned up)."""
+        old batches and state files have been cleaned up); ``"bursty"`` (the bounded pipeline
+        fed BURSTY_GENERATOR's traffic)."""
         from reference_pipeline.pipeline import RunOptions, run
 
         min_deltas, extra = VARIANTS[variant]
@@ -104,8 +119,9 @@ class ReferenceCheckpoints:
                 f"{'-' + variant if variant else ''}")
         if name not in self._runs:
             base = self._root / name
+            landing = self._landing(variant)
             opts = RunOptions(
-                landing=self.landing,
+                landing=landing,
                 checkpoint=str(base / "checkpoint"),
                 output=str(base / "output"),
                 provider=provider,
@@ -123,7 +139,7 @@ class ReferenceCheckpoints:
                 for key, _ in extra:
                     self._spark.conf.unset(key)
             quiesce(self._spark, opts.checkpoint)
-            self._runs[name] = ReferenceRun(name, self.landing, base / "checkpoint",
+            self._runs[name] = ReferenceRun(name, landing, base / "checkpoint",
                                             base / "output", base / "progress.jsonl", result)
         return self._runs[name]
 
@@ -139,6 +155,14 @@ def small_queries(spark, tmp_path_factory):
     from tests.small_queries import SmallQueries
 
     return SmallQueries(spark, tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="session")
+def growth_queries(spark, tmp_path_factory):
+    """Labelled aggregation / dropDuplicates checkpoints with and without a watermark."""
+    from tests.growth_queries import GrowthQueries
+
+    return GrowthQueries(spark, tmp_path_factory.mktemp("growth"))
 
 
 @pytest.fixture(scope="session")

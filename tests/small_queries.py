@@ -58,7 +58,22 @@ def _write_input(folder: Path, files: list[list[dict]]) -> None:
             "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def _run(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -> None:
+def provider_confs(provider: str, codec: str, min_deltas: int = 2) -> dict[str, str]:
+    """Every state-store setting pinned, so nothing leaks in from an earlier query of the
+    shared session (the reference pipeline sets its confs on the session)."""
+    return {
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state."
+            + ("RocksDBStateStoreProvider" if provider == "rocksdb"
+               else "HDFSBackedStateStoreProvider"),
+        "spark.sql.streaming.stateStore.compression.codec": codec,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(min_deltas),
+    }
+
+
+def run_query(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -> None:
+    """Run ``df`` to the end of its input into the noop sink, then quiesce the checkpoint."""
     from jobs.state_reader import session_confs
 
     with session_confs(spark, confs):
@@ -85,14 +100,7 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
     base = root / f"{name}-{provider}-{codec}"
     input_dir = base / "input"
     _write_input(input_dir, files)
-    confs = {
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state."
-            + ("RocksDBStateStoreProvider" if provider == "rocksdb"
-               else "HDFSBackedStateStoreProvider"),
-        "spark.sql.streaming.stateStore.compression.codec": codec,
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
-    }
+    confs = provider_confs(provider, codec)
     events = _stream(spark, input_dir)
     if name == "aggregation":
         df = (events.withWatermark("ts", "1 day").groupBy("key", "bucket", "day")
@@ -126,7 +134,7 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
         mode = "append"
     else:
         raise ValueError(name)
-    _run(spark, df, base / "checkpoint", confs, mode)
+    run_query(spark, df, base / "checkpoint", confs, mode)
     return SmallQuery(name, base / "checkpoint", [r for rows in files for r in rows], confs)
 
 

@@ -18,6 +18,7 @@ Exit codes (documented in the README):
 6     refused as unsafe (would modify a source, target not empty, query live)
 7     environment problem (Java missing or too old)
 8     a Spark job or streaming query failed
+10    ``statekit growth --fail-on …``: the state grows (an alert, not an error)
 130   interrupted (Ctrl-C)
 ====  =====================================================================
 """
@@ -33,6 +34,7 @@ EXIT_UNSUPPORTED = 5
 EXIT_UNSAFE = 6
 EXIT_ENVIRONMENT = 7
 EXIT_JOB_FAILED = 8
+EXIT_GROWTH = 10
 EXIT_INTERRUPTED = 130
 
 

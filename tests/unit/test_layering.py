@@ -88,3 +88,18 @@ def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
     assert code == 0
     leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
     assert not leaked, f"`statekit {' '.join(command)}` loaded {sorted(leaked)}"
+
+
+def test_growth_never_loads_spark_or_pandas(tmp_path):
+    """``statekit growth`` replays files; only ``--deep`` may start Spark."""
+    import fsspec
+
+    from tests.unit.checkpoint_builder import write_checkpoint
+
+    ckpt = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=8, committed=8,
+                     provider="rocksdb")
+    code, loaded = modules_after_cli(["growth", str(ckpt), "--json"], tmp_path)
+    assert code == 0
+    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
+    assert not leaked, f"`statekit growth` loaded {sorted(leaked)}"

@@ -21,7 +21,7 @@ from toolkit.checkpoint.layout import StateFile
 from toolkit.errors import UnsupportedFormat
 from toolkit.formats.compression import normalize_codec, sniff_codec
 from toolkit.formats.opening import open_binary
-from toolkit.formats.records import StateRecord, read_state_file
+from toolkit.formats.records import StateRecord, read_state_file, records_from_bytes
 from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
 from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
 from toolkit.formats.schema import StructType
@@ -75,19 +75,25 @@ def file_codec(ckpt: Checkpoint, head: bytes = b"") -> str:
         "spark.sql.streaming.stateStore.compression.codec"))
 
 
-def file_records(ckpt: Checkpoint, file: StateFile) -> Iterator[StateRecord]:
+def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
+                 ) -> Iterator[StateRecord]:
     """Raw records of a ``.delta``/``.snapshot``/``.changelog`` file, RocksDB prefixes removed
-    (keys and values are plain UnsafeRow bytes). Streams with constant memory."""
+    (keys and values are plain UnsafeRow bytes). Streams with constant memory; ``data`` is the
+    file's content when the caller already fetched it (batched reads on object stores)."""
     if file.kind not in ("delta", "snapshot", "changelog"):
         raise UnsupportedFormat(
             f"{file.kind} files hold no record stream statekit decodes"
             + ("; RocksDB zip/SST contents need RocksDB: use `statekit state show` (Spark)"
                if file.kind in ("zip", "sst") else ""), path=ckpt.display(file.path))
     shown = ckpt.display(file.path)
-    with open_binary(ckpt.fs, file.path, "state file", shown=shown) as handle:
-        head = handle.read(8)
-    codec = file_codec(ckpt, head)
-    records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown)
+    if data is not None:
+        codec = file_codec(ckpt, data[:8])
+        records = records_from_bytes(data, codec, file.kind, shown=shown)
+    else:
+        with open_binary(ckpt.fs, file.path, "state file", shown=shown) as handle:
+            head = handle.read(8)
+        codec = file_codec(ckpt, head)
+        records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown)
     if file.kind != "changelog":
         return records
     return _without_prefixes(records, shown)

@@ -25,6 +25,8 @@ COMMANDS = {
            "The files of one state store instance with versions, kinds and sizes."),
     "dump": ("toolkit.cli.files_cmd:dump_command",
              "Decoded records of one delta/snapshot/changelog file."),
+    "growth": ("toolkit.cli.growth_cmd:growth_command",
+               "Detect unbounded key growth: verdict, evidence, projection (no JVM)."),
     "state": ("toolkit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
     "pipeline": ("reference_pipeline.cli:cli",

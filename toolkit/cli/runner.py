@@ -27,7 +27,10 @@ def fail(message: str, code: int) -> int:
 def run_cli(command: click.Command, prog_name: str, args: list[str] | None = None) -> int:
     """Invoke ``command`` and translate every failure into an exit code; never raises."""
     try:
-        command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        # non-standalone click *returns* the code of ``ctx.exit(n)`` / ``raise Exit(n)``
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool):
+            return result
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as usage:

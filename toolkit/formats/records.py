@@ -24,6 +24,7 @@ RocksDB keys and values carry small prefixes before the UnsafeRow bytes; see
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from collections.abc import Iterator
@@ -328,6 +329,14 @@ def read_state_file(fs: Any, path: str, codec: str, kind: str, *, shown: str | N
         raw.close()
         raise
     return _records_then_close(raw, stream, shown, kind)
+
+
+def records_from_bytes(data: bytes, codec: str, kind: str, *, shown: str) -> Iterator[StateRecord]:
+    """The records of a state file whose (compressed) content is already in memory."""
+    if kind not in STATE_FILE_KINDS:
+        raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
+    raw = io.BytesIO(data)
+    return _records_then_close(raw, open_decompressed(raw, codec, path=shown), shown, kind)
 
 
 def _records_then_close(raw: Any, stream: BinaryIO, path: str, kind: str) -> Iterator[StateRecord]:

@@ -1,0 +1,91 @@
+"""Labelled real checkpoints for growth detection: the same query with and without a watermark.
+
+A streaming aggregation over event-time windows and a dropDuplicates are the textbook cases of
+unbounded state: without a watermark Spark can never drop a window or a seen id, so the state
+grows with every batch; with one it stays bounded. Each query here runs for real on the shared
+test session over ``BATCHES`` small JSON files (one micro-batch each, event time advancing 10
+minutes per file, ~25 users active per batch), so the detector is judged on what Spark wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+BATCHES = 14
+EVENTS_PER_BATCH = 40
+START = datetime(2026, 2, 2, 9, 0, tzinfo=timezone.utc)
+
+#: name → (expected verdict family, description)
+LABELS = {
+    "agg-watermark": ("bounded", "windowed count with a 10-minute watermark"),
+    "agg-no-watermark": ("growing", "windowed count without a watermark"),
+    "dedup-watermark": ("bounded", "dropDuplicates(id, ts) with a 10-minute watermark"),
+    "dedup-no-watermark": ("growing", "dropDuplicates(id) without a watermark"),
+}
+
+
+@dataclass(frozen=True)
+class GrowthQuery:
+    name: str
+    provider: str
+    checkpoint: Path
+    expected: str
+
+
+def _write_input(folder: Path, seed: int = 3) -> None:
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for batch in range(BATCHES):
+        rows = []
+        for i in range(EVENTS_PER_BATCH):
+            ts = START + timedelta(minutes=10 * batch, seconds=rng.randrange(600))
+            rows.append({"id": f"e{batch:03d}-{i:03d}", "user": f"u{rng.randrange(60):02d}",
+                         "ts": ts.isoformat().replace("+00:00", "Z"),
+                         "amount": round(rng.uniform(1, 300), 2)})
+        (folder / f"part-{batch:03d}.json").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def build(spark, root: Path, name: str, provider: str = "hdfs") -> GrowthQuery:
+    from pyspark.sql import functions as F
+
+    from tests.small_queries import provider_confs, run_query
+
+    base = root / f"{name}-{provider}"
+    _write_input(base / "input")
+    events = (spark.readStream.schema("id STRING, user STRING, ts TIMESTAMP, amount DOUBLE")
+              .option("maxFilesPerTrigger", 1).json(str(base / "input")))
+    if name.startswith("agg"):
+        if name == "agg-watermark":
+            events = events.withWatermark("ts", "10 minutes")
+        df = events.groupBy(F.window("ts", "10 minutes"), "user").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("amount").alias("total"))
+        mode = "update"
+    elif name == "dedup-watermark":
+        df = events.withWatermark("ts", "10 minutes").dropDuplicates(["id", "ts"])
+        mode = "append"
+    elif name == "dedup-no-watermark":
+        df = events.dropDuplicates(["id"])
+        mode = "append"
+    else:
+        raise ValueError(name)
+    run_query(spark, df, base / "checkpoint", provider_confs(provider, "lz4"), mode)
+    return GrowthQuery(name, provider, base / "checkpoint", LABELS[name][0])
+
+
+class GrowthQueries:
+    """Lazily builds and caches the labelled queries for one test session."""
+
+    def __init__(self, spark, root: Path) -> None:
+        self._spark = spark
+        self._root = root
+        self._built: dict[tuple[str, str], GrowthQuery] = {}
+
+    def get(self, name: str, provider: str = "hdfs") -> GrowthQuery:
+        if (name, provider) not in self._built:
+            self._built[(name, provider)] = build(self._spark, self._root, name, provider)
+        return self._built[(name, provider)]

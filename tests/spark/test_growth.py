@@ -1,0 +1,178 @@
+"""Growth detection on labelled checkpoints Spark really wrote, and the file path's key counts
+checked against Spark's own ``statestore`` reader at every retained batch."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from jobs.growth_deep import deep_check
+from jobs.state_reader import reader_confs, session_confs, spark_path
+from toolkit.checkpoint import open_checkpoint
+from toolkit.cli.main import cli
+from toolkit.cli.runner import run_cli
+from toolkit.errors import EXIT_GROWTH
+from toolkit.growth import analyse
+from toolkit.progress_log import parse_progress
+from toolkit.state_history import all_histories
+from toolkit.trend import ACCELERATING, BOUNDED, GROWING
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+GROWTH = (GROWING, ACCELERATING)
+
+REFERENCE_CASES = [
+    # (provider, changelog, leaky, variant, expected)
+    ("hdfs", False, False, None, BOUNDED),
+    ("hdfs", False, True, None, GROWTH),
+    ("rocksdb", False, False, None, BOUNDED),
+    ("rocksdb", False, True, None, GROWTH),
+    ("rocksdb", True, False, None, BOUNDED),
+    ("hdfs", False, False, "bursty", BOUNDED),
+]
+
+
+def _ids(case):
+    provider, changelog, leaky, variant, _ = case
+    return f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}" \
+           f"{'-' + variant if variant else ''}"
+
+
+def _matches(verdict: str, expected) -> bool:
+    return verdict in expected if isinstance(expected, tuple) else verdict == expected
+
+
+@pytest.mark.parametrize("case", REFERENCE_CASES, ids=_ids)
+def test_reference_pipeline_is_classified(reference_checkpoints, case):
+    provider, changelog, leaky, variant, expected = case
+    run = reference_checkpoints.get(provider, leaky=leaky, changelog=changelog, variant=variant)
+    report = analyse(open_checkpoint(str(run.checkpoint)))
+    assert _matches(report.verdict, expected), (report.verdict, report.summary,
+                                                [s.evidence for s in report.stores])
+    (store,) = report.stores
+    assert store.operator_name == "applyInPandasWithState"
+    if leaky:
+        assert store.keys.slope > 0
+        if provider == "hdfs":  # files replayed: the anti-patterns are named
+            assert store.no_timeout_share == 1.0 and store.history.timeouts == "disabled"
+            assert store.deletes_per_version == 0
+            assert any("never expire" in e for e in store.evidence)
+            assert any("Values grow" in e for e in store.evidence)
+            oldest = store.history.oldest_keys
+            assert oldest and all(k.key["user_id"].startswith("u") for k in oldest)
+            assert oldest[0].age >= oldest[-1].age
+    elif store.history.method == "replay":
+        assert store.no_timeout_share == 0.0 and store.history.timeouts == "per-key"
+
+
+def test_bursty_traffic_rises_but_is_not_called_growth(reference_checkpoints):
+    """The bounded pipeline under bursty traffic: its key count alone *does* test as growing
+    over the recent window, so it is the turnover evidence that keeps the verdict bounded."""
+    run = reference_checkpoints.get("hdfs", variant="bursty")
+    (store,) = analyse(open_checkpoint(str(run.checkpoint))).stores
+    assert store.keys.is_growth, store.keys
+    assert store.verdict == BOUNDED
+    assert store.turnover > 0.5 and store.oldest_age < 6
+    assert any("turn over" in e for e in store.evidence)
+
+
+@pytest.mark.parametrize("name", ["agg-watermark", "agg-no-watermark", "dedup-watermark",
+                                  "dedup-no-watermark"])
+def test_aggregation_and_dedup_with_and_without_watermark(growth_queries, name):
+    query = growth_queries.get(name)
+    report = analyse(open_checkpoint(str(query.checkpoint)))
+    expected = GROWTH if query.expected == "growing" else BOUNDED
+    assert _matches(report.verdict, expected), (name, report.summary,
+                                                [s.evidence for s in report.stores])
+
+
+def test_rocksdb_aggregation_without_watermark_grows(growth_queries):
+    query = growth_queries.get("agg-no-watermark", "rocksdb")
+    report = analyse(open_checkpoint(str(query.checkpoint)))
+    assert report.verdict in GROWTH
+    assert report.stores[0].history.method == "zip-metadata"
+
+
+def _spark_counts(spark, checkpoint, batch: int) -> Counter:
+    ckpt = open_checkpoint(str(checkpoint))
+    with session_confs(spark, reader_confs(ckpt)):
+        rows = (spark.read.format("statestore").option("batchId", str(batch))
+                .load(spark_path(ckpt)).groupBy("partition_id").count().collect())
+    return Counter({r.partition_id: r["count"] for r in rows})
+
+
+@pytest.mark.parametrize("which", ["hdfs", "rocksdb", "rocksdb-changelog", "hdfs-leaky",
+                                   "agg-no-watermark"])
+def test_file_key_counts_equal_spark_row_counts_at_every_batch(
+        spark, reference_checkpoints, growth_queries, which):
+    if which == "agg-no-watermark":
+        checkpoint = growth_queries.get(which).checkpoint
+    else:
+        provider, _, rest = which.partition("-")
+        checkpoint = reference_checkpoints.get(provider, changelog=rest == "changelog",
+                                               leaky=rest == "leaky").checkpoint
+    (history,) = all_histories(open_checkpoint(str(checkpoint)))
+    assert len(history.versions) >= 10
+    for index, stats in enumerate(history.versions):
+        counts = _spark_counts(spark, checkpoint, stats.version - 1)
+        assert stats.keys == sum(counts.values()), (which, stats.version)
+        assert {p: keys[index] for p, keys in history.partition_keys.items()} == \
+            {p: counts.get(p, 0) for p in history.partition_keys}, (which, stats.version)
+
+
+@pytest.mark.parametrize("which", ["hdfs", "rocksdb", "rocksdb-changelog"])
+def test_deep_path_agrees_with_the_files(spark, reference_checkpoints, which):
+    provider, _, rest = which.partition("-")
+    run = reference_checkpoints.get(provider, changelog=rest == "changelog")
+    ckpt = open_checkpoint(str(run.checkpoint))
+    (history,) = all_histories(ckpt)
+    with session_confs(spark, reader_confs(ckpt)):
+        check = deep_check(spark, ckpt, history)
+    assert check.method == ("row-count" if which == "rocksdb" else "change-feed")
+    assert len(check.batches) >= 10
+    assert check.agree, check.mismatches
+    if check.method == "change-feed":
+        assert sum(b.spark["deletes"] for b in check.batches) > 0
+
+
+def test_progress_log_extends_history_beyond_retention(reference_checkpoints):
+    """Purged (minBatchesToRetain=4), the files hold a few versions; the query's progress log
+    holds every batch, and both are judged."""
+    run = reference_checkpoints.get("hdfs", variant="purged")
+    ckpt = open_checkpoint(str(run.checkpoint))
+    files_only = analyse(ckpt)
+    retained = len(files_only.stores[0].history.versions)
+    assert retained < 10
+    progress = parse_progress(run.progress_log.read_text(), shown=str(run.progress_log))
+    both = analyse(ckpt, progress=progress)
+    assert both.verdict == BOUNDED
+    assert both.progress[0].batches >= 14 > retained
+    assert both.progress[0].keys.points == both.progress[0].batches
+
+
+def test_leaky_progress_log_alone_shows_growth(reference_checkpoints):
+    run = reference_checkpoints.get("hdfs", leaky=True)
+    progress = parse_progress(run.progress_log.read_text(), shown=str(run.progress_log))
+    report = analyse(None, progress=progress, max_keys=1e6)
+    assert report.verdict in GROWTH
+    (projection,) = report.projections
+    assert projection.batches > 0 and projection.hours > 0 and projection.at
+
+
+def test_cli_exit_codes_and_json(reference_checkpoints, capsys):
+    leaky = reference_checkpoints.get("hdfs", leaky=True).checkpoint
+    normal = reference_checkpoints.get("hdfs").checkpoint
+    assert run_cli(cli, "statekit", ["growth", str(leaky), "--fail-on", "growing"]) \
+        == EXIT_GROWTH
+    out = capsys.readouterr().out
+    assert "GROWING" in out or "ACCELERATING" in out
+    assert "least recently changed live keys" in out
+    assert run_cli(cli, "statekit", ["growth", str(normal), "--fail-on", "growing"]) == 0
+    assert "BOUNDED" in capsys.readouterr().out
+    assert run_cli(cli, "statekit", ["growth", str(leaky), "--json", "--max-keys", "1e7"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] in GROWTH
+    assert data["stores"][0]["history"]["versions"][-1]["keys"] > 0
+    assert data["projections"][0]["limit_name"] == "max_keys"

@@ -1,0 +1,88 @@
+"""``statekit growth`` without a JVM: exit codes, bad input, progress-only use, JSON."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import pytest
+
+from tests.unit.checkpoint_builder import write_checkpoint
+from tests.unit.test_progress_log import progress
+from toolkit.cli.growth_cmd import parse_size, sparkline
+from toolkit.cli.main import cli
+from toolkit.cli.runner import run_cli
+from toolkit.errors import BadInput
+
+
+def invoke(args, capsys) -> tuple[int, str, str]:
+    code = run_cli(cli, "statekit", [str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write_progress(path, totals):
+    path.write_text("".join(json.dumps(progress(b, t)) + "\n" for b, t in enumerate(totals)))
+    return path
+
+
+def test_progress_log_alone_alerts_with_exit_10(tmp_path, capsys):
+    log = write_progress(tmp_path / "p.jsonl", [1000 + 40 * b for b in range(20)])
+    code, out, _ = invoke(["growth", "--progress", log, "--fail-on", "growing",
+                           "--max-keys", 5000], capsys)
+    assert code == 10
+    assert "GROWING" in out or "ACCELERATING" in out
+    assert "reaches max keys 5,000 in 81 batches" in out
+    code, out, _ = invoke(["growth", "--progress", log, "--json"], capsys)
+    assert code == 0 and json.loads(out)["progress"][0]["batches"] == 20
+
+
+def test_bounded_progress_log_passes_fail_on(tmp_path, capsys):
+    log = write_progress(tmp_path / "p.jsonl", [1000 + (b * 7919) % 50 for b in range(20)])
+    code, out, _ = invoke(["growth", "--progress", log, "--fail-on", "growing"], capsys)
+    assert code == 0 and "BOUNDED" in out
+
+
+def test_fail_on_accelerating_ignores_linear_growth(tmp_path, capsys):
+    log = write_progress(tmp_path / "p.jsonl", [1000 + 40 * b for b in range(20)])
+    code, _, _ = invoke(["growth", "--progress", log, "--fail-on", "accelerating"], capsys)
+    assert code == 0
+    log = write_progress(tmp_path / "q.jsonl", [1000 + b ** 3 for b in range(20)])
+    code, _, _ = invoke(["growth", "--progress", log, "--fail-on", "accelerating"], capsys)
+    assert code == 10
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["growth"], 2, "give a checkpoint"),
+    (["growth", "--deep", "--progress", "x"], 2, "--deep needs a checkpoint"),
+    (["growth", "--progress", "{tmp}/missing.jsonl"], 3, "missing.jsonl: no such file"),
+    (["growth", "--progress", "{tmp}"], 3, "is a folder"),
+    (["growth", "{tmp}"], 3, "not a Structured Streaming checkpoint"),
+    (["growth", "--progress", "{tmp}/bad.jsonl"], 4, "bad.jsonl: line 1 is not valid JSON"),
+    (["growth", "--progress", "{tmp}/ok.jsonl", "--max-bytes", "lots"], 3, "--max-bytes"),
+])
+def test_bad_input_is_one_line_with_its_code(tmp_path, capsys, args, code, message):
+    (tmp_path / "bad.jsonl").write_text("{oops\n")
+    write_progress(tmp_path / "ok.jsonl", [1, 2, 3])
+    result, out, err = invoke([a.format(tmp=tmp_path) for a in args], capsys)
+    assert result == code
+    assert message in (err or out)
+    assert "Traceback" not in err
+
+
+def test_corrupt_state_file_is_named(tmp_path, capsys):
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=3, committed=3)
+    code, _, err = invoke(["growth", root], capsys)  # placeholder bytes, not lz4
+    assert code == 4 and "1.delta" in err and len(err.strip().splitlines()) == 1
+
+
+def test_parse_size_and_sparkline():
+    assert parse_size("10GiB") == 10 * 1024 ** 3
+    assert parse_size("500MB") == 500e6
+    assert parse_size("2e9") == 2e9
+    assert parse_size("123") == 123
+    with pytest.raises(BadInput):
+        parse_size("ten gigs")
+    assert sparkline([1, 2, 3, 4]) == "▁▃▆█"
+    assert sparkline([5, 5]) == "▁▁" and sparkline([]) == ""

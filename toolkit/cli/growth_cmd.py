@@ -1,0 +1,252 @@
+"""``statekit growth``: is the state growing without bound? Verdict, evidence, projection.
+
+Exit codes make it an alert: with ``--fail-on growing`` the command exits with
+``EXIT_GROWTH`` (10) when any store (or the progress log) grows or accelerates; with
+``--fail-on accelerating`` only when it accelerates.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import json_option, open_from_cli, parse_storage_options, print_json
+from toolkit.cli.render import console, human_bytes
+from toolkit.errors import EXIT_GROWTH, BadInput
+
+_STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold red reverse",
+          "insufficient-history": "bold yellow"}
+_SPARK = "▁▂▃▄▅▆▇█"
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> float:
+    """``10GiB``, ``500MB``, ``2e9`` or ``123`` → bytes."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    match = _SIZE.match(text)
+    if not match:
+        raise BadInput(f"--max-bytes: cannot read {text!r} as a size (e.g. 10GiB, 500MB)")
+    number, prefix, binary = match.groups()
+    power = "kmgtp".find(prefix.lower()) + 1 if prefix else 0
+    return float(number) * (1024 if binary else 1000) ** power
+
+
+def sparkline(values: list[float], width: int = 48) -> str:
+    if not values:
+        return ""
+    if len(values) > width:  # keep the newest points
+        values = values[-width:]
+    low, high = min(values), max(values)
+    span = (high - low) or 1
+    return "".join(_SPARK[min(7, int((v - low) / span * 7.999))] for v in values)
+
+
+def _read_progress(path: str, storage_option: tuple[str, ...]):
+    import fsspec
+
+    from toolkit.progress_log import parse_progress
+
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8",
+                         **parse_storage_options(storage_option)) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise BadInput("no such file", path=path) from None
+    except PermissionError:
+        raise BadInput("permission denied", path=path) from None
+    except IsADirectoryError:
+        raise BadInput("is a folder, not a progress log file", path=path) from None
+    except UnicodeDecodeError:
+        raise BadInput("is not a text file (expected JSON lines)", path=path) from None
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot read: {error}", path=path) from None
+    return parse_progress(text, shown=path)
+
+
+@contextmanager
+def _status(enabled: bool):
+    """A one-line progress message on stderr (never mixed into ``--json`` output)."""
+    if not enabled:
+        yield lambda message: None
+        return
+    err = Console(stderr=True)
+    with err.status("reading state files…") as status:
+        yield lambda message: status.update(escape(message))
+
+
+@click.command("growth")
+@click.argument("checkpoint", metavar="[CKPT]", required=False)
+@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+              help="fsspec storage option for object stores (repeatable).")
+@click.option("--operator", type=int, help="Only this operator id.")
+@click.option("--progress", "progress_log", metavar="FILE",
+              help="StreamingQueryProgress JSON (one object per line, or a JSON array): "
+                   "history beyond the retained batches.")
+@click.option("--max-keys", type=float, help="Project when the state reaches this many keys.")
+@click.option("--max-bytes", help="Project when the state reaches this size (e.g. 50GiB).")
+@click.option("--stale-after", type=click.IntRange(min=1),
+              help="Versions without change after which a key counts as untouched "
+                   "(default: a third of the history, 2..10).")
+@click.option("--fail-on", type=click.Choice(["growing", "accelerating"]),
+              help="Exit with code 10 when the verdict is at least this bad.")
+@click.option("--deep", is_flag=True,
+              help="Also read Spark's change feed (or row counts) and cross-check the files "
+                   "(starts a JVM).")
+@click.option("--master", default=None, help="Spark master for --deep (default local[*]).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="Extra Spark settings for --deep, repeatable.")
+@click.option("--history", "show_history", is_flag=True,
+              help="Print the per-version table of every store.")
+@json_option
+def growth_command(checkpoint, storage_option, operator, progress_log, max_keys, max_bytes,
+                   stale_after, fail_on, deep, master, confs, show_history, as_json):
+    """Detect unbounded key growth: trend, turnover, value size, timeouts, key age.
+
+    Replays the retained state files once (no JVM) and classifies every store as bounded,
+    growing, accelerating or insufficient-history, with the evidence behind it.
+
+    Example: statekit growth demo/checkpoint --progress demo/progress.jsonl --max-keys 5e6
+    """
+    from toolkit.growth import analyse
+
+    if checkpoint is None and progress_log is None:
+        raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
+    if deep and checkpoint is None:
+        raise click.UsageError("--deep needs a checkpoint")
+    ckpt = open_from_cli(checkpoint, storage_option) if checkpoint else None
+    progress = _read_progress(progress_log, storage_option) if progress_log else ()
+    limit_bytes = parse_size(max_bytes) if max_bytes else None
+    with _status(not as_json) as on_progress:
+        report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
+                         max_bytes=limit_bytes, stale_after=stale_after,
+                         on_progress=on_progress)
+        checks = _deep(ckpt, report, master, confs, on_progress) if deep else []
+    if as_json:
+        data = report.to_dict(with_history=True)
+        if deep:
+            data["deep"] = [c.to_dict() for c in checks]
+        print_json(data)
+    else:
+        _render(report, checks, show_history)
+    if fail_on and report.is_growth and (fail_on == "growing"
+                                         or report.verdict == "accelerating"):
+        raise click.exceptions.Exit(EXIT_GROWTH)
+
+
+def _deep(ckpt, report, master, confs, on_progress):
+    from jobs.growth_deep import deep_check
+    from jobs.session import build_session, parse_conf_pairs
+    from jobs.state_reader import reader_confs, session_confs
+
+    on_progress("starting Spark…")
+    spark = build_session("statekit-growth", master, parse_conf_pairs(confs))
+    click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
+    return [deep_check(spark, ckpt, s.history, on_progress) for s in report.stores]
+
+
+def _verdict(verdict: str) -> str:
+    return f"[{_STYLE.get(verdict, 'bold')}]{verdict.upper()}[/]"
+
+
+def _render(report, checks, show_history: bool) -> None:
+    out = console()
+    if report.checkpoint:
+        out.print(f"[bold]checkpoint[/] {escape(report.checkpoint)}")
+    out.print(f"verdict: {_verdict(report.verdict)}")
+    for line in report.summary:
+        out.print(escape(line))
+    if report.stores:
+        out.print()
+        out.print(_stores_table(report))
+    for store in report.stores:
+        out.print()
+        keys = store.history.series("keys")
+        out.print(f"[bold]{escape(store.label)}[/] {_verdict(store.verdict)} "
+                  f"· {store.method} · keys {sparkline(keys)}")
+        for line in store.evidence:
+            out.print(f"  • {escape(line)}")
+        if store.verdict in ("growing", "accelerating") and store.history.oldest_keys:
+            out.print(_oldest_table(store))
+        if show_history:
+            out.print(_history_table(store))
+    for p in report.progress:
+        out.print()
+        out.print(f"[bold]progress log {escape(p.label)}[/] {_verdict(p.verdict)} · "
+                  f"{p.batches} batches · rows {sparkline(list(p.rows_total))}")
+        for line in p.evidence:
+            out.print(f"  • {escape(line)}")
+    for check in checks:
+        out.print()
+        name = f"operator {check.operator_id} {check.store}"
+        if check.method == "skipped":
+            out.print(f"[bold]deep check {escape(name)}[/]: skipped ({escape(check.note or '')})")
+            continue
+        state = "[green]agrees[/]" if check.agree else \
+            f"[red]{len(check.mismatches)} batch(es) differ[/]"
+        out.print(f"[bold]deep check {escape(name)}[/] ({check.method}, "
+                  f"{len(check.batches)} batches): {state}")
+        for b in check.mismatches[:10]:
+            out.print(f"  batch {b.batch_id}: files {b.files} · spark {b.spark}")
+
+
+def _num(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:,.2f}"
+
+
+def _stores_table(report) -> Table:
+    table = Table(title="stores", title_justify="left")
+    for name in ("operator/store", "method", "versions", "keys", "keys/batch", "keys/hour",
+                 "MK p", "value B (mean)", "turnover", "untouched", "no timeout", "verdict"):
+        table.add_column(name, justify="left" if name in ("operator/store", "method",
+                                                            "verdict") else "right")
+    for s in report.stores:
+        versions = s.history.versions
+        span = f"{versions[0].version}–{versions[-1].version}" if versions else "-"
+        keys = f"{_num(versions[0].keys)} → {_num(versions[-1].keys)}" if versions else "-"
+        value = (f"{_num(versions[0].value_mean)} → {_num(versions[-1].value_mean)}"
+                 if versions and versions[-1].value_mean is not None else "-")
+        table.add_row(
+            escape(s.label), s.method, span, keys, _num(s.keys.slope),
+            _num(s.keys.slope_per_hour),
+            "-" if s.keys.p_value is None else f"{s.keys.p_value:.2g}", value,
+            "-" if s.turnover is None else f"{s.turnover:.0%}",
+            "-" if s.untouched_share is None else f"{s.untouched_share:.0%}",
+            "-" if s.no_timeout_share is None else f"{s.no_timeout_share:.0%}",
+            _verdict(s.verdict))
+    return table
+
+
+def _oldest_table(store) -> Table:
+    table = Table(title="least recently changed live keys", title_justify="left")
+    for name in ("partition", "last changed", "age (versions)", "key", "value"):
+        table.add_column(name)
+    bound = "≥ " if store.history.history_starts_at is not None else ""
+    for k in store.history.oldest_keys:
+        value = "" if k.value is None else str(k.value)
+        table.add_row(str(k.partition), str(k.last_changed), f"{bound}{k.age}",
+                      escape(str(k.key) if k.key is not None else k.key_hex),
+                      escape(value[:80] + ("…" if len(value) > 80 else "")))
+    return table
+
+
+def _history_table(store) -> Table:
+    table = Table(title=f"history of {store.label}", title_justify="left")
+    for name in ("version", "keys", "bytes", "inserts", "updates", "deletes", "value mean",
+                 "p99", "oldest age", "untouched", "no timeout"):
+        table.add_column(name, justify="right")
+    for v in store.history.versions:
+        size = v.bytes if v.bytes is not None else v.disk_bytes
+        table.add_row(str(v.version), _num(v.keys), human_bytes(size), _num(v.inserts),
+                      _num(v.updates), _num(v.deletes), _num(v.value_mean), _num(v.value_p99),
+                      _num(v.oldest_age), _num(v.untouched), _num(v.no_timeout))
+    return table

@@ -1,0 +1,399 @@
+"""Is the state growing without bound? A verdict per store and overall, with its evidence.
+
+The verdict combines three independent signals, because each alone misleads:
+
+* **the key-count trend** (Theil–Sen + Mann–Kendall over the recent half of the history, see
+  :mod:`toolkit.trend`) — but bursty traffic makes a bounded store rise for a while;
+* **turnover** — in a bounded store keys expire: over the recent window most inserted keys
+  are deleted again, and no live key is older than the window. A rising key count whose keys
+  all turn over follows traffic; it is not a leak, so the verdict is ``bounded``. A store
+  where keys survive the whole window (never-expiring keys) keeps its ``growing`` verdict;
+* **the value-size trend** — the growing-object anti-pattern (a list of every event kept in
+  the state) shows as a rising mean value size even when the key count is flat.
+
+Everything comes from :mod:`toolkit.state_history` (files, no JVM) and, optionally, a
+StreamingQueryProgress log (:mod:`toolkit.progress_log`) for history beyond retention. The
+result explains itself in sentences an on-call engineer can act on, and projects when the
+state reaches ``max_keys`` / ``max_bytes`` at the current rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.progress_log import OperatorProgress
+from toolkit.state_history import StoreHistory, all_histories
+from toolkit.trend import (
+    ACCELERATING,
+    BOUNDED,
+    GROWING,
+    INSUFFICIENT,
+    Trend,
+    classify,
+    severity,
+    theil_sen,
+)
+
+TURNOVER_MIN = 0.5
+"""Deletes/inserts over the recent window above which keys count as turning over."""
+VALUE_MIN_RELATIVE = 0.10
+"""Mean value size must rise at least this much over the window to count as growing values."""
+
+
+def worst(verdicts: Sequence[str]) -> str:
+    return max(verdicts, key=severity) if verdicts else INSUFFICIENT
+
+
+@dataclass(frozen=True)
+class PartitionShare:
+    partition: int
+    keys: int
+    slope: float
+    """Keys per version over the recent window (Theil–Sen)."""
+    share: float
+    """Share of the store's rise (positive slopes only)."""
+
+
+@dataclass(frozen=True)
+class Projection:
+    limit_name: str
+    limit: float
+    current: float
+    batches: float | None
+    hours: float | None
+    at: str | None
+    """ISO time when the limit is reached, from the last batch's timestamp."""
+
+
+@dataclass(frozen=True)
+class StoreGrowth:
+    operator_id: int
+    store: str
+    operator_name: str | None
+    method: str
+    verdict: str
+    keys: Trend
+    value_size: Trend | None
+    turnover: float | None
+    """Deletes / inserts over the recent window (None when unknown)."""
+    inserts_per_version: float | None
+    deletes_per_version: float | None
+    oldest_age: int | None
+    untouched_share: float | None
+    untouched_share_first: float | None
+    no_timeout_share: float | None
+    partitions: tuple[PartitionShare, ...]
+    evidence: tuple[str, ...]
+    history: StoreHistory
+
+    @property
+    def label(self) -> str:
+        name = f" ({self.operator_name})" if self.operator_name else ""
+        store = "" if self.store == "default" else f" store {self.store}"
+        return f"operator {self.operator_id}{name}{store}"
+
+    def to_dict(self, *, with_history: bool = True) -> dict[str, Any]:
+        data = asdict(self)
+        data["history"] = self.history.to_dict() if with_history else None
+        data["label"] = self.label
+        return data
+
+
+@dataclass(frozen=True)
+class ProgressGrowth:
+    """The verdict on one operator's progress-log history."""
+
+    label: str
+    verdict: str
+    keys: Trend
+    memory_per_key: Trend | None
+    turnover: float | None
+    batches: int
+    evidence: tuple[str, ...]
+    rows_total: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class GrowthReport:
+    checkpoint: str | None
+    verdict: str
+    total_keys: Trend | None
+    total_bytes: Trend | None
+    stores: tuple[StoreGrowth, ...]
+    progress: tuple[ProgressGrowth, ...]
+    projections: tuple[Projection, ...]
+    summary: tuple[str, ...] = field(default=())
+
+    @property
+    def is_growth(self) -> bool:
+        return self.verdict in (GROWING, ACCELERATING)
+
+    def to_dict(self, *, with_history: bool = True) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint, "verdict": self.verdict,
+            "total_keys": self.total_keys.to_dict() if self.total_keys else None,
+            "total_bytes": self.total_bytes.to_dict() if self.total_bytes else None,
+            "stores": [s.to_dict(with_history=with_history) for s in self.stores],
+            "progress": [asdict(p) for p in self.progress],
+            "projections": [asdict(p) for p in self.projections],
+            "summary": list(self.summary),
+        }
+
+
+def _window(history: StoreHistory, trend: Trend) -> list:
+    start = trend.window_first_x
+    return [v for v in history.versions if start is None or v.version >= start]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _partition_shares(history: StoreHistory, start: int | None) -> tuple[PartitionShare, ...]:
+    versions = [v.version for v in history.versions]
+    first = next((i for i, v in enumerate(versions) if start is None or v >= start), 0)
+    rows = []
+    for partition, keys in sorted(history.partition_keys.items()):
+        window = keys[first:]
+        slope = theil_sen(versions[first:], window) if len(window) > 1 else 0.0
+        rows.append((partition, keys[-1] if keys else 0, slope))
+    rising = sum(max(0.0, s) for _, _, s in rows)
+    return tuple(sorted((PartitionShare(p, k, s, max(0.0, s) / rising if rising else 0.0)
+                         for p, k, s in rows), key=lambda r: (-r.slope, r.partition)))
+
+
+def _fmt(n: float | None, unit: str = "") -> str:
+    if n is None:
+        return "?"
+    if abs(n) >= 100 or float(n).is_integer():
+        return f"{n:,.0f}{unit}"
+    return f"{n:,.2f}{unit}"
+
+
+def _rate(trend: Trend, what: str) -> str:
+    per_hour = f", {_fmt(trend.slope_per_hour)}/hour of batch time" \
+        if trend.slope_per_hour is not None else ""
+    return f"{_fmt(trend.slope)} {what}/batch{per_hour}"
+
+
+def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> StoreGrowth:
+    """The verdict and evidence for one store's history."""
+    versions = [v.version for v in history.versions]
+    times = [timestamps.get(v) for v in versions]
+    keys = classify(versions, history.series("keys"), times)
+    window = _window(history, keys)
+    inserts = [v.inserts for v in window[1:] if v.inserts is not None]
+    deletes = [v.deletes for v in window[1:] if v.deletes is not None]
+    turnover = (sum(deletes) / sum(inserts)) if inserts and sum(inserts) else None
+    last = history.versions[-1] if history.versions else None
+    first = history.versions[0] if history.versions else None
+    oldest = last.oldest_age if last else None
+    window_span = (window[-1].version - window[0].version) if window else 0
+    untouched = (last.untouched / last.keys) if last and last.keys and last.untouched \
+        is not None else None
+    untouched_first = (first.untouched / first.keys) if first and first.keys and \
+        first.untouched is not None else None
+    no_timeout = (last.no_timeout / last.keys) if last and last.keys and last.no_timeout \
+        is not None else (1.0 if history.timeouts == "disabled" and last and last.keys
+                          else None)
+    value_trend = None
+    if history.method == "replay":
+        means = history.series("value_mean")
+        if all(m is not None for m in means):
+            value_trend = classify(versions, means, times, min_relative=VALUE_MIN_RELATIVE)
+    evidence: list[str] = []
+    key_verdict = keys.verdict
+    turns_over = (turnover is not None and turnover >= TURNOVER_MIN and oldest is not None
+                  and oldest < window_span)
+    if keys.is_growth and turns_over:
+        key_verdict = BOUNDED
+        evidence.append(
+            f"Key count rises ({keys.relative_growth:+.0%} over the last {len(window)} "
+            f"versions) but the keys turn over: {turnover:.0%} as many keys were removed as "
+            f"inserted and no live key is older than {oldest} versions — the rise follows "
+            "traffic, it is not accumulation.")
+    elif keys.is_growth:
+        evidence.append(f"Live keys {_fmt(window[0].keys)} → {_fmt(last.keys)} over versions "
+                        f"{window[0].version}–{last.version}: {_rate(keys, 'keys')} "
+                        f"(Mann–Kendall p={keys.p_value:.2g}).")
+    elif keys.verdict == INSUFFICIENT:
+        evidence.append(f"Only {keys.points} retained version(s): {keys.reason}.")
+    verdict = key_verdict
+    if value_trend is not None and value_trend.is_growth:
+        verdict = worst([verdict, value_trend.verdict])
+        evidence.append(
+            f"Values grow: mean value size {_fmt(window[0].value_mean, ' B')} → "
+            f"{_fmt(last.value_mean, ' B')} (p99 {_fmt(window[0].value_p99, ' B')} → "
+            f"{_fmt(last.value_p99, ' B')}); state objects accumulate data.")
+    if verdict in (GROWING, ACCELERATING):
+        if inserts:
+            driver = ("New keys drive it" if turnover is not None and turnover < TURNOVER_MIN
+                      else "Keys churn")
+            evidence.append(f"{driver}: {_fmt(_mean(inserts))} keys inserted and "
+                            f"{_fmt(_mean(deletes))} removed per batch.")
+            if deletes and sum(deletes) == 0:
+                evidence.append("No key was removed in the window: keys never expire "
+                                "(no timeout, no watermark, or no state.remove()).")
+        if untouched is not None:
+            before = f" (was {untouched_first:.0%} at version {first.version})" \
+                if untouched_first is not None else ""
+            evidence.append(f"{untouched:.0%} of live keys unchanged for ≥ "
+                            f"{history.stale_after} versions{before}; the oldest unchanged "
+                            f"for {'≥ ' if history.history_starts_at is not None else ''}"
+                            f"{oldest} versions.")
+    if no_timeout is not None and (verdict in (GROWING, ACCELERATING) or no_timeout > 0):
+        why = " (the query uses NoTimeout)" if history.timeouts == "disabled" else ""
+        evidence.append(f"{no_timeout:.0%} of live keys have no timeout set{why}.")
+    shares = _partition_shares(history, keys.window_first_x)
+    if verdict in (GROWING, ACCELERATING) and shares and len(shares) > 1:
+        rising = [s for s in shares if s.slope > 0]
+        top = rising[:max(1, len(shares) // 5)]
+        concentrated = sum(s.share for s in top)
+        if len(shares) >= 4 and concentrated >= 0.6:
+            evidence.append("Growth is concentrated in partition(s) "
+                            + ", ".join(str(s.partition) for s in top)
+                            + f" ({concentrated:.0%}): look for hot keys.")
+        else:
+            evidence.append(f"Growth is spread over {len(rising)} of {len(shares)} "
+                            "partitions (many keys, not one hot key).")
+    if verdict == BOUNDED and keys.verdict == BOUNDED and window:
+        low, high = min(v.keys for v in window), max(v.keys for v in window)
+        churn = (f"; {turnover:.0%} as many keys removed as inserted" if turnover is not None
+                 else "")
+        age = f"; no live key older than {oldest} versions" if oldest is not None else ""
+        evidence.append(f"Live keys stay between {_fmt(low)} and {_fmt(high)} over versions "
+                        f"{window[0].version}–{window[-1].version} ({keys.reason}){churn}{age}.")
+    if history.notes:
+        evidence.extend(f"Note: {n}." for n in history.notes)
+    return StoreGrowth(history.operator_id, history.store, history.operator_name,
+                       history.method, verdict, keys, value_trend, turnover,
+                       _mean(inserts), _mean(deletes), oldest, untouched, untouched_first,
+                       no_timeout, shares, tuple(evidence), history)
+
+
+def analyse_progress(progress: OperatorProgress) -> ProgressGrowth:
+    points = [p for p in progress.points if p.rows_total is not None]
+    batches = [p.batch_id for p in points]
+    times = [p.timestamp_ms for p in points]
+    keys = classify(batches, [p.rows_total for p in points], times)
+    per_key = [(p.memory_bytes / p.rows_total) if p.memory_bytes and p.rows_total else None
+               for p in points]
+    memory = classify(batches, per_key, times, min_relative=VALUE_MIN_RELATIVE) \
+        if all(v is not None for v in per_key) and per_key else None
+    start = keys.window_first_x
+    window = [p for p in points if start is None or p.batch_id >= start]
+    removed = sum(p.rows_removed or 0 for p in window[1:])
+    grown = (window[-1].rows_total - window[0].rows_total) if len(window) > 1 else 0
+    inserted = grown + removed
+    turnover = removed / inserted if inserted > 0 else None
+    verdict = worst([keys.verdict] + ([memory.verdict] if memory and memory.is_growth else []))
+    evidence = [f"{len(points)} batches ({batches[0]}–{batches[-1]}) in the progress log: "
+                f"{keys.reason}."] if points else ["no numRowsTotal in the progress log"]
+    if turnover is not None:
+        evidence.append(f"{removed:,} rows removed against {inserted:,} inserted in the "
+                        f"recent window ({turnover:.0%} turnover).")
+    if memory is not None and memory.is_growth:
+        evidence.append(f"Memory per key rises: {memory.reason}.")
+    return ProgressGrowth(progress.label, verdict, keys, memory, turnover, len(points),
+                          tuple(evidence), tuple(p.rows_total or 0 for p in points))
+
+
+def _sum_series(histories: Sequence[StoreHistory], name: str
+                ) -> tuple[list[int], list[float]] | None:
+    """A total over stores, on the versions every store has."""
+    if not histories or any(not h.versions for h in histories):
+        return None
+    common = sorted(set.intersection(*({v.version for v in h.versions} for h in histories)))
+    totals = []
+    for version in common:
+        values = [getattr(next(v for v in h.versions if v.version == version), name)
+                  for h in histories]
+        if any(v is None for v in values):
+            return None
+        totals.append(float(sum(values)))
+    return common, totals
+
+
+def _projection(name: str, limit: float | None, trend: Trend | None,
+                last_ms: int | None) -> Projection | None:
+    if limit is None or trend is None or trend.last_value is None:
+        return None
+    eta = trend.time_to(limit)
+    batches, hours = eta if eta else (None, None)
+    at = None
+    if hours is not None and last_ms is not None and math.isfinite(hours) and hours < 24 * 3650e2:
+        at = (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
+              + timedelta(hours=hours)).isoformat(timespec="seconds")
+    return Projection(name, limit, trend.last_value, batches, hours, at)
+
+
+def batch_timestamps(ckpt: Checkpoint, versions: Sequence[int]) -> dict[int, int | None]:
+    """Version → its batch's timestamp (version v is written by batch v − 1)."""
+    planned = set(ckpt.planned_batches)
+    wanted = [v - 1 for v in versions if v - 1 in planned]
+    offsets = ckpt.load_offsets(wanted)
+    return {b + 1: entry.timestamp_ms for b, entry in offsets.items()}
+
+
+def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
+            progress: Sequence[OperatorProgress] = (), max_keys: float | None = None,
+            max_bytes: float | None = None, stale_after: int | None = None,
+            on_progress: Callable[[str], None] | None = None) -> GrowthReport:
+    """The growth report of a checkpoint (and/or a progress log)."""
+    histories = all_histories(ckpt, operator=operator, stale_after=stale_after,
+                              progress=on_progress) if ckpt is not None else []
+    versions = sorted({v.version for h in histories for v in h.versions})
+    timestamps = batch_timestamps(ckpt, versions) if ckpt is not None and versions else {}
+    stores = tuple(analyse_store(h, timestamps) for h in histories)
+    total_keys = total_bytes = None
+    keys_series = _sum_series(histories, "keys")
+    if keys_series:
+        total_keys = classify(keys_series[0], keys_series[1],
+                              [timestamps.get(v) for v in keys_series[0]])
+    bytes_series = _sum_series(histories, "bytes") or _sum_series(histories, "disk_bytes")
+    if bytes_series:
+        total_bytes = classify(bytes_series[0], bytes_series[1],
+                               [timestamps.get(v) for v in bytes_series[0]])
+    from_progress = tuple(analyse_progress(p) for p in progress)
+    verdict = worst([s.verdict for s in stores] + [p.verdict for p in from_progress])
+    last_ms = timestamps.get(versions[-1]) if versions else None
+    if last_ms is None and from_progress:
+        last_ms = next((p.timestamp_ms for op in progress for p in op.points[-1:]), None)
+    keys_trend = total_keys if total_keys is not None else (
+        from_progress[0].keys if from_progress else None)
+    projections = tuple(p for p in (
+        _projection("max_keys", max_keys, keys_trend, last_ms),
+        _projection("max_bytes", max_bytes, total_bytes, last_ms)) if p is not None)
+    summary = _summary(verdict, stores, from_progress, projections)
+    return GrowthReport(ckpt.location.url if ckpt is not None else None, verdict, total_keys,
+                        total_bytes, stores, from_progress, projections, summary)
+
+
+def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[ProgressGrowth],
+             projections: Sequence[Projection]) -> tuple[str, ...]:
+    lines = []
+    growing = [s for s in stores if s.verdict in (GROWING, ACCELERATING)]
+    if growing:
+        lines.append("State grows in " + ", ".join(f"{s.label} ({s.verdict})"
+                                                   for s in growing) + ".")
+    elif verdict == BOUNDED:
+        lines.append("State is bounded: no store shows sustained growth.")
+    elif verdict == INSUFFICIENT:
+        lines.append("Not enough retained history for a verdict; pass a progress log "
+                     "(--progress) or raise spark.sql.streaming.minBatchesToRetain.")
+    for p in progress:
+        if p.verdict in (GROWING, ACCELERATING):
+            lines.append(f"The progress log shows {p.label} {p.verdict}.")
+    for p in projections:
+        if p.hours is not None or p.batches is not None:
+            when = f" around {p.at}" if p.at else ""
+            hours = f"{p.hours:,.1f} hours" if p.hours is not None else "?"
+            batches = f"{p.batches:,.0f} batches" if p.batches is not None else "?"
+            lines.append(f"At this rate the state reaches {p.limit_name.replace('_', ' ')} "
+                         f"{p.limit:,.0f} in {batches} ({hours}){when}.")
+    return tuple(lines)

@@ -1,0 +1,116 @@
+"""StreamingQueryProgress history: state size per operator beyond what the checkpoint retains.
+
+A checkpoint keeps only the last ``minBatchesToRetain`` versions (100 by default), often a few
+minutes of history — too little to see a slow leak. Teams usually have more: a
+StreamingQueryListener that logs every ``QueryProgressEvent`` as one JSON line, or a dump of
+``query.recentProgress``. Each progress object carries, per stateful operator, ``numRowsTotal``
+(live keys), ``numRowsUpdated``, ``numRowsRemoved`` and ``memoryUsedBytes``.
+
+Accepted input: JSON lines (one progress object per line; other lines, e.g. log noise without
+a ``batchId``, are skipped) or one JSON array of progress objects. Progress events of idle
+triggers (no ``addBatch`` duration: nothing ran) are dropped, and a batch reported twice (a
+restart re-running it) keeps its last report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from toolkit.errors import BadInput, CorruptFile
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    batch_id: int
+    timestamp_ms: int | None
+    rows_total: int | None
+    rows_updated: int | None
+    rows_removed: int | None
+    memory_bytes: int | None
+    input_rows: int | None
+
+
+@dataclass(frozen=True)
+class OperatorProgress:
+    """One stateful operator's metrics over the batches of the log."""
+
+    index: int
+    """Position in ``stateOperators`` (Spark lists them in plan order, not by operator id)."""
+    name: str
+    points: tuple[ProgressPoint, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}:{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name,
+                "points": [asdict(p) for p in self.points]}
+
+
+def _timestamp_ms(text: Any) -> int | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _objects(text: str, shown: str) -> list[dict]:
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as bad:
+            raise CorruptFile(f"invalid JSON array: {bad.msg} (line {bad.lineno})",
+                              path=shown) from None
+        return [d for d in data if isinstance(d, dict)]
+    objects = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            objects.append(json.loads(line))
+        except json.JSONDecodeError as bad:
+            raise CorruptFile(f"line {number} is not valid JSON ({bad.msg})",
+                              path=shown) from None
+    return objects
+
+
+def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
+    """Per-operator series from a progress log's text (see the module docstring)."""
+    by_batch: dict[int, dict] = {}
+    for obj in _objects(text, shown):
+        batch = obj.get("batchId")
+        if not isinstance(batch, int) or not isinstance(obj.get("stateOperators"), list):
+            continue
+        if "addBatch" not in (obj.get("durationMs") or {}):
+            continue  # an idle trigger: no batch ran
+        by_batch[batch] = obj
+    if not by_batch:
+        raise BadInput("holds no StreamingQueryProgress objects of batches that ran "
+                       "(JSON with batchId, durationMs.addBatch and stateOperators)", path=shown)
+    series: dict[tuple[int, str], list[ProgressPoint]] = {}
+    for batch in sorted(by_batch):
+        obj = by_batch[batch]
+        for index, op in enumerate(obj["stateOperators"]):
+            if not isinstance(op, dict):
+                continue
+            name = str(op.get("operatorName") or "stateful operator")
+            series.setdefault((index, name), []).append(ProgressPoint(
+                batch, _timestamp_ms(obj.get("timestamp")), _int(op.get("numRowsTotal")),
+                _int(op.get("numRowsUpdated")), _int(op.get("numRowsRemoved")),
+                _int(op.get("memoryUsedBytes")), _int(obj.get("numInputRows"))))
+    if not series:
+        raise BadInput("its progress objects report no stateful operators", path=shown)
+    return [OperatorProgress(index, name, tuple(points))
+            for (index, name), points in sorted(series.items())]

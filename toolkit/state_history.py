@@ -1,0 +1,454 @@
+"""How each state store evolved over its retained versions, rebuilt from the files alone.
+
+Growth detection needs a trajectory — live keys, bytes, churn and key ages at every retained
+version — and Spark can only give one version per read (a JVM start plus a full state scan
+each). The files hold the whole history already: an HDFS store is its oldest usable snapshot
+plus one delta per version, a RocksDB store with changelog checkpointing the same with
+changelogs. So this module replays them *once*, forward, in lockstep over all partitions of a
+store, and records statistics after every version:
+
+* keys, bytes (key + value), inserts / updates / deletes of the version;
+* value-size distribution (mean and percentiles), kept as a histogram of sizes so it costs
+  nothing per version;
+* key age: for every live key the version it last changed, kept as a histogram too, so "how
+  many keys have not changed for N versions" is a prefix sum;
+* keys whose flatMapGroupsWithState/applyInPandasWithState timeout is not set.
+
+Memory is bounded by the live keys, not their bytes: each key is held as a 64-bit xxh3 digest
+mapped to one packed integer (last change, value size, no-timeout bit). The few oldest keys are
+decoded at the end by re-reading only the files that last wrote them.
+
+RocksDB stores without a replayable chain fall back to each version's ``numKeys`` (and the SST
+bytes it references) from the zip metadata: exact counts, no churn or ages.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import xxhash
+
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.checkpoint.inventory import StoreInstance
+from toolkit.checkpoint.layout import StateFile
+from toolkit.checkpoint.state_data import (
+    StoreSchema,
+    file_records,
+    store_schemas,
+    zip_metadata,
+)
+from toolkit.errors import StatekitError
+from toolkit.formats.records import StateRecord
+from toolkit.formats.schema import StructType
+from toolkit.formats.unsafe_row import make_decoder
+from toolkit.formats.values import hex_preview
+
+#: Operators whose value row may end in a ``timeoutTimestamp`` column.
+TIMEOUT_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState",
+                     "flatMapGroupsInPandasWithState")
+NO_TIMESTAMP = -1
+"""What Spark stores in ``timeoutTimestamp`` when no timeout is set."""
+OLDEST_KEYS_SHOWN = 5
+
+_digest = xxhash.xxh3_64_intdigest
+_LONG = struct.Struct("<q")
+_SIZE_BITS = 32
+
+
+def _pack(version: int, size: int, no_timeout: bool) -> int:
+    return (version << (_SIZE_BITS + 1)) | (size << 1) | int(no_timeout)
+
+
+def _unpack(packed: int) -> tuple[int, int, bool]:
+    return packed >> (_SIZE_BITS + 1), (packed >> 1) & ((1 << _SIZE_BITS) - 1), bool(packed & 1)
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    """One store (all partitions together) right after one version."""
+
+    version: int
+    keys: int
+    bytes: int | None
+    """Key + value bytes of the live keys (logical, uncompressed); None when not replayed."""
+    disk_bytes: int | None = None
+    """RocksDB: bytes of the SST files the version's zips reference."""
+    inserts: int | None = None
+    updates: int | None = None
+    deletes: int | None = None
+    value_mean: float | None = None
+    value_p50: int | None = None
+    value_p90: int | None = None
+    value_p99: int | None = None
+    value_max: int | None = None
+    oldest_age: int | None = None
+    """Versions since the least recently changed live key last changed."""
+    untouched: int | None = None
+    """Live keys unchanged for at least ``stale_after`` versions."""
+    no_timeout: int | None = None
+    """Live keys without a timeout (timeout-capable operators only)."""
+
+
+@dataclass(frozen=True)
+class OldKey:
+    """One of the least recently changed live keys, decoded."""
+
+    partition: int
+    last_changed: int
+    age: int
+    key: Any
+    value: Any
+    key_hex: str
+
+
+@dataclass(frozen=True)
+class StoreHistory:
+    """The retained history of one operator/store."""
+
+    operator_id: int
+    store: str
+    operator_name: str | None
+    method: str
+    """``replay`` (snapshot + deltas/changelogs), ``zip-metadata`` (RocksDB numKeys only) or
+    ``none`` (nothing could be rebuilt; see ``notes``)."""
+    partitions: tuple[int, ...]
+    versions: tuple[VersionStats, ...]
+    partition_keys: dict[int, tuple[int, ...]]
+    """Live keys per partition, aligned with ``versions``."""
+    timeouts: str
+    """``per-key`` (decoded from each value), ``disabled`` (a timeout-capable operator whose
+    state stores no timeout: NoTimeout) or ``n/a``."""
+    stale_after: int
+    history_starts_at: int | None
+    """Keys already present at this base version have unknown earlier history: their age is a
+    lower bound. ``None`` when the replay started from an empty store."""
+    oldest_keys: tuple[OldKey, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def series(self, name: str) -> list[Any]:
+        return [getattr(v, name) for v in self.versions]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["partition_keys"] = {str(p): list(k) for p, k in self.partition_keys.items()}
+        return data
+
+
+def _timeout_reader(schema: StoreSchema | None, operator_name: str | None
+                    ) -> tuple[str, Callable[[bytes], bool] | None]:
+    """How to tell from a value's bytes that its timeout is unset (``NO_TIMESTAMP`` or null).
+
+    The timestamp is a fixed-width long in the UnsafeRow: read in place, no decoding.
+    """
+    if operator_name not in TIMEOUT_OPERATORS or schema is None or schema.value is None:
+        return "n/a", None
+    fields = schema.value.fields
+    index = next((i for i, f in enumerate(fields)
+                  if f.name == "timeoutTimestamp" and f.data_type.name == "long"), None)
+    if index is None:
+        return "disabled", None
+    bitset = ((len(fields) + 63) // 64) * 8
+    offset = bitset + 8 * index
+    byte, bit = divmod(index, 8)
+
+    def no_timeout(value: bytes) -> bool:
+        if len(value) < offset + 8 or value[byte] >> bit & 1:
+            return True
+        return _LONG.unpack_from(value, offset)[0] == NO_TIMESTAMP
+
+    return "per-key", no_timeout
+
+
+@dataclass
+class _Accumulator:
+    """Running totals of one store across partitions, updated record by record."""
+
+    sizes: Counter = field(default_factory=Counter)
+    changed_at: Counter = field(default_factory=Counter)
+    keys: int = 0
+    bytes: int = 0
+    no_timeout: int = 0
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+    def add(self, packed: int, key_len: int) -> None:
+        version, size, nt = _unpack(packed)
+        self.sizes[size] += 1
+        self.changed_at[version] += 1
+        self.keys += 1
+        self.bytes += key_len + size
+        self.no_timeout += nt
+
+    def drop(self, packed: int, key_len: int) -> None:
+        version, size, nt = _unpack(packed)
+        for counter, item in ((self.sizes, size), (self.changed_at, version)):
+            counter[item] -= 1
+            if not counter[item]:
+                del counter[item]
+        self.keys -= 1
+        self.bytes -= key_len + size
+        self.no_timeout -= nt
+
+    def snapshot(self, version: int, stale_after: int, timeouts: bool) -> VersionStats:
+        p50 = p90 = p99 = top = None
+        mean = None
+        if self.keys:
+            ordered = sorted(self.sizes.items())
+            marks = {q: max(1, -(-self.keys * q // 100)) for q in (50, 90, 99)}
+            found: dict[int, int] = {}
+            seen = 0
+            for size, count in ordered:
+                seen += count
+                for q, mark in marks.items():
+                    if q not in found and seen >= mark:
+                        found[q] = size
+            p50, p90, p99 = found[50], found[90], found[99]
+            top = ordered[-1][0]
+            mean = sum(s * c for s, c in ordered) / self.keys
+        oldest = version - min(self.changed_at) if self.changed_at else None
+        untouched = sum(c for v, c in self.changed_at.items() if v <= version - stale_after)
+        stats = VersionStats(version, self.keys, self.bytes, None, self.inserts, self.updates,
+                             self.deletes, mean, p50, p90, p99, top, oldest, untouched,
+                             self.no_timeout if timeouts else None)
+        self.inserts = self.updates = self.deletes = 0
+        return stats
+
+
+@dataclass
+class _Replay:
+    """The live keys of one store instance, as digests."""
+
+    instance: StoreInstance
+    base: StateFile | None
+    base_version: int
+    changes: dict[int, StateFile]
+    live: dict[int, int] = field(default_factory=dict)
+
+
+def _plan(instance: StoreInstance, last_version: int) -> _Replay | None:
+    """The earliest base from which every version up to ``last_version`` can be rebuilt."""
+    changes = {f.version: f for f in instance.of_kind("delta", "changelog")
+               if f.version is not None and f.version <= last_version}
+    missing = [v for v in range(1, last_version + 1) if v not in changes]
+    if not missing:
+        return _Replay(instance, None, 0, changes)
+    need_from = missing[-1]  # every version after the newest gap is present
+    for snap in instance.of_kind("snapshot"):
+        if snap.version is not None and need_from <= snap.version <= last_version:
+            return _Replay(instance, snap, snap.version,
+                           {v: f for v, f in changes.items() if v > snap.version})
+    return None
+
+
+def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Accumulator,
+           no_timeout: Callable[[bytes], bool] | None, *, base: bool) -> None:
+    live = rep.live
+    for record in records:
+        digest = _digest(record.key)
+        old = live.get(digest)
+        if record.op == "delete":
+            if old is not None:
+                acc.drop(old, len(record.key))
+                del live[digest]
+            acc.deletes += 1
+            continue
+        if record.op != "put":
+            raise _Unreplayable(f"{record.op} records (list state)")
+        value = record.value or b""
+        packed = _pack(version, len(value), bool(no_timeout and no_timeout(value)))
+        if old is not None:
+            acc.drop(old, len(record.key))
+            acc.updates += 0 if base else 1
+        elif not base:
+            acc.inserts += 1
+        live[digest] = packed
+        acc.add(packed, len(record.key))
+
+
+class _Unreplayable(Exception):
+    pass
+
+
+def _read_version(ckpt: Checkpoint, files: list[StateFile]) -> Iterator[tuple[StateFile, Any]]:
+    """Each file's records; on object stores the version's files are fetched concurrently."""
+    if ckpt.location.is_local:
+        for file in files:
+            yield file, file_records(ckpt, file)
+        return
+    data = ckpt.read_many(f.path for f in files)
+    for file in files:
+        yield file, file_records(ckpt, file, data[file.path])
+
+
+def default_stale_after(history: int) -> int:
+    """Versions without change after which a key counts as untouched: a third of the retained
+    history, between 2 and 10."""
+    return max(2, min(10, history // 3))
+
+
+def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
+                  stale_after: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> StoreHistory:
+    """Rebuild the retained history of one operator/store (see the module docstring)."""
+    inventory = ckpt.inventory
+    instances = inventory.instances_of(operator_id, store)
+    operator = ckpt.operators.get(operator_id)
+    name = operator.name if operator else None
+    schema = store_schemas(ckpt).get((operator_id, store))
+    timeouts, no_timeout = _timeout_reader(schema, name)
+    committed = ckpt.last_committed_batch
+    last_version = committed + 1 if committed is not None else max(
+        (i.latest_version or 0 for i in instances), default=0)
+    partitions = tuple(i.partition for i in instances)
+    plans = [_plan(i, last_version) for i in instances]
+    if last_version and instances and all(plans):
+        try:
+            return _replay(ckpt, operator_id, store, name, schema, plans, last_version,
+                           timeouts, no_timeout, stale_after, progress)
+        except _Unreplayable as why:
+            note = f"cannot replay ({why}); "
+        else:  # pragma: no cover - _replay returns
+            note = ""
+    else:
+        broken = [i.partition for i, p in zip(instances, plans, strict=True) if p is None]
+        note = (f"partitions {_short(broken)} have no complete delta/changelog chain up to "
+                f"version {last_version}; " if broken else "")
+    if any(i.of_kind("zip") for i in instances):
+        return _from_zips(ckpt, operator_id, store, name, instances, last_version, timeouts,
+                          stale_after, note + "counts come from each zip's numKeys")
+    return StoreHistory(operator_id, store, name, "none", partitions, (), {}, timeouts,
+                        stale_after or 0, None, (), (note + "no history can be rebuilt",))
+
+
+def _short(items: list[int]) -> str:
+    return ", ".join(map(str, items[:8])) + (f" (+{len(items) - 8} more)" if len(items) > 8
+                                             else "")
+
+
+def _replay(ckpt, operator_id, store, name, schema, plans: list[_Replay], last_version: int,
+            timeouts, no_timeout, stale_after, progress) -> StoreHistory:
+    first = min(p.base_version for p in plans)
+    start = max(max(p.base_version for p in plans), 1)
+    stale = stale_after or default_stale_after(last_version - start + 1)
+    acc = _Accumulator()
+    versions: list[VersionStats] = []
+    per_partition: dict[int, list[int]] = {p.instance.partition: [] for p in plans}
+    for version in range(max(first, 1), last_version + 1):
+        todo: list[tuple[_Replay, StateFile, bool]] = []
+        for plan in plans:
+            if plan.base is not None and plan.base_version == version:
+                todo.append((plan, plan.base, True))
+            elif plan.base_version < version:
+                todo.append((plan, plan.changes[version], False))
+        by_path = {id(file): (plan, base) for plan, file, base in todo}
+        for file, records in _read_version(ckpt, [f for _, f, _ in todo]):
+            plan, base = by_path[id(file)]
+            _apply(plan, records, version, acc, no_timeout, base=base)
+        if version >= start:
+            stats = acc.snapshot(version, stale, timeouts == "per-key")
+            if any(base for _, _, base in todo):  # churn would mix snapshots and deltas
+                stats = replace(stats, inserts=None, updates=None, deletes=None)
+            versions.append(stats)
+            for plan in plans:
+                per_partition[plan.instance.partition].append(len(plan.live))
+        else:
+            acc.inserts = acc.updates = acc.deletes = 0
+        if progress:
+            progress(f"operator {operator_id} {store}: version {version}/{last_version}")
+    base_known = None if all(p.base is None for p in plans) else \
+        max(p.base_version for p in plans)
+    oldest = _oldest_keys(ckpt, schema, plans, last_version)
+    return StoreHistory(operator_id, store, name, "replay",
+                        tuple(p.instance.partition for p in plans), tuple(versions),
+                        {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
+                        base_known, oldest)
+
+
+def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Replay],
+                 last_version: int) -> tuple[OldKey, ...]:
+    """Decode the least recently changed live keys: re-read only the files that wrote them."""
+    candidates = heapq.nsmallest(
+        OLDEST_KEYS_SHOWN,
+        ((packed >> (_SIZE_BITS + 1), plan.instance.partition, digest, i)
+         for i, plan in enumerate(plans) for digest, packed in plan.live.items()))
+    wanted: dict[tuple[int, int], set[int]] = {}
+    for changed, _, digest, i in candidates:
+        wanted.setdefault((i, changed), set()).add(digest)
+    found: dict[int, tuple[bytes, bytes]] = {}
+    for (i, changed), digests in wanted.items():
+        plan = plans[i]
+        file = plan.base if plan.base is not None and changed == plan.base_version \
+            else plan.changes.get(changed)
+        if file is None:
+            continue
+        for record in file_records(ckpt, file):
+            if record.op == "put" and _digest(record.key) in digests:
+                found[_digest(record.key)] = (record.key, record.value or b"")
+    shown = ckpt.display(ckpt.location.root)
+    key_decoder = make_decoder(schema.key, path=shown) if schema and schema.key else None
+    value_decoder = (make_decoder(schema.value, path=shown) if schema and isinstance(
+        schema.value, StructType) and not schema.has_column_families else None)
+    out = []
+    for changed, partition, digest, _ in candidates:
+        if digest not in found:
+            continue
+        key, value = found[digest]
+        try:
+            decoded_key = key_decoder(key) if key_decoder else None
+            decoded_value = value_decoder(value) if value_decoder else None
+        except StatekitError:
+            decoded_key = decoded_value = None
+        out.append(OldKey(partition, changed, last_version - changed, decoded_key,
+                          decoded_value, hex_preview(key)))
+    return tuple(out)
+
+
+def _from_zips(ckpt, operator_id, store, name, instances: list[StoreInstance],
+               last_version: int, timeouts: str, stale_after: int | None, note: str
+               ) -> StoreHistory:
+    zips = {i.partition: {f.version: f for f in i.of_kind("zip")
+                          if f.version is not None and f.version <= last_version}
+            for i in instances}
+    common = sorted(set.intersection(*(set(z) for z in zips.values()))) if zips else []
+    metadata = zip_metadata(ckpt, [zips[p][v] for p in zips for v in common])
+    versions, per_partition = [], {p: [] for p in zips}
+    for version in common:
+        keys = disk = 0
+        known = True
+        for partition, by_version in zips.items():
+            meta = metadata[by_version[version].path]
+            if meta.num_keys is None:
+                known = False
+            count = meta.num_keys or 0
+            keys += count
+            disk += sum(s.size_bytes for s in meta.sst_files)
+            per_partition[partition].append(count)
+        if not known:
+            note += "; some zips record no numKeys"
+        versions.append(VersionStats(version, keys, None, disk))
+    stale = stale_after or default_stale_after(len(common))
+    return StoreHistory(operator_id, store, name, "zip-metadata",
+                        tuple(i.partition for i in instances), tuple(versions),
+                        {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
+                        None, (), (note,))
+
+
+def all_histories(ckpt: Checkpoint, *, operator: int | None = None,
+                  stale_after: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[StoreHistory]:
+    """The history of every operator/store (or one operator's)."""
+    inventory = ckpt.inventory
+    out = []
+    for op in inventory.operator_ids:
+        if operator is not None and op != operator:
+            continue
+        for store in inventory.stores(op):
+            out.append(store_history(ckpt, op, store, stale_after=stale_after,
+                                     progress=progress))
+    return out
