@@ -10,6 +10,7 @@ import pytest
 
 from jobs.growth_deep import deep_check
 from jobs.state_reader import reader_confs, session_confs, spark_path
+from tests.spark.real_checkpoints import ALL, SMALL, checkpoint_for
 from toolkit.checkpoint import open_checkpoint
 from toolkit.cli.main import cli
 from toolkit.cli.runner import run_cli
@@ -17,7 +18,7 @@ from toolkit.errors import EXIT_GROWTH
 from toolkit.growth import analyse
 from toolkit.progress_log import parse_progress
 from toolkit.state_history import all_histories
-from toolkit.trend import ACCELERATING, BOUNDED, GROWING
+from toolkit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -176,3 +177,23 @@ def test_cli_exit_codes_and_json(reference_checkpoints, capsys):
     assert data["verdict"] in GROWTH
     assert data["stores"][0]["history"]["versions"][-1]["keys"] > 0
     assert data["projections"][0]["limit_name"] == "max_keys"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_real_checkpoint_gets_a_history_for_every_store(
+        name, reference_checkpoints, small_queries):
+    """Every operator kind and format: one history per store, counts that add up, no crash
+    (the small queries have 4 batches: too short for a trend, and said so)."""
+    ckpt = open_checkpoint(str(checkpoint_for(name, reference_checkpoints, small_queries)))
+    report = analyse(ckpt)
+    inventory = ckpt.inventory
+    assert [(s.operator_id, s.store) for s in report.stores] == [
+        (op, store) for op in inventory.operator_ids for store in inventory.stores(op)]
+    for store in report.stores:
+        history = store.history
+        assert history.method in ("replay", "zip-metadata"), (name, history.notes)
+        assert history.versions[-1].version == ckpt.last_committed_batch + 1
+        for index, stats in enumerate(history.versions):
+            assert stats.keys == sum(k[index] for k in history.partition_keys.values())
+        if name in SMALL:
+            assert store.verdict == INSUFFICIENT
