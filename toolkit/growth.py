@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.errors import BadInput
 from toolkit.progress_log import OperatorProgress
 from toolkit.state_history import StoreHistory, all_histories
 from toolkit.trend import (
@@ -345,6 +346,10 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
             max_bytes: float | None = None, stale_after: int | None = None,
             on_progress: Callable[[str], None] | None = None) -> GrowthReport:
     """The growth report of a checkpoint (and/or a progress log)."""
+    if ckpt is not None and operator is not None and \
+            operator not in ckpt.inventory.operator_ids:
+        known = ", ".join(map(str, ckpt.inventory.operator_ids)) or "none"
+        raise BadInput(f"no operator {operator} (operators: {known})", path=ckpt.location.url)
     histories = all_histories(ckpt, operator=operator, stale_after=stale_after,
                               progress=on_progress) if ckpt is not None else []
     versions = sorted({v.version for h in histories for v in h.versions})
@@ -370,6 +375,9 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
         _projection("max_keys", max_keys, keys_trend, last_ms),
         _projection("max_bytes", max_bytes, total_bytes, last_ms)) if p is not None)
     summary = _summary(verdict, stores, from_progress, projections)
+    if ckpt is not None and not histories:
+        summary = ("The checkpoint holds no state store files (a stateless query, or no "
+                   "batch has run yet).", *summary[1:])
     return GrowthReport(ckpt.location.url if ckpt is not None else None, verdict, total_keys,
                         total_bytes, stores, from_progress, projections, summary)
 

@@ -239,7 +239,7 @@ def _plan(instance: StoreInstance, last_version: int) -> _Replay | None:
     if not missing:
         return _Replay(instance, None, 0, changes)
     need_from = missing[-1]  # every version after the newest gap is present
-    for snap in instance.of_kind("snapshot"):
+    for snap in sorted(instance.of_kind("snapshot", "zip"), key=lambda f: f.version or 0):
         if snap.version is not None and need_from <= snap.version <= last_version:
             return _Replay(instance, snap, snap.version,
                            {v: f for v, f in changes.items() if v > snap.version})
@@ -307,7 +307,8 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
         (i.latest_version or 0 for i in instances), default=0)
     partitions = tuple(i.partition for i in instances)
     plans = [_plan(i, last_version) for i in instances]
-    if last_version and instances and all(plans):
+    has_changes = any(i.of_kind("delta", "changelog") for i in instances)
+    if last_version and instances and has_changes and all(plans):
         try:
             return _replay(ckpt, operator_id, store, name, schema, plans, last_version,
                            timeouts, no_timeout, stale_after, progress)
@@ -320,8 +321,9 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
         note = (f"partitions {_short(broken)} have no complete delta/changelog chain up to "
                 f"version {last_version}; " if broken else "")
     if any(i.of_kind("zip") for i in instances):
-        return _from_zips(ckpt, operator_id, store, name, instances, last_version, timeouts,
-                          stale_after, note + "counts come from each zip's numKeys")
+        return _from_zips(ckpt, operator_id, store, name, schema, instances, last_version,
+                          timeouts, no_timeout, stale_after,
+                          note + "counts come from each zip's numKeys")
     return StoreHistory(operator_id, store, name, "none", partitions, (), {}, timeouts,
                         stale_after or 0, None, (), (note + "no history can be rebuilt",))
 
@@ -390,53 +392,89 @@ def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Repl
         for record in file_records(ckpt, file):
             if record.op == "put" and _digest(record.key) in digests:
                 found[_digest(record.key)] = (record.key, record.value or b"")
-    shown = ckpt.display(ckpt.location.root)
-    key_decoder = make_decoder(schema.key, path=shown) if schema and schema.key else None
-    value_decoder = (make_decoder(schema.value, path=shown) if schema and isinstance(
-        schema.value, StructType) and not schema.has_column_families else None)
-    out = []
-    for changed, partition, digest, _ in candidates:
-        if digest not in found:
-            continue
-        key, value = found[digest]
-        try:
-            decoded_key = key_decoder(key) if key_decoder else None
-            decoded_value = value_decoder(value) if value_decoder else None
-        except StatekitError:
-            decoded_key = decoded_value = None
-        out.append(OldKey(partition, changed, last_version - changed, decoded_key,
-                          decoded_value, hex_preview(key)))
-    return tuple(out)
+    return tuple(_decoded(schema, ckpt, partition, changed, last_version - changed,
+                          *found[digest])
+                 for changed, partition, digest, _ in candidates if digest in found)
 
 
-def _from_zips(ckpt, operator_id, store, name, instances: list[StoreInstance],
-               last_version: int, timeouts: str, stale_after: int | None, note: str
-               ) -> StoreHistory:
+def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInstance],
+               last_version: int, timeouts: str, no_timeout, stale_after: int | None,
+               note: str) -> StoreHistory:
+    """Counts from every version's zip metadata; contents (value sizes, timeouts, unchanged
+    keys) from the SSTs of the first and last version only — reading every version's SSTs
+    would cost the whole state per version."""
     zips = {i.partition: {f.version: f for f in i.of_kind("zip")
                           if f.version is not None and f.version <= last_version}
             for i in instances}
     common = sorted(set.intersection(*(set(z) for z in zips.values()))) if zips else []
     metadata = zip_metadata(ckpt, [zips[p][v] for p in zips for v in common])
     versions, per_partition = [], {p: [] for p in zips}
+    notes = [note]
     for version in common:
         keys = disk = 0
-        known = True
         for partition, by_version in zips.items():
             meta = metadata[by_version[version].path]
-            if meta.num_keys is None:
-                known = False
+            if meta.num_keys is None and "some zips record no numKeys" not in notes:
+                notes.append("some zips record no numKeys")
             count = meta.num_keys or 0
             keys += count
-            disk += sum(s.size_bytes for s in meta.sst_files)
+            disk += sum(sst.size_bytes for sst in meta.sst_files)
             per_partition[partition].append(count)
-        if not known:
-            note += "; some zips record no numKeys"
         versions.append(VersionStats(version, keys, None, disk))
-    stale = stale_after or default_stale_after(len(common))
+    span = common[-1] - common[0] if common else 0
+    stale = stale_after or max(1, span)
+    oldest: tuple[OldKey, ...] = ()
+    first = None
+    if len(common) >= 2:
+        try:
+            last_stats, oldest = _zip_contents(ckpt, schema, zips, common[0], common[-1],
+                                               no_timeout, timeouts == "per-key", stale)
+        except (StatekitError, _Unreplayable) as why:
+            notes.append(f"SST contents not read ({why})")
+        else:
+            versions[-1] = replace(last_stats, disk_bytes=versions[-1].disk_bytes)
+            first = common[0]
+            notes.append(f"value sizes, timeouts and unchanged keys from the SSTs of versions "
+                         f"{common[0]} and {common[-1]}")
     return StoreHistory(operator_id, store, name, "zip-metadata",
                         tuple(i.partition for i in instances), tuple(versions),
                         {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
-                        None, (), (note,))
+                        first, oldest, tuple(notes))
+
+
+def _zip_contents(ckpt, schema, zips, first: int, last: int, no_timeout, timeouts: bool,
+                  stale: int) -> tuple[VersionStats, tuple[OldKey, ...]]:
+    """Statistics of the last version's state, a key counting as changed at ``first`` when
+    its bytes are identical in the first version (unchanged for at least the whole span)."""
+    acc = _Accumulator()
+    unchanged: list[tuple[int, bytes, bytes]] = []
+    for partition, by_version in sorted(zips.items()):
+        before = {_digest(r.key + b"\0" + (r.value or b""))
+                  for r in file_records(ckpt, by_version[first])}
+        for record in file_records(ckpt, by_version[last]):
+            value = record.value or b""
+            same = _digest(record.key + b"\0" + value) in before
+            acc.add(_pack(first if same else last, len(value),
+                          bool(no_timeout and no_timeout(value))), len(record.key))
+            if same and len(unchanged) < OLDEST_KEYS_SHOWN:
+                unchanged.append((partition, record.key, value))
+    stats = replace(acc.snapshot(last, stale, timeouts), inserts=None, updates=None,
+                    deletes=None)
+    return stats, tuple(_decoded(schema, ckpt, p, first, last - first, k, v)
+                        for p, k, v in unchanged)
+
+
+def _decoded(schema: StoreSchema | None, ckpt: Checkpoint, partition: int, changed: int,
+             age: int, key: bytes, value: bytes) -> OldKey:
+    shown = ckpt.display(ckpt.location.root)
+    try:
+        decoded_key = make_decoder(schema.key, path=shown)(key) if schema and schema.key \
+            else None
+        decoded_value = make_decoder(schema.value, path=shown)(value) if schema and \
+            isinstance(schema.value, StructType) and not schema.has_column_families else None
+    except StatekitError:
+        decoded_key = decoded_value = None
+    return OldKey(partition, changed, age, decoded_key, decoded_value, hex_preview(key))
 
 
 def all_histories(ckpt: Checkpoint, *, operator: int | None = None,

@@ -70,6 +70,19 @@ def test_bad_input_is_one_line_with_its_code(tmp_path, capsys, args, code, messa
     assert "Traceback" not in err
 
 
+def test_unknown_operator_and_stateless_checkpoint(tmp_path, capsys):
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=8, committed=8,
+                     provider="rocksdb")
+    code, _, err = invoke(["growth", root, "--operator", 3], capsys)
+    assert code == 3 and "no operator 3 (operators: 0)" in err
+    stateless = tmp_path / "stateless"
+    write_checkpoint(fsspec.filesystem("file"), str(stateless), planned=2, committed=2)
+    fsspec.filesystem("file").rm(str(stateless / "state"), recursive=True)
+    code, out, _ = invoke(["growth", stateless], capsys)
+    assert code == 0 and "no state store files" in out
+
+
 def test_corrupt_state_file_is_named(tmp_path, capsys):
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=3, committed=3)

@@ -143,3 +143,63 @@ def test_growth_concentrated_in_one_partition_is_named():
                                     deletes=[0] * 14, oldest=list(range(14))), {})
     assert store.partitions[0].partition == 2 and store.partitions[0].share == 1.0
     assert any("concentrated in partition(s) 2" in e for e in store.evidence)
+
+
+REAL_ROCKSDB = REAL_SCHEMA_FILE.parent.parent / "rocksdb_sst" / "window_lz4"  # zips 1-7 + SSTs
+
+
+def rocksdb_checkpoint(tmp_path: Path) -> Path:
+    """A one-partition layout holding a real RocksDB store's zips, SSTs and schema."""
+    from tests.unit.checkpoint_builder import operator_metadata_text
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=7, committed=7,
+                     partitions=1, provider="rocksdb", crc=False)
+    (root / "state" / "0" / "_metadata" / "metadata").write_text(
+        operator_metadata_text(name="stateStoreSave", partitions=1))
+    folder = root / "state" / "0" / "0"
+    shutil.rmtree(folder)
+    shutil.copytree(REAL_ROCKSDB, folder, ignore=shutil.ignore_patterns("expected.json",
+                                                                       "schema"))
+    (folder / "_metadata").mkdir()
+    shutil.copy(REAL_ROCKSDB / "schema", folder / "_metadata" / "schema")
+    return root
+
+
+def test_rocksdb_zip_history_reads_sst_contents_at_both_ends(tmp_path):
+    import json
+
+    ckpt = open_checkpoint(str(rocksdb_checkpoint(tmp_path)))
+    (history,) = all_histories(ckpt)
+    expected = json.loads((REAL_ROCKSDB / "expected.json").read_text())["versions"]
+    assert history.method == "zip-metadata"
+    assert {v.version: v.keys for v in history.versions} == {
+        int(v): e["numKeys"] for v, e in expected.items()}
+    instance = ckpt.inventory.instance(0, "default", 0)
+    first, last = history.versions[0].version, history.versions[-1].version
+    state, before = replay(ckpt, instance, last), replay(ckpt, instance, first)
+    stats = history.versions[-1]
+    assert len(state) == stats.keys
+    assert stats.bytes == sum(len(k) + len(v) for k, v in state.items())
+    assert stats.value_max == max(len(v) for v in state.values())
+    assert stats.untouched == sum(1 for k, v in state.items() if before.get(k) == v)
+    assert history.history_starts_at == first and history.stale_after == last - first
+    assert stats.disk_bytes > 0 and history.timeouts == "n/a"
+    assert all(k.age == last - first and k.key is not None for k in history.oldest_keys)
+
+
+def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
+    import json
+
+    from toolkit.errors import BadInput
+
+    root = rocksdb_checkpoint(tmp_path)
+    ckpt = open_checkpoint(str(root))
+    instance = ckpt.inventory.instance(0, "default", 0)
+    expected = json.loads((REAL_ROCKSDB / "expected.json").read_text())["versions"]
+    for version, facts in expected.items():
+        assert len(replay(ckpt, instance, int(version))) == facts["rows"]
+    missing = sorted((root / "state" / "0" / "0" / "SSTs").iterdir())[-1]
+    missing.unlink()
+    with pytest.raises(BadInput, match=missing.name):
+        replay(ckpt, instance, max(map(int, expected)))

@@ -3,14 +3,14 @@
 The byte-level readers (:mod:`toolkit.formats`) know file formats; this module knows which
 schema, codec and key prefixes apply to which file of a checkpoint, so callers ask for "the
 records of this file" or "the state of partition 3 at version 12" and get rows a person can
-read. HDFS state is rebuilt like Spark does (newest snapshot, then deltas in order); RocksDB
-state can be rebuilt from changelog files, while ``.zip``/SST contents need RocksDB itself —
-for those, statekit reads rows through Spark's state data source instead (``statekit state``).
+read. State is rebuilt like Spark does: the newest snapshot (HDFS ``.snapshot``, or a RocksDB
+``.zip`` whose SST files are read in pure Python), then the deltas / changelogs after it.
 """
 
 from __future__ import annotations
 
 import io
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +23,7 @@ from toolkit.formats.compression import normalize_codec, sniff_codec
 from toolkit.formats.opening import open_binary
 from toolkit.formats.records import StateRecord, read_state_file, records_from_bytes
 from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
+from toolkit.formats.rocksdb_sst import live_state
 from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
 from toolkit.formats.schema import StructType
 from toolkit.formats.schema_file import StateSchemaFile, parse_schema_bytes
@@ -80,11 +81,11 @@ def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
     """Raw records of a ``.delta``/``.snapshot``/``.changelog`` file, RocksDB prefixes removed
     (keys and values are plain UnsafeRow bytes). Streams with constant memory; ``data`` is the
     file's content when the caller already fetched it (batched reads on object stores)."""
+    if file.kind == "zip":
+        return _without_prefixes(_zip_puts(ckpt, file, data), ckpt.display(file.path))
     if file.kind not in ("delta", "snapshot", "changelog"):
-        raise UnsupportedFormat(
-            f"{file.kind} files hold no record stream statekit decodes"
-            + ("; RocksDB zip/SST contents need RocksDB: use `statekit state show` (Spark)"
-               if file.kind in ("zip", "sst") else ""), path=ckpt.display(file.path))
+        raise UnsupportedFormat(f"{file.kind} files hold no record stream statekit decodes",
+                                path=ckpt.display(file.path))
     shown = ckpt.display(file.path)
     if data is not None:
         codec = file_codec(ckpt, data[:8])
@@ -97,6 +98,26 @@ def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
     if file.kind != "changelog":
         return records
     return _without_prefixes(records, shown)
+
+
+def zip_sst_paths(ckpt: Checkpoint, file: StateFile, metadata: RocksDBCheckpointMetadata
+                  ) -> list[str]:
+    """The SST files a RocksDB checkpoint zip references, under its folder's ``SSTs/``."""
+    folder = posixpath.dirname(file.path)
+    return [posixpath.join(folder, "SSTs", sst.dfs_name) for sst in metadata.sst_files]
+
+
+def _zip_puts(ckpt: Checkpoint, file: StateFile, data: bytes | None) -> Iterator[StateRecord]:
+    """A RocksDB version's whole state, as puts: the live entries of the SSTs its zip lists
+    (read in pure Python, see :mod:`toolkit.formats.rocksdb_sst`)."""
+    shown = ckpt.display(file.path)
+    if data is None:
+        data = ckpt.read_bytes(file.path)
+    metadata = metadata_from_zip(io.BytesIO(data), path=shown)
+    paths = zip_sst_paths(ckpt, file, metadata)
+    live = live_state(ckpt.fs, paths, shown=[ckpt.display(p) for p in paths])
+    for key in sorted(live):
+        yield StateRecord("put", key, live[key])
 
 
 def _without_prefixes(records: Iterator[StateRecord], shown: str) -> Iterator[StateRecord]:
@@ -115,12 +136,6 @@ def replay(ckpt: Checkpoint, instance: StoreInstance, version: int) -> dict[byte
     Rebuilt like Spark: the newest snapshot ≤ version, then every change file after it.
     """
     files = instance.files_to_load(version)
-    if files and files[0].kind == "zip":
-        # RocksDB: a zip needs RocksDB to read, but a complete changelog chain does not.
-        chain = {f.version: f for f in instance.of_kind("changelog")
-                 if f.version is not None and f.version <= version}
-        if len(chain) == version:
-            files = [chain[v] for v in sorted(chain)]
     if not files and version > 0 and instance.files:
         raise UnsupportedFormat(
             f"version {version} cannot be rebuilt from the files of operator "
@@ -128,11 +143,6 @@ def replay(ckpt: Checkpoint, instance: StoreInstance, version: int) -> dict[byte
             path=ckpt.location.url)
     state: dict[bytes, bytes] = {}
     for file in files:
-        if file.kind == "zip":
-            raise UnsupportedFormat(
-                f"version {version} of this RocksDB store starts from a zip checkpoint; "
-                "reading SST files needs RocksDB: use `statekit state show` (Spark)",
-                path=ckpt.display(file.path))
         for record in file_records(ckpt, file):
             if record.op == "delete":
                 state.pop(record.key, None)

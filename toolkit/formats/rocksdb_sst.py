@@ -6,64 +6,76 @@ and doing it in pure Python keeps statekit's core free of a JVM and of native Ro
 files can be inspected where they lie (an object store, a copied folder, a broken checkpoint).
 Files are read block by block through a seekable file object, never whole.
 
-Layout, as verified on files written by pyspark 4.3 (rocksdbjni 9.8.4) with Spark's options
-(``spark.sql.streaming.stateStore.rocksdb.formatVersion`` 5 by default, 6 also checked;
-compression lz4 by default, zstd, zlib, none also checked), all integers little-endian:
+Layout (all integers little-endian). Verified on files written by pyspark 4.3 / rocksdbjni
+9.8.4 with Spark's options (``stateStore.rocksdb.formatVersion`` 5, the default, and 6;
+``stateStore.rocksdb.compression`` lz4, the default, zstd, ``z`` (zlib) and none), and on
+files rocksdbjni wrote with options Spark never sets (format_version 2-4, checksums crc32c,
+xxHash, xxHash64, LZ4HC and bzip2, index restart interval 16, first-key index, data block
+hash index, partitioned index, single deletes, merges, range deletions); see
+tests/data/formats/README.md:
 
-* **Footer** (last 53 bytes): checksum type (1 byte; Spark's files use 4 = XXH3), then 40
-  bytes, then ``uint32 format_version`` and ``uint64`` magic ``0x88e241b785f4cff7``. For
-  format_version 1-5 the 40 bytes are the metaindex and index block handles (each ``varint64
-  offset, varint64 size``) and zero padding. For format_version 6 they are the extended magic
-  ``3e 00 7a 00``, ``uint32`` footer checksum, ``uint32`` base context checksum, ``uint32``
-  metaindex size (the metaindex ends right before the footer's block trailer) and 24 zero
-  bytes; the index handle is then the metaindex entry ``rocksdb.index``. The legacy 48-byte
-  footer (magic ``0xdb4775248b80fb57``, format_version 0, LevelDB-era) is parsed too.
+* **Footer** (last 53 bytes): checksum type (1 byte; Spark's files: 4 = XXH3), 40 bytes,
+  ``uint32 format_version``, ``uint64`` magic ``0x88e241b785f4cff7``. For format_version
+  1-5 the 40 bytes are the metaindex and index block handles (each ``varint64 offset,
+  varint64 size``) and zero padding. For format_version 6: extended magic ``3e 00 7a 00``,
+  ``uint32`` footer checksum, ``uint32`` base context checksum, ``uint32`` metaindex size
+  (the metaindex ends right before the footer, after its 5-byte trailer), 24 zero bytes; the
+  index handle is then the metaindex entry ``rocksdb.index``. The legacy 48-byte footer
+  (magic ``0xdb4775248b80fb57``, format_version 0) is parsed as RocksDB documents it, but no
+  real file of that kind was at hand (rocksdbjni 9.8.4 cannot write one).
 * **Blocks** are followed by a 5-byte trailer: compression type (0 none, 1 snappy, 2 zlib,
   3 bzip2, 4 LZ4, 5 LZ4HC, 7 ZSTD) and a ``uint32`` checksum. Compressed blocks of
   format_version >= 2 start with ``varint32`` uncompressed size, then the codec's raw block
-  (LZ4 block, zstd frame, raw deflate, bzip2 stream). Blocks that did not compress well are
-  stored uncompressed (type 0) even in lz4 files.
-* **Checksums** verified here: XXH3 (type 4, Spark's): low 32 bits of ``XXH3_64(block)``
-  XOR ``compression_type * 0x6b9083d9``; xxHash32 (2) and xxHash64 (3) over block + type byte.
-  With format_version 6 the stored value also adds (mod 2**32)
+  (LZ4 block, zstd frame carrying its content size, raw deflate, bzip2 stream). In Spark's
+  lz4/zstd files the data and index blocks are compressed; metaindex, properties and filter
+  blocks are not. Snappy (no library here), XPRESS and dictionary compression are refused
+  (UnsupportedFormat).
+* **Checksums** verified: XXH3 (type 4, Spark's): low 32 bits of ``XXH3_64(block)`` XOR
+  ``(compression_type * 0x6b9083d9) mod 2**32``; xxHash32 (2) and the low 32 bits of xxHash64
+  (3) over block + type byte. With format_version 6 the stored value is that plus (mod 2**32)
   ``base_context_checksum ^ (low32(offset) + high32(offset))`` for the block's file offset,
-  and the footer carries its own checksum (same rule over the 53 footer bytes with the
-  checksum field zeroed, at the footer's offset); both are verified. CRC32c (type 1, RocksDB's
-  old default) is **not** verified: there is no crc32c library here and a pure-Python one is
-  too slow for large files; such files are still parsed, and structure checks (ordering,
-  entry counts, bounds) still apply.
+  and the footer carries its own checksum (the same, over the 53 footer bytes with the
+  checksum field zeroed, at the footer's offset). CRC32c (type 1, RocksDB's default before
+  XXH3) is **not** verified: no crc32c library is installed and a pure-Python one is too slow
+  for big files. Such files (and type 0, no checksum) are parsed, with the order of internal
+  keys checked instead; a damaged compressed block may then go unnoticed.
 * **Data and meta blocks**: entries ``varint32 shared, varint32 non_shared, varint32
   value_length, key bytes after the shared prefix, value``, then ``uint32`` restart offsets
-  and a ``uint32`` whose low 31 bits count them (the high bit marks a data block hash index,
-  ``uint8`` buckets + ``uint16`` bucket count placed between the restarts and that word). Data
-  block keys are internal keys: the user key + 8 bytes ``(sequence << 8) | type``
-  (0 delete, 1 put, 2 merge, 7 single delete, ...).
-* **Index block**: one entry per data block whose value is that block's handle. With the table
-  property ``rocksdb.index.value.is.delta.encoded`` (Spark's files: 1) entries omit
-  ``value_length``; an entry with ``shared == 0`` holds a full handle, one with shared bytes
-  a zigzag ``varint64`` size delta (offset = previous offset + size + 5). Spark's index blocks
-  use restart interval 1, so in practice every handle is full. Index type
-  (``rocksdb.block.based.table.index.type``, ``uint32``): 0 binary search (Spark's) and
-  1 hash search are read alike, 3 (first key in the value) is read, 2 (partitioned index) is
-  refused.
+  and a ``uint32`` whose low 31 bits count them (the high bit marks a data block hash index:
+  ``uint8`` buckets + ``uint16`` bucket count between the restarts and that word). Data block
+  keys are internal keys: user key + 8 bytes ``(sequence << 8) | type`` (0 delete, 1 put,
+  2 merge, 7 single delete, ...).
+* **Index block**: one entry per data block, its value the block's handle. With the table
+  property ``rocksdb.index.value.is.delta.encoded`` (1 from format_version 4, Spark's files
+  included) entries have no ``value_length``; an entry with ``shared == 0`` holds a full
+  handle, one with shared key bytes a zigzag ``varint64`` size delta (offset = previous
+  offset + size + 5). Spark's index restart interval is 1, so its handles are all full. Index
+  type (property ``rocksdb.block.based.table.index.type``, ``uint32``): 0 binary search
+  (Spark's) and 1 hash search are read alike, 3 (a length-prefixed first key after each
+  handle) is read, 2 (partitioned index) is refused.
 * **Metaindex**: meta block name -> handle: ``rocksdb.properties`` (table properties:
-  numbers as ``varint64``, the index type as ``uint32``, the rest as strings), filters
-  (ignored), ``rocksdb.range_del`` (range tombstones) and ``rocksdb.compression_dict``.
+  numbers as ``varint64``, the index type as ``uint32``, the rest strings), filters
+  (ignored), ``rocksdb.range_del`` (range tombstones), ``rocksdb.compression_dict``.
+  ``rocksdb.num.entries`` counts data block entries plus range tombstones; it is checked
+  against the entries read, as ``rocksdb.num.data.blocks`` is against the index.
 
-What Spark stores: deletes are type 0 (``kDeletion``); keys are exactly the state-store keys
-(the ``0x00`` encoding version byte + UnsafeRow, with a 2-byte column family id before it for
-transformWithState; see :mod:`toolkit.formats.rocksdb_keys`), left untouched here. Spark's
-list state writes merge operands (type 2), which :func:`live_state` refuses.
+What Spark stores (verified): deletes are type 0 (``kDeletion``), never single deletes; files
+flushed from the memtable have distinct positive sequence numbers, compaction output has them
+all zeroed; keys and values are exactly the state-store bytes (the ``0x00`` encoding version
+byte + UnsafeRow; transformWithState adds a 2-byte column family id before the key; see
+:mod:`toolkit.formats.rocksdb_keys`), left untouched here. The merge operator recorded is
+``StringAppendOperator``: list state (transformWithState) writes merge operands, which
+:func:`live_state` refuses unless told the delimiter.
 
-Every malformed input raises :class:`CorruptFile` (or :class:`UnsupportedFormat` for valid
-features not read here) naming the file, with the byte offset of the block at fault.
+Malformed input raises :class:`CorruptFile` naming the file (with the byte offset of the block
+at fault where there is one), valid features not read here :class:`UnsupportedFormat`.
 """
 
 from __future__ import annotations
 
 import bz2
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -244,6 +256,7 @@ class _Table:
             self.size = f.tell()
         except (OSError, ValueError) as exc:
             raise CorruptFile(f"SST file is not seekable ({exc})", path=path) from None
+        self.metaindex: dict[str, BlockHandle] = {}
         self.footer = self._read_footer()
         self.data_end = self.size - (FOOTER_BYTES if self.footer.format_version else
                                      LEGACY_FOOTER_BYTES)
@@ -389,8 +402,10 @@ class _Table:
             if comp in (4, 5):
                 out = lz4.block.decompress(payload, uncompressed_size=n)
             elif comp == 7:
+                # RocksDB's zstd frames carry their content size (verified); requiring it
+                # bounds the output buffer by what the frame really holds.
                 params = zstandard.get_frame_parameters(payload)
-                if params.content_size not in (n, zstandard.CONTENTSIZE_UNKNOWN):
+                if params.content_size != n:
                     raise ValueError(f"frame says {params.content_size} bytes")
                 out = zstandard.ZstdDecompressor().decompress(payload, max_output_size=n)
             elif comp == 2:
@@ -510,10 +525,10 @@ class _Table:
     def raw_entries(self) -> Iterator[tuple[bytes, int, bytes]]:
         """``(user_key, trailer, value)`` of every data block entry, in file order."""
         handles = self.data_handles()
-        check_order = self.properties.get("rocksdb.comparator", _BYTEWISE) == _BYTEWISE
+        # Where checksums are not verified (crc32c, none), check the key order instead.
+        check_order = (_checksum(self.footer.checksum_type, b"", 0) is None
+                       and self.properties.get("rocksdb.comparator", _BYTEWISE) == _BYTEWISE)
         count = 0
-        prev_key = b""
-        prev_trailer = -1
         i = 0
         while i < len(handles):
             # Read runs of adjacent blocks with one request (data blocks are contiguous).
@@ -529,19 +544,14 @@ class _Table:
                 rel = h.offset - start
                 block = self.read_block(
                     h, "data block", raw=chunk[rel : rel + h.size + BLOCK_TRAILER_BYTES])
-                for key, value in self.kv_block(block, "data block", h.offset):
-                    if len(key) < 8:
-                        raise self.corrupt(f"data block entry with a {len(key)}-byte "
-                                           "internal key (less than its 8-byte trailer)",
-                                           h.offset)
-                    user_key = key[:-8]
-                    trailer = int.from_bytes(key[-8:], "little")
-                    if check_order and (user_key < prev_key or (
-                            user_key == prev_key and trailer >= prev_trailer)) and count:
-                        raise self.corrupt("data block entries out of order", h.offset)
-                    prev_key, prev_trailer = user_key, trailer
-                    count += 1
-                    yield user_key, trailer, value
+                entries = _data_entries(block, self.entries_end(block, "data block", h.offset))
+                try:
+                    if check_order:
+                        count += yield from _ordered(entries, count)
+                    else:
+                        count += yield from entries
+                except _Bad as exc:
+                    raise self.corrupt(f"data block: {exc}", h.offset) from None
             i = j
         expected = self.properties.get("rocksdb.num.entries")
         ranges = self.properties.get("rocksdb.num.range-deletions", 0)
@@ -601,6 +611,66 @@ def _entries(block: bytes, end: int) -> Iterator[tuple[bytes, bytes]]:
             pos = vend
     except IndexError:
         raise _Bad("entry header runs past the block") from None
+
+
+def _data_entries(block: bytes, end: int) -> Generator[tuple[bytes, int, bytes], None, int]:
+    """:func:`_entries` for data blocks: yield ``(user_key, trailer, value)``, return the count.
+
+    Kept separate (and duplicated) because it is the hot loop of every read."""
+    pos = 0
+    n = 0
+    key = b""
+    try:
+        while pos < end:
+            shared = block[pos]
+            if shared < 0x80:
+                pos += 1
+            else:
+                shared, pos = _varint(block, pos, end, 32)
+            non_shared = block[pos]
+            if non_shared < 0x80:
+                pos += 1
+            else:
+                non_shared, pos = _varint(block, pos, end, 32)
+            vlen = block[pos]
+            if vlen < 0x80:
+                pos += 1
+            else:
+                vlen, pos = _varint(block, pos, end, 32)
+            kend = pos + non_shared
+            vend = kend + vlen
+            if vend > end:
+                raise _Bad(f"entry at block offset {pos} runs past the entries ({vend} > {end})")
+            if shared:
+                if shared > len(key):
+                    raise _Bad(f"entry shares {shared} bytes of a {len(key)}-byte key")
+                key = key[:shared] + block[pos:kend]
+            else:
+                key = block[pos:kend]
+            if len(key) < 8:
+                raise _Bad(f"entry with a {len(key)}-byte internal key (less than its 8-byte "
+                           "trailer)")
+            n += 1
+            yield key[:-8], int.from_bytes(key[-8:], "little"), block[kend:vend]
+            pos = vend
+    except IndexError:
+        raise _Bad("entry header runs past the block") from None
+    return n
+
+
+def _ordered(entries: Generator[tuple[bytes, int, bytes], None, int], before: int
+             ) -> Generator[tuple[bytes, int, bytes], None, int]:
+    """Pass entries through, checking internal key order (user key up, then trailer down)."""
+    prev_key, prev_trailer = b"", -1
+    n = 0
+    for user_key, trailer, value in entries:
+        if (n or before) and (user_key < prev_key or (
+                user_key == prev_key and trailer >= prev_trailer)):
+            raise _Bad("entries out of order")
+        prev_key, prev_trailer = user_key, trailer
+        n += 1
+        yield user_key, trailer, value
+    return n
 
 
 def _index_handles(block: bytes, end: int, *, delta: bool, first_key: bool
@@ -708,12 +778,12 @@ def iter_sst_entries(fs: Any, path: str, *, shown: str | None = None) -> Iterato
 
 
 def _entries_then_close(f: BinaryIO, path: str) -> Iterator[SstEntry]:
+    names = [_kind(t) for t in range(256)]
+    deletes = [t in _DELETE_TYPES for t in range(256)]
     with f:
-        table = _Table(f, path)
-        for user_key, trailer, value in table.raw_entries():
+        for user_key, trailer, value in _Table(f, path).raw_entries():
             t = trailer & 0xFF
-            yield SstEntry(user_key, trailer >> 8, _kind(t), None if t in _DELETE_TYPES
-                           else value)
+            yield SstEntry(user_key, trailer >> 8, names[t], None if deletes[t] else value)
 
 
 def live_state(
