@@ -25,9 +25,11 @@ bytes it references) from the zip metadata: exact counts, no churn or ages.
 from __future__ import annotations
 
 import heapq
+import multiprocessing
+import os
 import struct
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -166,10 +168,15 @@ def _timeout_reader(schema: StoreSchema | None, operator_name: str | None
 
 @dataclass
 class _Accumulator:
-    """Running totals of one store across partitions, updated record by record."""
+    """Running totals of one store across partitions, updated record by record.
 
-    sizes: Counter = field(default_factory=Counter)
-    changed_at: Counter = field(default_factory=Counter)
+    ``sizes`` (value size → keys) and ``changed_at`` (version → keys last changed then) are
+    plain dicts that may hold zero counts between snapshots (cheaper than deleting in the hot
+    loop); :meth:`snapshot` drops them.
+    """
+
+    sizes: dict[int, int] = field(default_factory=dict)
+    changed_at: dict[int, int] = field(default_factory=dict)
     keys: int = 0
     bytes: int = 0
     no_timeout: int = 0
@@ -179,45 +186,75 @@ class _Accumulator:
 
     def add(self, packed: int, key_len: int) -> None:
         version, size, nt = _unpack(packed)
-        self.sizes[size] += 1
-        self.changed_at[version] += 1
+        self.sizes[size] = self.sizes.get(size, 0) + 1
+        self.changed_at[version] = self.changed_at.get(version, 0) + 1
         self.keys += 1
         self.bytes += key_len + size
         self.no_timeout += nt
 
-    def drop(self, packed: int, key_len: int) -> None:
-        version, size, nt = _unpack(packed)
-        for counter, item in ((self.sizes, size), (self.changed_at, version)):
-            counter[item] -= 1
-            if not counter[item]:
-                del counter[item]
-        self.keys -= 1
-        self.bytes -= key_len + size
-        self.no_timeout -= nt
+    def freeze(self, base_loaded: bool) -> _Partial:
+        """This group's totals after a version; churn counters restart for the next one."""
+        self.sizes = {k: c for k, c in self.sizes.items() if c}
+        self.changed_at = {k: c for k, c in self.changed_at.items() if c}
+        partial = _Partial(self.keys, self.bytes, self.no_timeout, self.inserts, self.updates,
+                           self.deletes, dict(self.sizes), dict(self.changed_at), base_loaded)
+        self.inserts = self.updates = self.deletes = 0
+        return partial
 
     def snapshot(self, version: int, stale_after: int, timeouts: bool) -> VersionStats:
-        p50 = p90 = p99 = top = None
-        mean = None
-        if self.keys:
-            ordered = sorted(self.sizes.items())
-            marks = {q: max(1, -(-self.keys * q // 100)) for q in (50, 90, 99)}
-            found: dict[int, int] = {}
-            seen = 0
-            for size, count in ordered:
-                seen += count
-                for q, mark in marks.items():
-                    if q not in found and seen >= mark:
-                        found[q] = size
-            p50, p90, p99 = found[50], found[90], found[99]
-            top = ordered[-1][0]
-            mean = sum(s * c for s, c in ordered) / self.keys
-        oldest = version - min(self.changed_at) if self.changed_at else None
-        untouched = sum(c for v, c in self.changed_at.items() if v <= version - stale_after)
-        stats = VersionStats(version, self.keys, self.bytes, None, self.inserts, self.updates,
-                             self.deletes, mean, p50, p90, p99, top, oldest, untouched,
-                             self.no_timeout if timeouts else None)
-        self.inserts = self.updates = self.deletes = 0
-        return stats
+        return _stats(version, [self.freeze(False)], stale_after, timeouts)
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """One group of partitions right after one version (merged across groups by _stats)."""
+
+    keys: int
+    bytes: int
+    no_timeout: int
+    inserts: int
+    updates: int
+    deletes: int
+    sizes: dict[int, int]
+    changed_at: dict[int, int]
+    base_loaded: bool
+
+
+def _stats(version: int, parts: list[_Partial], stale_after: int, timeouts: bool
+           ) -> VersionStats:
+    keys = sum(p.keys for p in parts)
+    sizes: dict[int, int] = {}
+    changed: dict[int, int] = {}
+    for part in parts:
+        for size, count in part.sizes.items():
+            sizes[size] = sizes.get(size, 0) + count
+        for at, count in part.changed_at.items():
+            changed[at] = changed.get(at, 0) + count
+    p50 = p90 = p99 = top = None
+    mean = None
+    if keys:
+        ordered = sorted(sizes.items())
+        marks = {q: max(1, -(-keys * q // 100)) for q in (50, 90, 99)}
+        found: dict[int, int] = {}
+        seen = 0
+        for size, count in ordered:
+            seen += count
+            for q, mark in marks.items():
+                if q not in found and seen >= mark:
+                    found[q] = size
+        p50, p90, p99 = found[50], found[90], found[99]
+        top = ordered[-1][0]
+        mean = sum(s * c for s, c in ordered) / keys
+    oldest = version - min(changed) if changed else None
+    untouched = sum(c for v, c in changed.items() if v <= version - stale_after)
+    churn_known = not any(p.base_loaded for p in parts)  # a snapshot load is not churn
+    return VersionStats(
+        version, keys, sum(p.bytes for p in parts), None,
+        sum(p.inserts for p in parts) if churn_known else None,
+        sum(p.updates for p in parts) if churn_known else None,
+        sum(p.deletes for p in parts) if churn_known else None,
+        mean, p50, p90, p99, top, oldest, untouched,
+        sum(p.no_timeout for p in parts) if timeouts else None)
 
 
 @dataclass
@@ -248,27 +285,55 @@ def _plan(instance: StoreInstance, last_version: int) -> _Replay | None:
 
 def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Accumulator,
            no_timeout: Callable[[bytes], bool] | None, *, base: bool) -> None:
-    live = rep.live
+    """Apply one file's records. The hot loop of the replay: packed integers and local
+    counters instead of objects and method calls (about 3x faster)."""
+    live, sizes, changed, digest_of = rep.live, acc.sizes, acc.changed_at, _digest
+    shift, mask = _SIZE_BITS + 1, (1 << _SIZE_BITS) - 1
+    stamp = version << shift
+    keys = size_sum = unset = inserts = updates = deletes = now = 0
     for record in records:
-        digest = _digest(record.key)
+        key = record.key
+        digest = digest_of(key)
         old = live.get(digest)
-        if record.op == "delete":
-            if old is not None:
-                acc.drop(old, len(record.key))
-                del live[digest]
-            acc.deletes += 1
-            continue
-        if record.op != "put":
-            raise _Unreplayable(f"{record.op} records (list state)")
-        value = record.value or b""
-        packed = _pack(version, len(value), bool(no_timeout and no_timeout(value)))
         if old is not None:
-            acc.drop(old, len(record.key))
-            acc.updates += 0 if base else 1
-        elif not base:
-            acc.inserts += 1
-        live[digest] = packed
-        acc.add(packed, len(record.key))
+            old_size = (old >> 1) & mask
+            sizes[old_size] -= 1
+            if old >> shift == version:
+                now -= 1
+            else:
+                changed[old >> shift] -= 1
+            keys -= 1
+            size_sum -= len(key) + old_size
+            unset -= old & 1
+        op = record.op
+        if op == "put":
+            value = record.value
+            size = len(value)
+            flag = 1 if no_timeout is not None and no_timeout(value) else 0
+            live[digest] = stamp | (size << 1) | flag
+            sizes[size] = sizes.get(size, 0) + 1
+            now += 1
+            keys += 1
+            size_sum += len(key) + size
+            unset += flag
+            if old is None:
+                inserts += 1
+            else:
+                updates += 1
+        elif op == "delete":
+            if old is not None:
+                del live[digest]
+            deletes += 1
+        else:
+            raise _Unreplayable(f"{op} records (list state)")
+    changed[version] = changed.get(version, 0) + now
+    acc.keys += keys
+    acc.bytes += size_sum
+    acc.no_timeout += unset
+    acc.deletes += deletes
+    if not base:
+        acc.inserts += inserts
+        acc.updates += updates
 
 
 class _Unreplayable(Exception):
@@ -333,55 +398,105 @@ def _short(items: list[int]) -> str:
                                              else "")
 
 
-def _replay(ckpt, operator_id, store, name, schema, plans: list[_Replay], last_version: int,
-            timeouts, no_timeout, stale_after, progress) -> StoreHistory:
-    first = min(p.base_version for p in plans)
-    start = max(max(p.base_version for p in plans), 1)
-    stale = stale_after or default_stale_after(last_version - start + 1)
+_JOB: dict[str, Any] = {}
+"""The replay job forked workers inherit (closures and open filesystems do not pickle)."""
+PARALLEL_MIN_BYTES = 16 << 20
+"""Below this much state-file data a replay runs in-process: forking costs more."""
+
+
+def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_version: int,
+                  start: int, no_timeout, progress=None
+                  ) -> tuple[list[_Partial], dict[int, list[int]], list[tuple]]:
+    """Replay some partitions of a store in lockstep; totals after each version ≥ start."""
     acc = _Accumulator()
-    versions: list[VersionStats] = []
+    partials: list[_Partial] = []
     per_partition: dict[int, list[int]] = {p.instance.partition: [] for p in plans}
-    for version in range(max(first, 1), last_version + 1):
+    for version in range(first, last_version + 1):
         todo: list[tuple[_Replay, StateFile, bool]] = []
         for plan in plans:
             if plan.base is not None and plan.base_version == version:
                 todo.append((plan, plan.base, True))
             elif plan.base_version < version:
                 todo.append((plan, plan.changes[version], False))
-        by_path = {id(file): (plan, base) for plan, file, base in todo}
+        by_file = {id(file): (plan, base) for plan, file, base in todo}
         for file, records in _read_version(ckpt, [f for _, f, _ in todo]):
-            plan, base = by_path[id(file)]
+            plan, base = by_file[id(file)]
             _apply(plan, records, version, acc, no_timeout, base=base)
         if version >= start:
-            stats = acc.snapshot(version, stale, timeouts == "per-key")
-            if any(base for _, _, base in todo):  # churn would mix snapshots and deltas
-                stats = replace(stats, inserts=None, updates=None, deletes=None)
-            versions.append(stats)
+            partials.append(acc.freeze(any(base for _, _, base in todo)))
             for plan in plans:
                 per_partition[plan.instance.partition].append(len(plan.live))
         else:
             acc.inserts = acc.updates = acc.deletes = 0
         if progress:
-            progress(f"operator {operator_id} {store}: version {version}/{last_version}")
+            progress(f"version {version}/{last_version}")
+    candidates = heapq.nsmallest(
+        OLDEST_KEYS_SHOWN,
+        ((packed >> (_SIZE_BITS + 1), plan.instance.partition, digest)
+         for plan in plans for digest, packed in plan.live.items()))
+    return partials, per_partition, candidates
+
+
+def _run_group(index: int):
+    return _JOB["work"](_JOB["groups"][index])
+
+
+def _map_groups(ckpt: Checkpoint, items: list, data_bytes: int, work: Callable[[list], Any]
+                ) -> list:
+    """``work`` over groups of ``items`` (partitions): in one process per core (fork, so the
+    open checkpoint and closures are inherited, nothing but results is pickled) for big local
+    checkpoints, else in-process as a single group. Object stores stay in-process: their
+    reads are already concurrent and a forked async filesystem is not safe."""
+    workers = 1
+    if ckpt.location.is_local and len(items) >= 2 and data_bytes >= PARALLEL_MIN_BYTES \
+            and "fork" in multiprocessing.get_all_start_methods():
+        workers = max(1, min(len(items), len(os.sched_getaffinity(0)), 8))
+    if workers == 1:
+        return [work(items)]
+    _JOB.update(work=work, groups=[items[i::workers] for i in range(workers)])
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")
+                                 ) as pool:
+            return list(pool.map(_run_group, range(workers)))
+    finally:
+        _JOB.clear()
+
+
+def _replay(ckpt, operator_id, store, name, schema, plans: list[_Replay], last_version: int,
+            timeouts, no_timeout, stale_after, progress) -> StoreHistory:
+    first = max(min(p.base_version for p in plans), 1)
+    start = max(max(p.base_version for p in plans), 1)
+    stale = stale_after or default_stale_after(last_version - start + 1)
+    size = sum(f.size for p in plans for f in [*p.changes.values(), p.base] if f is not None)
+    label = f"operator {operator_id} {store}: "
+    if progress:
+        progress(f"{label}replaying {len(plans)} partitions up to version {last_version}")
+    results = _map_groups(ckpt, plans, size, lambda group: _replay_group(
+        ckpt, group, first, last_version, start, no_timeout,
+        progress and (lambda m: progress(label + m))))
+    partition_index = {p.instance.partition: i for i, p in enumerate(plans)}
+    versions = tuple(_stats(first_seen, [r[0][k] for r in results], stale, timeouts == "per-key")
+                     for k, first_seen in enumerate(range(start, last_version + 1)))
+    per_partition: dict[int, tuple[int, ...]] = {}
+    for _, counts, _ in results:
+        per_partition.update({p: tuple(c) for p, c in counts.items()})
+    candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, (c for r in results for c in r[2]))
     base_known = None if all(p.base is None for p in plans) else \
         max(p.base_version for p in plans)
-    oldest = _oldest_keys(ckpt, schema, plans, last_version)
+    oldest = _oldest_keys(ckpt, schema, plans, partition_index, candidates, last_version)
     return StoreHistory(operator_id, store, name, "replay",
-                        tuple(p.instance.partition for p in plans), tuple(versions),
-                        {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
-                        base_known, oldest)
+                        tuple(p.instance.partition for p in plans), versions,
+                        dict(sorted(per_partition.items())), timeouts, stale, base_known,
+                        oldest)
 
 
 def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Replay],
+                 partition_index: dict[int, int], candidates: list[tuple],
                  last_version: int) -> tuple[OldKey, ...]:
     """Decode the least recently changed live keys: re-read only the files that wrote them."""
-    candidates = heapq.nsmallest(
-        OLDEST_KEYS_SHOWN,
-        ((packed >> (_SIZE_BITS + 1), plan.instance.partition, digest, i)
-         for i, plan in enumerate(plans) for digest, packed in plan.live.items()))
     wanted: dict[tuple[int, int], set[int]] = {}
-    for changed, _, digest, i in candidates:
-        wanted.setdefault((i, changed), set()).add(digest)
+    for changed, partition, digest in candidates:
+        wanted.setdefault((partition_index[partition], changed), set()).add(digest)
     found: dict[int, tuple[bytes, bytes]] = {}
     for (i, changed), digests in wanted.items():
         plan = plans[i]
@@ -394,7 +509,7 @@ def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Repl
                 found[_digest(record.key)] = (record.key, record.value or b"")
     return tuple(_decoded(schema, ckpt, partition, changed, last_version - changed,
                           *found[digest])
-                 for changed, partition, digest, _ in candidates if digest in found)
+                 for changed, partition, digest in candidates if digest in found)
 
 
 def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInstance],
@@ -427,8 +542,9 @@ def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInst
     first = None
     if len(common) >= 2:
         try:
-            last_stats, oldest = _zip_contents(ckpt, schema, zips, common[0], common[-1],
-                                               no_timeout, timeouts == "per-key", stale)
+            last_stats, oldest = _zip_contents(
+                ckpt, schema, zips, common[0], common[-1], no_timeout, timeouts == "per-key",
+                stale, (versions[0].disk_bytes or 0) + (versions[-1].disk_bytes or 0))
         except (StatekitError, _Unreplayable) as why:
             notes.append(f"SST contents not read ({why})")
         else:
@@ -443,23 +559,27 @@ def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInst
 
 
 def _zip_contents(ckpt, schema, zips, first: int, last: int, no_timeout, timeouts: bool,
-                  stale: int) -> tuple[VersionStats, tuple[OldKey, ...]]:
+                  stale: int, sst_bytes: int) -> tuple[VersionStats, tuple[OldKey, ...]]:
     """Statistics of the last version's state, a key counting as changed at ``first`` when
     its bytes are identical in the first version (unchanged for at least the whole span)."""
-    acc = _Accumulator()
-    unchanged: list[tuple[int, bytes, bytes]] = []
-    for partition, by_version in sorted(zips.items()):
-        before = {_digest(r.key + b"\0" + (r.value or b""))
-                  for r in file_records(ckpt, by_version[first])}
-        for record in file_records(ckpt, by_version[last]):
-            value = record.value or b""
-            same = _digest(record.key + b"\0" + value) in before
-            acc.add(_pack(first if same else last, len(value),
-                          bool(no_timeout and no_timeout(value))), len(record.key))
-            if same and len(unchanged) < OLDEST_KEYS_SHOWN:
-                unchanged.append((partition, record.key, value))
-    stats = replace(acc.snapshot(last, stale, timeouts), inserts=None, updates=None,
-                    deletes=None)
+    def work(partitions: list[int]) -> tuple[_Partial, list[tuple[int, bytes, bytes]]]:
+        acc = _Accumulator()
+        unchanged: list[tuple[int, bytes, bytes]] = []
+        for partition in partitions:
+            before = {_digest(r.key + b"\0" + (r.value or b""))
+                      for r in file_records(ckpt, zips[partition][first])}
+            for record in file_records(ckpt, zips[partition][last]):
+                value = record.value or b""
+                same = _digest(record.key + b"\0" + value) in before
+                acc.add(_pack(first if same else last, len(value),
+                              bool(no_timeout and no_timeout(value))), len(record.key))
+                if same and len(unchanged) < OLDEST_KEYS_SHOWN:
+                    unchanged.append((partition, record.key, value))
+        return acc.freeze(True), unchanged
+
+    results = _map_groups(ckpt, sorted(zips), sst_bytes, work)
+    stats = _stats(last, [partial for partial, _ in results], stale, timeouts)
+    unchanged = sorted(u for _, found in results for u in found)[:OLDEST_KEYS_SHOWN]
     return stats, tuple(_decoded(schema, ckpt, p, first, last - first, k, v)
                         for p, k, v in unchanged)
 

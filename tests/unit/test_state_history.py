@@ -20,15 +20,16 @@ from toolkit.trend import ACCELERATING, BOUNDED, GROWING
 REAL_HDFS = REAL_SCHEMA_FILE.parent  # 6.snapshot, 7-9.delta, 9.snapshot of one partition
 
 
-def hdfs_checkpoint(tmp_path: Path) -> Path:
+def hdfs_checkpoint(tmp_path: Path, partitions: int = 1) -> Path:
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=9, committed=9,
-                     partitions=1, crc=False)
-    folder = root / "state" / "0" / "0"
-    for old in folder.glob("*.delta"):
-        old.unlink()
-    for name in ("6.snapshot", "7.delta", "8.delta", "9.delta", "9.snapshot"):
-        shutil.copy(REAL_HDFS / name, folder / name)
+                     partitions=partitions, crc=False)
+    for partition in range(partitions):
+        folder = root / "state" / "0" / str(partition)
+        for old in folder.glob("*.delta"):
+            old.unlink()
+        for name in ("6.snapshot", "7.delta", "8.delta", "9.delta", "9.snapshot"):
+            shutil.copy(REAL_HDFS / name, folder / name)
     return root
 
 
@@ -203,3 +204,24 @@ def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
     missing.unlink()
     with pytest.raises(BadInput, match=missing.name):
         replay(ckpt, instance, max(map(int, expected)))
+
+
+def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypatch):
+    import toolkit.state_history as state_history
+
+    ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
+    monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 1 << 60)
+    (alone,) = all_histories(ckpt)
+    monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 0)
+    pools = []
+
+    class Spy(state_history.ProcessPoolExecutor):
+        def __init__(self, workers, **kw):
+            pools.append(workers)
+            super().__init__(workers, **kw)
+
+    monkeypatch.setattr(state_history, "ProcessPoolExecutor", Spy)
+    monkeypatch.setattr(state_history.os, "sched_getaffinity", lambda _: {0, 1})
+    (forked,) = all_histories(open_checkpoint(str(ckpt.location.root)))
+    assert pools == [2] and forked == alone
+    assert forked.versions[-1].keys == 3 * alone.partition_keys[0][-1]

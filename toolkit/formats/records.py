@@ -29,7 +29,7 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from toolkit.errors import CorruptFile, UnsupportedFormat
 from toolkit.formats.compression import open_decompressed
@@ -45,9 +45,11 @@ _RECORD_TYPES = {0x01: "put", 0x10: "delete", 0x11: "merge"}
 STATE_FILE_KINDS = ("delta", "snapshot", "changelog")
 
 
-@dataclass(frozen=True, slots=True)
-class StateRecord:
-    """One change (or, in a snapshot, one entry) of a state store."""
+class StateRecord(NamedTuple):
+    """One change (or, in a snapshot, one entry) of a state store.
+
+    A named tuple rather than a frozen dataclass: millions are made per replay, and a tuple
+    is built about 4x faster."""
 
     op: str
     """``"put"``, ``"delete"`` or ``"merge"`` (merge: RocksDB list-state append, v2/v4 only)."""
@@ -169,27 +171,64 @@ def iter_store_records(
 
 
 def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecord]:
+    """The v1 body, parsed from large decompressed chunks with ``struct.unpack_from`` (four
+    small stream reads per record cost ~3x more); memory stays bounded by the chunk size plus
+    the largest record, and lengths are only trusted as far as the bytes really exist."""
+    unpack = _INT.unpack_from
+    buf, i, base = b"", 0, cur.pos  # base: decompressed offset of buf[0]
+
+    def more(need: int) -> None:
+        nonlocal buf, i, base
+        parts, have = [buf[i:]], len(buf) - i
+        while have < need:
+            chunk = cur.read(max(_CHUNK, min(need - have, _CHUNK)))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        base += i
+        buf, i = b"".join(parts), 0
+
     while True:
-        start = cur.pos
-        head = cur.read(4)
-        if len(head) < 4:
-            what = "stream ends without the end-of-file marker (-1)" if not head else (
-                "truncated record (key length)")
-            raise cur.corrupt(what, start)
-        key_len = _INT.unpack(head)[0]
+        if len(buf) - i < 4:
+            more(4)
+            if len(buf) - i < 4:
+                what = "stream ends without the end-of-file marker (-1)" if len(buf) == i \
+                    else "truncated record (key length)"
+                raise cur.corrupt(what, base + i)
+        start = base + i
+        key_len = unpack(buf, i)[0]
         if key_len == -1:
-            cur.expect_end()
+            if len(buf) - i > 4 or cur.read(1):
+                raise cur.corrupt("unexpected data after the end-of-file marker", start + 4)
             return
         if key_len < 0:
             raise cur.corrupt(f"bad key length {key_len} in record", start)
-        key = cur.exact(key_len, "key", start)
-        value_len = cur.int32("value length", start)
+        head = 8 + key_len
+        if len(buf) - i < head:
+            more(head)
+            if len(buf) - i < head:
+                got = len(buf) - i - 4
+                if got < key_len:
+                    raise cur.corrupt(f"truncated record (key: {got} of {key_len} bytes) "
+                                      "starting", start)
+                raise cur.corrupt(f"truncated record (value length: {got - key_len} of 4 "
+                                  "bytes) starting", start)
+        value_len = unpack(buf, i + 4 + key_len)[0]
         if value_len == -1 and allow_deletes:
-            yield StateRecord("delete", key, None)
-        elif value_len < 0:
+            yield StateRecord("delete", buf[i + 4:i + 4 + key_len], None)
+            i += head
+            continue
+        if value_len < 0:
             raise cur.corrupt(f"bad value length {value_len} in record", start)
-        else:
-            yield StateRecord("put", key, cur.exact(value_len, "value", start))
+        total = head + value_len
+        if len(buf) - i < total:
+            more(total)
+            if len(buf) - i < total:
+                raise cur.corrupt(f"truncated record (value: {len(buf) - i - head} of "
+                                  f"{value_len} bytes) starting", start)
+        yield StateRecord("put", buf[i + 4:i + 4 + key_len], buf[i + head:i + total])
+        i += total
 
 
 def _iter_v2(cur: _Cursor) -> Iterator[StateRecord]:
