@@ -35,6 +35,7 @@ demo: check-java venv
 		--provider hdfs --partitions 8 --maintenance-interval 1s \
 		--progress-log $(DEMO_DIR)/progress.jsonl
 	$(BIN)/statekit report $(DEMO_DIR)/checkpoint
+	$(BIN)/statekit growth $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl
 
 lint: venv
 	$(BIN)/ruff check .
