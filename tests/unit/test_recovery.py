@@ -1,0 +1,67 @@
+"""The recovery model reacts in the right direction (synthetic layouts, no JVM)."""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from tests.unit.checkpoint_builder import write_checkpoint
+from toolkit.checkpoint import open_checkpoint
+from toolkit.recovery import estimate_recovery, schedule, with_cores
+
+
+def layout(tmp_path, name="ck", **kw):
+    root = tmp_path / name
+    write_checkpoint(fsspec.filesystem("file"), str(root), **kw)
+    return open_checkpoint(str(root))
+
+
+def test_more_deltas_since_the_snapshot_take_longer(tmp_path):
+    recent = layout(tmp_path, "recent", planned=12, committed=12, snapshots=[11])
+    old = layout(tmp_path, "old", planned=12, committed=12, snapshots=[3])
+    none = layout(tmp_path, "none", planned=12, committed=12)
+    fast, slow, slowest = (estimate_recovery(c, cores=2) for c in (recent, old, none))
+    assert fast.state_load_s < slow.state_load_s < slowest.state_load_s
+    assert fast.instances[0].changes == 1 and slow.instances[0].changes == 9
+    assert any("no snapshot yet" in n for n in slowest.notes)
+
+
+def test_more_cores_help_until_the_slowest_partition_dominates():
+    assert schedule([4, 1, 1, 1, 1], 1) == 8
+    assert schedule([4, 1, 1, 1, 1], 2) == 4
+    assert schedule([4, 1, 1, 1, 1], 8) == 4
+    assert schedule([], 4) == 0
+
+
+def test_cores_on_a_real_layout(tmp_path):
+    ckpt = layout(tmp_path, planned=10, committed=10, partitions=8)
+    estimate = estimate_recovery(ckpt, cores=1)
+    one, two, many = (with_cores(estimate, c) for c in (1, 2, 64))
+    assert one == pytest.approx(estimate.estimate_s)
+    assert one > two > many > 0
+    assert with_cores(estimate, 8) == pytest.approx(many)
+
+
+def test_uncommitted_batch_is_rerun(tmp_path):
+    clean = estimate_recovery(layout(tmp_path, "a", planned=10, committed=10), cores=2)
+    crashed = estimate_recovery(layout(tmp_path, "b", planned=11, committed=10,
+                                       extra_versions=[11]), cores=2)
+    assert clean.rerun_s == 0 and crashed.rerun_batches == (10,)
+    assert crashed.rerun_s == pytest.approx(10.0)  # batches start 10 s apart in the layout
+    assert crashed.estimate_s > clean.estimate_s
+    with_log = estimate_recovery(layout(tmp_path, "c", planned=11, committed=10),
+                                 cores=2, batch_seconds=[2.0, 3.0, 4.0])
+    assert with_log.rerun_s == 3.0 and "progress" in with_log.rerun_source
+
+
+def test_what_if_and_rto_recommendation(tmp_path):
+    ckpt = layout(tmp_path, planned=30, committed=30, snapshots=[10, 20, 30])
+    estimate = estimate_recovery(ckpt, cores=2, rto_s=None)
+    worst = [w.worst_s for w in estimate.what_if]
+    assert worst == sorted(worst)  # more deltas between snapshots: slower worst case
+    written = [w.snapshot_bytes_per_batch for w in estimate.what_if]
+    assert written == sorted(written, reverse=True)  # but fewer snapshot bytes per batch
+    middle = estimate.what_if[3]
+    pick = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_s + 1e-9)
+    assert pick.recommendation == middle.min_deltas
+    assert estimate_recovery(ckpt, cores=2, rto_s=0).recommendation is None
