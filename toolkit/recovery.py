@@ -191,9 +191,8 @@ def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int) -> S
     return StageEstimate(operator_id, seconds, len(tasks), waves, critical)
 
 
-def _model_for(ckpt: Checkpoint, override: CostModel | None) -> CostModel:
-    if override is not None:
-        return override
+def default_model(ckpt: Checkpoint) -> CostModel:
+    """The default cost model of the checkpoint's provider."""
     provider = provider_short_name(ckpt.conf.get(
         "spark.sql.streaming.stateStore.providerClass")) or "hdfs"
     return DEFAULT_MODELS.get(provider, DEFAULT_MODELS["hdfs"])
@@ -293,7 +292,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
     from toolkit.checkpoint.state_data import zip_metadata
 
-    model = _model_for(ckpt, model)
+    model = model or default_model(ckpt)
     inventory = ckpt.inventory
     committed = ckpt.last_committed_batch
     version = committed + 1 if committed is not None else 0
@@ -334,3 +333,64 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     return RecoveryEstimate(ckpt.location.url, provider, cores, version, load + rerun, load,
                             rerun, pending, rerun_source, stages, tuple(works), model, what_if,
                             recommendation, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What reading a sample of this checkpoint's files through its filesystem measured."""
+
+    files: int
+    bytes: int
+    records: int
+    per_file_s: float
+    bytes_per_s: float
+    python_records_per_s: float
+
+
+def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
+              ) -> tuple[CostModel, Calibration | None]:
+    """Measure per-file latency and read bandwidth on the checkpoint's own filesystem.
+
+    Spark opens and reads the same files, so a filesystem slower than the defaults assume
+    (object stores: tens of ms per file) slows it alike: the calibrated model takes the larger
+    latency and the smaller bandwidth. Record replay is CPU-bound in the JVM; Python's decode
+    speed is reported but the default ``records_per_s`` stays.
+    """
+    import time
+
+    from toolkit.checkpoint.state_data import file_records
+    from toolkit.errors import StatekitError
+
+    files = [f for i in ckpt.inventory.instances.values()
+             for f in i.of_kind("delta", "snapshot", "changelog", "zip")]
+    if not files:
+        return model, None
+    step = max(1, len(files) // limit)
+    sample = files[::step][:limit]
+    started = time.perf_counter()
+    data = {f.path: ckpt.read_bytes(f.path) for f in sample}
+    read_s = max(time.perf_counter() - started, 1e-6)
+    size = sum(len(d) for d in data.values())
+    records = 0
+    started = time.perf_counter()
+    for file in sample:
+        if file.kind == "zip":
+            continue
+        try:
+            records += sum(1 for _ in file_records(ckpt, file, data[file.path]))
+        except StatekitError:
+            continue
+    decode_s = max(time.perf_counter() - started, 1e-6)
+    small = sorted(sample, key=lambda f: f.size)[: max(1, len(sample) // 2)]
+    started = time.perf_counter()
+    for file in small:
+        ckpt.read_bytes(file.path)
+    latency = (time.perf_counter() - started) / len(small)
+    # bandwidth: what the reads took beyond their per-file latency; too few bytes to tell
+    # (under 4 MiB) keeps the default
+    transfer_s = read_s - latency * len(sample)
+    bandwidth = size / transfer_s if size >= 4 << 20 and transfer_s > 0 else model.bytes_per_s
+    measured = Calibration(len(sample), size, records, latency, bandwidth, records / decode_s)
+    tuned = replace(model, per_file_s=max(model.per_file_s, latency),
+                    bytes_per_s=min(model.bytes_per_s, bandwidth), source="calibrated")
+    return tuned, measured

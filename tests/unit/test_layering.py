@@ -90,8 +90,10 @@ def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
     assert not leaked, f"`statekit {' '.join(command)}` loaded {sorted(leaked)}"
 
 
-def test_growth_never_loads_spark_or_pandas(tmp_path):
-    """``statekit growth`` replays files; only ``--deep`` may start Spark."""
+@pytest.mark.parametrize("command", ["growth", "recovery"])
+def test_growth_and_recovery_never_load_spark_or_pandas(command, tmp_path):
+    """``statekit growth`` replays files (only ``--deep`` may start Spark); ``statekit
+    recovery`` estimates from files."""
     import fsspec
 
     from tests.unit.checkpoint_builder import write_checkpoint
@@ -99,7 +101,7 @@ def test_growth_never_loads_spark_or_pandas(tmp_path):
     ckpt = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=8, committed=8,
                      provider="rocksdb")
-    code, loaded = modules_after_cli(["growth", str(ckpt), "--json"], tmp_path)
+    code, loaded = modules_after_cli([command, str(ckpt), "--json"], tmp_path)
     assert code == 0
     leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
-    assert not leaked, f"`statekit growth` loaded {sorted(leaked)}"
+    assert not leaked, f"`statekit {command}` loaded {sorted(leaked)}"

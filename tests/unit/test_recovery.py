@@ -65,3 +65,25 @@ def test_what_if_and_rto_recommendation(tmp_path):
     pick = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_s + 1e-9)
     assert pick.recommendation == middle.min_deltas
     assert estimate_recovery(ckpt, cores=2, rto_s=0).recommendation is None
+
+
+def test_cli_json_and_bad_rto(tmp_path, capsys):
+    import json
+
+    from toolkit.cli.main import cli
+    from toolkit.cli.recovery_cmd import parse_duration
+    from toolkit.cli.runner import run_cli
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=11, committed=10,
+                     snapshots=[5], extra_versions=[11])
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--json", "--cores", "2",
+                                     "--rto", "1m", "--calibrate"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cores"] == 2 and data["rerun_batches"] == [10]
+    assert data["model"]["source"] == "calibrated" and data["calibration"]["files"] > 0
+    assert data["recommendation"] == 100
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--rto", "soon"]) == 3
+    assert "--rto: cannot read 'soon'" in capsys.readouterr().err
+    assert parse_duration("500ms") == 0.5 and parse_duration("2m") == 120
+    assert parse_duration("1.5h") == 5400 and parse_duration("30") == 30

@@ -27,6 +27,8 @@ COMMANDS = {
              "Decoded records of one delta/snapshot/changelog file."),
     "growth": ("toolkit.cli.growth_cmd:growth_command",
                "Detect unbounded key growth: verdict, evidence, projection (no JVM)."),
+    "recovery": ("toolkit.cli.recovery_cmd:recovery_command",
+                 "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
     "state": ("toolkit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
     "pipeline": ("reference_pipeline.cli:cli",

@@ -1,0 +1,150 @@
+"""``statekit recovery``: how long a restart would spend loading state, and what-ifs.
+
+Reads listings, a handful of files (to measure bytes per record) and, with ``--calibrate``, a
+sample of state files to time the filesystem. Never starts a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from toolkit.cli.render import console, human_bytes, human_duration
+from toolkit.errors import BadInput
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``2m``, ``500ms``, ``1h`` or plain seconds → seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise BadInput(f"--rto: cannot read {text!r} as a duration (e.g. 30s, 2m)")
+    number, unit = match.groups()
+    return float(number) * _UNITS[unit.lower() if unit else None]
+
+
+@click.command("recovery")
+@checkpoint_options
+@click.option("--cores", type=click.IntRange(min=1),
+              help="Task slots per executor (default: this machine's cores).")
+@click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Executors; the restart runs cores × executors tasks at once.")
+@click.option("--progress", "progress_log", metavar="FILE",
+              help="StreamingQueryProgress JSON: batch durations for re-running uncommitted "
+                   "batches.")
+@click.option("--rto", help="Recovery-time objective (e.g. 30s): recommend the largest "
+                            "minDeltasForSnapshot whose worst case meets it.")
+@click.option("--min-deltas", type=click.IntRange(min=1),
+              help="minDeltasForSnapshot the query runs with (added to the what-if table).")
+@click.option("--calibrate", is_flag=True,
+              help="Time reading a sample of this checkpoint's files through its filesystem "
+                   "and use the measured latency and bandwidth.")
+@json_option
+def recovery_command(checkpoint, storage_option, cores, executors, progress_log, rto,
+                     min_deltas, calibrate, as_json):
+    """Estimate how long a restart spends loading state (and re-running uncommitted batches).
+
+    Example: statekit recovery demo/checkpoint --rto 30s
+    """
+    from toolkit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
+    from toolkit.recovery import calibrate as run_calibration
+
+    ckpt = open_from_cli(checkpoint, storage_option)
+    slots = (cores or len(os.sched_getaffinity(0))) * executors
+    batch_seconds = None
+    if progress_log:
+        from toolkit.cli.growth_cmd import _read_progress
+
+        _read_progress(progress_log, storage_option)  # one-line errors for a bad log
+        batch_seconds = _batch_seconds(progress_log, storage_option) or None
+    model = default_model(ckpt)
+    measured = None
+    if calibrate:
+        model, measured = run_calibration(ckpt, model)
+    estimate = estimate_recovery(ckpt, cores=slots, model=model, batch_seconds=batch_seconds,
+                                 rto_s=parse_duration(rto) if rto else None,
+                                 current_min_deltas=min_deltas)
+    if as_json:
+        data = estimate.to_dict()
+        data["calibration"] = measured.__dict__ if measured else None
+        data["defaults"] = {k: v.__dict__ for k, v in DEFAULT_MODELS.items()}
+        print_json(data)
+        return
+    _render(estimate, measured, rto)
+
+
+def _batch_seconds(path: str, storage_option) -> list[float]:
+    """Durations (triggerExecution) of the batches in a progress log."""
+    import json
+
+    import fsspec
+
+    from toolkit.cli.options import parse_storage_options
+
+    seconds = []
+    with fsspec.open(path, "rt", **parse_storage_options(storage_option)) as handle:
+        for line in handle:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            duration = (obj.get("durationMs") or {})
+            if "addBatch" in duration and isinstance(duration.get("triggerExecution"), int):
+                seconds.append(duration["triggerExecution"] / 1000)
+    return seconds[-20:]
+
+
+def _render(estimate, measured, rto) -> None:
+    out = console()
+    out.print(f"[bold]checkpoint[/] {escape(estimate.checkpoint)}")
+    out.print(f"[bold]estimated recovery: {human_duration(estimate.estimate_s)}[/] "
+              f"(state load {human_duration(estimate.state_load_s)} + re-run "
+              f"{human_duration(estimate.rerun_s)}) · provider {estimate.provider} · "
+              f"{estimate.cores} task slots · loading version {estimate.version}")
+    model = estimate.model
+    out.print(f"cost model ({model.source}): {model.per_file_s * 1000:.1f} ms/file, "
+              f"{model.bytes_per_s / 1e6:.0f} MB/s, {model.records_per_s / 1e6:.2f}M "
+              f"records/s, {model.per_instance_s * 1000:.0f} ms/instance")
+    if measured:
+        out.print(f"calibration: {measured.files} files, {human_bytes(measured.bytes)}: "
+                  f"{measured.per_file_s * 1000:.2f} ms/file, "
+                  f"{measured.bytes_per_s / 1e6:.0f} MB/s, Python decode "
+                  f"{measured.python_records_per_s / 1e3:.0f}k records/s")
+    for note in estimate.notes:
+        out.print(f"[yellow]• {escape(note)}[/]")
+    for stage in estimate.stages:
+        table = Table(title=f"operator {stage.operator_id}: {stage.tasks} tasks in "
+                            f"{stage.waves} wave(s), {human_duration(stage.seconds)} — "
+                            "slowest partitions", title_justify="left")
+        for name in ("partition", "store", "base", "files", "bytes", "records", "changes",
+                     "seconds"):
+            table.add_column(name, justify="left" if name == "store" else "right")
+        for w in stage.critical[:8]:
+            table.add_row(str(w.partition), escape(w.store), str(w.base_version or "-"),
+                          str(w.files), human_bytes(w.bytes), f"{w.records:,.0f}",
+                          str(w.changes), f"{w.seconds:.3f}")
+        out.print(table)
+    table = Table(title="what if minDeltasForSnapshot were …", title_justify="left")
+    for name in ("minDeltas", "worst case", "typical", "snapshot bytes written per batch"):
+        table.add_column(name, justify="right")
+    for w in estimate.what_if:
+        mark = " ←" if w.min_deltas == estimate.recommendation else ""
+        table.add_row(f"{w.min_deltas}{mark}", human_duration(w.worst_s),
+                      human_duration(w.typical_s), human_bytes(int(w.snapshot_bytes_per_batch)))
+    out.print(table)
+    if rto:
+        if estimate.recommendation:
+            out.print(f"RTO {rto}: the largest minDeltasForSnapshot that meets it is "
+                      f"[bold]{estimate.recommendation}[/]")
+        else:
+            out.print(f"[red]RTO {rto}: no minDeltasForSnapshot value meets it[/]")
