@@ -73,7 +73,7 @@ def deep_check(spark: SparkSession, ckpt: Checkpoint, history: StoreHistory,
                          "transformWithState state variables are compared by the file path "
                          "only" if operator is not None else "no operator metadata")
     store = None if history.store == "default" else history.store
-    stats = [v for v in history.versions]
+    stats = history.versions
     if _has_change_feed(history, ckpt) and history.method == "replay":
         churn = [v for v in stats if v.inserts is not None]
         if not churn:

@@ -309,11 +309,11 @@ def _sum_series(histories: Sequence[StoreHistory], name: str
     """A total over stores, on the versions every store has."""
     if not histories or any(not h.versions for h in histories):
         return None
-    common = sorted(set.intersection(*({v.version for v in h.versions} for h in histories)))
+    by_version = [{v.version: getattr(v, name) for v in h.versions} for h in histories]
+    common = sorted(set.intersection(*(set(values) for values in by_version)))
     totals = []
     for version in common:
-        values = [getattr(next(v for v in h.versions if v.version == version), name)
-                  for h in histories]
+        values = [of_store[version] for of_store in by_version]
         if any(v is None for v in values):
             return None
         totals.append(float(sum(values)))

@@ -31,6 +31,8 @@ class ProgressPoint:
     rows_removed: int | None
     memory_bytes: int | None
     input_rows: int | None
+    duration_ms: int | None = None
+    """The batch's ``durationMs.triggerExecution``."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
             series.setdefault((index, name), []).append(ProgressPoint(
                 batch, _timestamp_ms(obj.get("timestamp")), _int(op.get("numRowsTotal")),
                 _int(op.get("numRowsUpdated")), _int(op.get("numRowsRemoved")),
-                _int(op.get("memoryUsedBytes")), _int(obj.get("numInputRows"))))
+                _int(op.get("memoryUsedBytes")), _int(obj.get("numInputRows")),
+                _int(obj["durationMs"].get("triggerExecution"))))
     if not series:
         raise BadInput("its progress objects report no stateful operators", path=shown)
     return [OperatorProgress(index, name, tuple(points))

@@ -207,10 +207,6 @@ def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
         estimate.rerun_s
 
 
-def replace_model(model: CostModel, **changes: float) -> CostModel:
-    return replace(model, **changes)
-
-
 DEFAULT_BYTES_PER_RECORD = 120.0
 """Compressed bytes per state record when no file can be sampled (reference pipeline: ~110)."""
 

@@ -359,13 +359,15 @@ def default_stale_after(history: int) -> int:
 
 def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
                   stale_after: int | None = None,
-                  progress: Callable[[str], None] | None = None) -> StoreHistory:
-    """Rebuild the retained history of one operator/store (see the module docstring)."""
+                  progress: Callable[[str], None] | None = None,
+                  schemas: dict[tuple[int, str], StoreSchema] | None = None) -> StoreHistory:
+    """Rebuild the retained history of one operator/store (see the module docstring).
+    ``schemas``: :func:`store_schemas` of the checkpoint, when the caller has them."""
     inventory = ckpt.inventory
     instances = inventory.instances_of(operator_id, store)
     operator = ckpt.operators.get(operator_id)
     name = operator.name if operator else None
-    schema = store_schemas(ckpt).get((operator_id, store))
+    schema = (schemas if schemas is not None else store_schemas(ckpt)).get((operator_id, store))
     timeouts, no_timeout = _timeout_reader(schema, name)
     committed = ckpt.last_committed_batch
     last_version = committed + 1 if committed is not None else max(
@@ -602,11 +604,8 @@ def all_histories(ckpt: Checkpoint, *, operator: int | None = None,
                   progress: Callable[[str], None] | None = None) -> list[StoreHistory]:
     """The history of every operator/store (or one operator's)."""
     inventory = ckpt.inventory
-    out = []
-    for op in inventory.operator_ids:
-        if operator is not None and op != operator:
-            continue
-        for store in inventory.stores(op):
-            out.append(store_history(ckpt, op, store, stale_after=stale_after,
-                                     progress=progress))
-    return out
+    schemas = store_schemas(ckpt)  # every schema file read once, not once per store
+    return [store_history(ckpt, op, store, stale_after=stale_after, progress=progress,
+                          schemas=schemas)
+            for op in inventory.operator_ids if operator is None or op == operator
+            for store in inventory.stores(op)]

@@ -87,3 +87,23 @@ def test_cli_json_and_bad_rto(tmp_path, capsys):
     assert "--rto: cannot read 'soon'" in capsys.readouterr().err
     assert parse_duration("500ms") == 0.5 and parse_duration("2m") == 120
     assert parse_duration("1.5h") == 5400 and parse_duration("30") == 30
+
+
+def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
+    import json
+
+    from tests.unit.test_progress_log import progress
+    from toolkit.cli.main import cli
+    from toolkit.cli.runner import run_cli
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=11, committed=10,
+                     extra_versions=[11])
+    log = tmp_path / "p.jsonl"
+    log.write_text("".join(json.dumps(progress(b, 10)) + "\n" for b in range(5)))
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress", str(log),
+                                     "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rerun_s"] == 0.06 and "progress" in data["rerun_source"]
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress",
+                                     str(tmp_path / "none.jsonl")]) == 3

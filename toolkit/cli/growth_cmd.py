@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import json_option, open_from_cli, parse_storage_options, print_json
+from toolkit.cli.options import json_option, open_from_cli, print_json, read_progress_log
 from toolkit.cli.render import console, human_bytes
 from toolkit.errors import EXIT_GROWTH, BadInput
 
@@ -47,28 +47,6 @@ def sparkline(values: list[float], width: int = 48) -> str:
     low, high = min(values), max(values)
     span = (high - low) or 1
     return "".join(_SPARK[min(7, int((v - low) / span * 7.999))] for v in values)
-
-
-def _read_progress(path: str, storage_option: tuple[str, ...]):
-    import fsspec
-
-    from toolkit.progress_log import parse_progress
-
-    try:
-        with fsspec.open(path, "rt", encoding="utf-8",
-                         **parse_storage_options(storage_option)) as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise BadInput("no such file", path=path) from None
-    except PermissionError:
-        raise BadInput("permission denied", path=path) from None
-    except IsADirectoryError:
-        raise BadInput("is a folder, not a progress log file", path=path) from None
-    except UnicodeDecodeError:
-        raise BadInput("is not a text file (expected JSON lines)", path=path) from None
-    except (OSError, ValueError) as error:
-        raise BadInput(f"cannot read: {error}", path=path) from None
-    return parse_progress(text, shown=path)
 
 
 @contextmanager
@@ -122,7 +100,7 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
     if deep and checkpoint is None:
         raise click.UsageError("--deep needs a checkpoint")
     ckpt = open_from_cli(checkpoint, storage_option) if checkpoint else None
-    progress = _read_progress(progress_log, storage_option) if progress_log else ()
+    progress = read_progress_log(progress_log, storage_option) if progress_log else ()
     limit_bytes = parse_size(max_bytes) if max_bytes else None
     with _status(not as_json) as on_progress:
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,

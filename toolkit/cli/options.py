@@ -66,3 +66,26 @@ def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]):
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def read_progress_log(path: str, storage_option: tuple[str, ...]):
+    """A StreamingQueryProgress log (``--progress``) parsed per operator; one-line errors."""
+    import fsspec
+
+    from toolkit.progress_log import parse_progress
+
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8",
+                         **parse_storage_options(storage_option)) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise BadInput("no such file", path=path) from None
+    except PermissionError:
+        raise BadInput("permission denied", path=path) from None
+    except IsADirectoryError:
+        raise BadInput("is a folder, not a progress log file", path=path) from None
+    except UnicodeDecodeError:
+        raise BadInput("is not a text file (expected JSON lines)", path=path) from None
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot read: {error}", path=path) from None
+    return parse_progress(text, shown=path)

@@ -13,7 +13,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from toolkit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    print_json,
+    read_progress_log,
+)
 from toolkit.cli.render import console, human_bytes, human_duration
 from toolkit.errors import BadInput
 
@@ -60,10 +66,9 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
     slots = (cores or len(os.sched_getaffinity(0))) * executors
     batch_seconds = None
     if progress_log:
-        from toolkit.cli.growth_cmd import _read_progress
-
-        _read_progress(progress_log, storage_option)  # one-line errors for a bad log
-        batch_seconds = _batch_seconds(progress_log, storage_option) or None
+        points = read_progress_log(progress_log, storage_option)[0].points
+        batch_seconds = [p.duration_ms / 1000 for p in points[-20:]
+                         if p.duration_ms is not None] or None
     model = default_model(ckpt)
     measured = None
     if calibrate:
@@ -78,30 +83,6 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
         print_json(data)
         return
     _render(estimate, measured, rto)
-
-
-def _batch_seconds(path: str, storage_option) -> list[float]:
-    """Durations (triggerExecution) of the batches in a progress log."""
-    import json
-
-    import fsspec
-
-    from toolkit.cli.options import parse_storage_options
-
-    seconds = []
-    with fsspec.open(path, "rt", **parse_storage_options(storage_option)) as handle:
-        for line in handle:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            duration = (obj.get("durationMs") or {})
-            if "addBatch" in duration and isinstance(duration.get("triggerExecution"), int):
-                seconds.append(duration["triggerExecution"] / 1000)
-    return seconds[-20:]
 
 
 def _render(estimate, measured, rto) -> None:
