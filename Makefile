@@ -36,6 +36,7 @@ demo: check-java venv
 		--progress-log $(DEMO_DIR)/progress.jsonl
 	$(BIN)/statekit report $(DEMO_DIR)/checkpoint
 	$(BIN)/statekit growth $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl
+	$(BIN)/statekit recovery $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl --rto 30s
 
 lint: venv
 	$(BIN)/ruff check .

@@ -15,6 +15,7 @@ restart re-running it) keeps its last report.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -88,8 +89,8 @@ def _objects(text: str, shown: str) -> list[dict]:
     return objects
 
 
-def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
-    """Per-operator series from a progress log's text (see the module docstring)."""
+def _batches(text: str, shown: str) -> dict[int, dict]:
+    """The progress object of every batch that ran, by batch id (its last report)."""
     by_batch: dict[int, dict] = {}
     for obj in _objects(text, shown):
         batch = obj.get("batchId")
@@ -101,6 +102,42 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
     if not by_batch:
         raise BadInput("holds no StreamingQueryProgress objects of batches that ran "
                        "(JSON with batchId, durationMs.addBatch and stateOperators)", path=shown)
+    return by_batch
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """One finished batch's durations, for estimating a re-run."""
+
+    batch_id: int
+    trigger_s: float
+    """``durationMs.triggerExecution``: the whole batch."""
+    add_batch_s: float
+    """``durationMs.addBatch``: running the plan and writing the sink."""
+
+
+_FILE_SINK = re.compile(r"^FileSink\[(.+)\]$")
+
+
+def parse_timings(text: str, *, shown: str) -> tuple[list[BatchTiming], str | None]:
+    """Batch durations from a progress log, and the file sink's path when the query
+    writes to one (``sink.description`` ``FileSink[<path>]``)."""
+    timings = []
+    sink = None
+    for batch, obj in sorted(_batches(text, shown).items()):
+        durations = obj["durationMs"]
+        trigger, add = _int(durations.get("triggerExecution")), _int(durations.get("addBatch"))
+        if trigger is not None and add is not None:
+            timings.append(BatchTiming(batch, trigger / 1000, add / 1000))
+        description = (obj.get("sink") or {}).get("description")
+        match = _FILE_SINK.match(description) if isinstance(description, str) else None
+        sink = match.group(1) if match else sink
+    return timings, sink
+
+
+def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
+    """Per-operator series from a progress log's text (see the module docstring)."""
+    by_batch = _batches(text, shown)
     series: dict[tuple[int, str], list[ProgressPoint]] = {}
     for batch in sorted(by_batch):
         obj = by_batch[batch]

@@ -16,11 +16,13 @@ committed is re-run first. The estimate is the sum — the time a restart spends
 the same first batch would cost with empty state (JVM start, planning and processing the new
 input are not included; they do not depend on the state).
 
-Per-instance cost is linear in what is read: ``per_file_s × files + bytes / bytes_per_s +
-records / records_per_s + per_instance_s`` with per-provider constants. Defaults come from
-``benchmarks/bench_recovery.py`` (measured restarts of the reference pipeline); ``calibrate``
-replaces the filesystem-dependent part (per-file latency, bytes/s) with what reading the
-checkpoint's own files through its own filesystem measures.
+Per-instance cost is linear in what is read — files of the base, change files, bytes,
+records replayed, plus a fixed cost — and the first wave of tasks also pays the JVM's one-time
+warm-up of the load path (measured: 22 ms for HDFS, 0.55 s for opening RocksDB from a zip).
+The per-provider constants are fitted on Spark's own per-partition load times of measured
+restarts (``benchmarks/bench_recovery.py``); ``calibrate`` replaces the filesystem-dependent
+part (per-file latency, bytes/s) with what reading the checkpoint's own files through its own
+filesystem measures — what matters on an object store.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from toolkit.checkpoint.checkpoint import Checkpoint
 from toolkit.checkpoint.inventory import StoreInstance
 from toolkit.checkpoint.logs import provider_short_name
+from toolkit.progress_log import BatchTiming
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
 
@@ -44,28 +47,47 @@ class CostModel:
     """Seconds a restart spends per unit of state read, for one provider."""
 
     provider: str
-    per_file_s: float
-    """Opening one state file (+ its checksum file), first byte."""
-    bytes_per_s: float
-    """Compressed state bytes read and decompressed per second, per core."""
-    records_per_s: float
-    """Records replayed per second, per core (HDFS map puts; RocksDB changelog writes)."""
     per_instance_s: float
-    """Fixed cost of bringing up one store instance (RocksDB: open the database)."""
+    """Fixed cost of bringing up one store instance from files."""
+    base_file_s: float
+    """Per file of the base: a snapshot (HDFS) or a zip and each SST it references (RocksDB,
+    copied next to the local database)."""
+    change_file_s: float
+    """Per change file replayed: ``.delta`` (HDFS) or ``.changelog`` (RocksDB)."""
+    bytes_per_s: float
+    """Compressed state bytes read per second, per core."""
+    record_s: float
+    """Per record replayed into the store (HDFS snapshot and delta records; RocksDB
+    changelog records — zip/SST contents are copied as files, not iterated)."""
+    first_wave_s: float
+    """One-time warm-up (class loading, JIT, native libraries) paid by each task of the
+    first wave of the first stateful stage when it loads from change files only ..."""
+    first_wave_base_s: float
+    """... and when it loads a base (RocksDB: opening a checkpoint from a zip costs more)."""
     source: str = "default"
     """``default`` (benchmark-fitted) or ``calibrated`` (measured on this checkpoint)."""
 
-    def seconds(self, files: int, size: int, records: float) -> float:
-        return (self.per_instance_s + self.per_file_s * files + size / self.bytes_per_s
-                + records / self.records_per_s)
+    def seconds(self, base_files: int, change_files: int, size: float, records: float
+                ) -> float:
+        return (self.per_instance_s + self.base_file_s * base_files
+                + self.change_file_s * change_files + size / self.bytes_per_s
+                + records * self.record_s)
 
 
-#: Defaults fitted on measured restarts (see benchmarks/bench_recovery.py and the README).
+#: Fitted on Spark's own per-partition state-load times of measured restarts of the reference
+#: pipeline (``benchmarks/bench_recovery.py``, 2 cores, local disk; README "Recovery"):
+#: HDFS 12.2 µs/record + 13.7 ms/instance + 21.9 ms first-wave warm-up, per-file and per-byte
+#: costs indistinguishable from 0 (kept at 400 MB/s so very large files still count);
+#: RocksDB zip 10.3 ms per zip/SST file + 554 ms first-wave warm-up; RocksDB changelog:
+#: 65 ms per 61 changelog files / 3,263 records beyond the first wave — the HDFS per-record
+#: cost plus 0.4 ms per file — and a 63 ms warm-up.
 DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_file_s=0.004, bytes_per_s=60e6, records_per_s=1.5e6,
-                      per_instance_s=0.002),
-    "rocksdb": CostModel("rocksdb", per_file_s=0.006, bytes_per_s=120e6, records_per_s=1.0e6,
-                         per_instance_s=0.03),
+    "hdfs": CostModel("hdfs", per_instance_s=0.0137, base_file_s=0.0, change_file_s=0.0,
+                      bytes_per_s=400e6, record_s=12.2e-6, first_wave_s=0.0219,
+                      first_wave_base_s=0.0219),
+    "rocksdb": CostModel("rocksdb", per_instance_s=0.0, base_file_s=0.0103,
+                         change_file_s=0.0004, bytes_per_s=400e6, record_s=12.2e-6,
+                         first_wave_s=0.063, first_wave_base_s=0.554),
 }
 
 
@@ -92,9 +114,10 @@ class InstanceWork:
 class StageEstimate:
     operator_id: int
     seconds: float
-    """The stage's makespan over the cores."""
+    """The stage's makespan over the cores (with the first-wave warm-up, if it pays it)."""
     tasks: int
     waves: int
+    warmup_s: float
     critical: tuple[InstanceWork, ...]
     """The instances on the busiest core, largest first."""
 
@@ -111,6 +134,18 @@ class WhatIf:
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """A batch planned before the crash and not committed: what the restart does with it."""
+
+    batch: int
+    action: str
+    """``re-run`` (processed again, first) or ``skip`` (its sink already committed it:
+    Spark re-plans it and writes nothing)."""
+    seconds: float
+    source: str
+
+
+@dataclass(frozen=True)
 class RecoveryEstimate:
     checkpoint: str
     provider: str
@@ -119,8 +154,7 @@ class RecoveryEstimate:
     estimate_s: float
     state_load_s: float
     rerun_s: float
-    rerun_batches: tuple[int, ...]
-    rerun_source: str | None
+    reruns: tuple[Rerun, ...]
     stages: tuple[StageEstimate, ...]
     instances: tuple[InstanceWork, ...]
     model: CostModel
@@ -129,8 +163,13 @@ class RecoveryEstimate:
     """With an RTO: the largest minDeltasForSnapshot whose worst case meets it."""
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def rerun_batches(self) -> tuple[int, ...]:
+        return tuple(r.batch for r in self.reruns)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["rerun_batches"] = list(self.rerun_batches)
         data["instances"] = [asdict(i) for i in sorted(
             self.instances, key=lambda i: -i.seconds)[:20]]
         return data
@@ -144,18 +183,17 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
         return InstanceWork(instance.operator_id, instance.store, instance.partition, version,
                             None, 0, 0, 0.0, 0, 0.0, loadable=version == 0)
     base = files[0] if files[0].kind in ("snapshot", "zip") else None
-    read = list(files)
+    base_files = [base] if base is not None else []
     if base is not None and base.kind == "zip":
-        read += _referenced_ssts(instance, base, referenced or {})
-    size = sum(f.size for f in read)
+        base_files += _referenced_ssts(instance, base, referenced or {})
     changes = [f for f in files if f.kind in ("delta", "changelog")]
+    size = sum(f.size for f in base_files + changes)
     record_bytes = sum(f.size for f in files if f.kind in ("snapshot", "delta", "changelog"))
     records = record_bytes / bytes_per_record if bytes_per_record else 0.0
-    # a .crc beside every HDFS file is opened and verified too
-    opened = len(read) * (2 if model.provider == "hdfs" else 1)
     return InstanceWork(instance.operator_id, instance.store, instance.partition, version,
-                        base.version if base else None, len(read), size, records,
-                        len(changes), model.seconds(opened, size, records))
+                        base.version if base else None, len(base_files) + len(changes), size,
+                        records, len(changes),
+                        model.seconds(len(base_files), len(changes), size, records))
 
 
 def _referenced_ssts(instance: StoreInstance, zip_file, referenced: dict[str, set[str]]
@@ -166,29 +204,52 @@ def _referenced_ssts(instance: StoreInstance, zip_file, referenced: dict[str, se
             if names is None or f.path.rsplit("/", 1)[-1] in names]
 
 
-def schedule(costs: Sequence[float], cores: int) -> float:
-    """Makespan of tasks over ``cores`` slots, longest first onto the least-loaded slot."""
+def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0) -> float:
+    """Makespan of tasks over ``cores`` slots, longest first onto the least-loaded slot;
+    each task of the first wave also pays ``warmup``."""
     if not costs:
         return 0.0
-    slots = [0.0] * max(1, min(cores, len(costs)))
+    slots = [warmup] * max(1, min(cores, len(costs)))
     heapq.heapify(slots)
     for cost in sorted(costs, reverse=True):
         heapq.heappush(slots, heapq.heappop(slots) + cost)
     return max(slots)
 
 
-def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int) -> StageEstimate:
+def _warmup(model: CostModel, works: Sequence[InstanceWork]) -> float:
+    """The first stage's warm-up: none when nothing is loaded from files."""
+    loading = [w for w in works if w.files]
+    if not loading:
+        return 0.0
+    if any(w.base_version is not None for w in loading):
+        return model.first_wave_base_s
+    return model.first_wave_s
+
+
+def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int,
+                   warmup: float = 0.0) -> StageEstimate:
     """One stateful stage: a task per partition loads all its stores (a join's four)."""
     per_task: dict[int, list[InstanceWork]] = {}
     for work in works:
         per_task.setdefault(work.partition, []).append(work)
     tasks = {p: sum(w.seconds for w in ws) for p, ws in per_task.items()}
-    seconds = schedule(list(tasks.values()), cores)
+    seconds = schedule(list(tasks.values()), cores, warmup)
     waves = math.ceil(len(tasks) / max(1, cores)) if tasks else 0
     slowest = sorted(per_task, key=lambda p: -tasks[p])[:waves]
     critical = tuple(sorted((w for p in slowest for w in per_task[p]),
                             key=lambda w: -w.seconds))
-    return StageEstimate(operator_id, seconds, len(tasks), waves, critical)
+    return StageEstimate(operator_id, seconds, len(tasks), waves, warmup, critical)
+
+
+def _stages(works: Sequence[InstanceWork], model: CostModel, cores: int
+            ) -> tuple[StageEstimate, ...]:
+    """Stateful stages run one after another; only the first pays the JVM's warm-up."""
+    by_op: dict[int, list[InstanceWork]] = {}
+    for work in works:
+        by_op.setdefault(work.operator_id, []).append(work)
+    warmup = _warmup(model, works)
+    return tuple(stage_estimate(op, ws, cores, warmup if n == 0 else 0.0)
+                 for n, (op, ws) in enumerate(sorted(by_op.items())))
 
 
 def default_model(ckpt: Checkpoint) -> CostModel:
@@ -200,15 +261,16 @@ def default_model(ckpt: Checkpoint) -> CostModel:
 
 def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
     """The same load scheduled over another number of cores (for what-if questions)."""
-    by_op: dict[int, list[InstanceWork]] = {}
-    for work in estimate.instances:
-        by_op.setdefault(work.operator_id, []).append(work)
-    return sum(stage_estimate(op, ws, cores).seconds for op, ws in by_op.items()) + \
-        estimate.rerun_s
+    stages = _stages(estimate.instances, estimate.model, cores)
+    return sum(s.seconds for s in stages) + estimate.rerun_s
 
 
 DEFAULT_BYTES_PER_RECORD = 120.0
 """Compressed bytes per state record when no file can be sampled (reference pipeline: ~110)."""
+
+SKIPPED_BATCH_S = 0.35
+"""A re-planned batch whose sink already committed it, without a progress log to time the
+batches' planning and log writes (``triggerExecution − addBatch``; benchmark: 0.35 s)."""
 
 
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
@@ -234,23 +296,70 @@ def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance]
     return size / records, f"sampled {min(limit, len(files[::step]))} files"
 
 
-def _rerun(ckpt: Checkpoint, batch_seconds: Sequence[float] | None
-           ) -> tuple[float, tuple[int, ...], str | None]:
-    """Uncommitted batches re-run on restart, and what one batch takes."""
-    pending = tuple(ckpt.uncommitted_batches)
-    if not pending:
-        return 0.0, (), None
-    if batch_seconds:
-        typical = sorted(batch_seconds)[len(batch_seconds) // 2]
-        return typical * len(pending), pending, "progress log (median batch duration)"
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def file_sink_committed(sink: str, batch: int,
+                        storage_options: dict[str, Any] | None = None) -> bool | None:
+    """Whether a file sink at ``sink`` already committed ``batch`` (its ``_spark_metadata``
+    log has ``<batch>`` or ``<batch>.compact``); None when its log cannot be read."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(sink, **(storage_options or {}))
+        names = {str(p).rstrip("/").rsplit("/", 1)[-1]
+                 for p in fs.ls(f"{root.rstrip('/')}/_spark_metadata", detail=False)}
+    except (OSError, ValueError, ImportError):
+        return None
+    return str(batch) in names or f"{batch}.compact" in names
+
+
+def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
+                   ) -> tuple[float | None, str]:
+    """What one batch takes: the progress log's median, else the offset log's median gap
+    between batch starts."""
+    if timings:
+        return _median([t.trigger_s for t in timings]), "progress log: median batch duration"
     committed = ckpt.committed_batches[-12:]
-    stamps = ckpt.load_offsets([*committed, pending[0]])
+    pending = ckpt.uncommitted_batches[:1]
+    stamps = ckpt.load_offsets([*committed, *pending])
     times = [stamps[b].timestamp_ms for b in sorted(stamps) if stamps[b].timestamp_ms]
-    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     if not gaps:
-        return 0.0, pending, "unknown (no batch timestamps)"
-    return gaps[len(gaps) // 2] / 1000 * len(pending), pending, \
-        "offset log (median gap between batch starts)"
+        return None, "unknown: no progress log and no batch timestamps"
+    return _median(gaps) / 1000, "offset log: median gap between batch starts"
+
+
+def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
+                sink: str | None = None, storage_options: dict[str, Any] | None = None
+                ) -> tuple[tuple[Rerun, ...], int]:
+    """The uncommitted batches a restart runs first, and the state version it then loads.
+
+    Spark re-runs the newest planned batch without a commit. A file sink that already
+    committed it (a crash between the sink's commit and the commit log's) makes Spark skip
+    the write — nothing is loaded for it; the next batch loads the version the crashed run
+    wrote. Any other re-run loads ``last commit + 1`` and processes the batch again.
+    """
+    committed = ckpt.last_committed_batch
+    version = committed + 1 if committed is not None else 0
+    reruns = []
+    batch_s, batch_source = _batch_seconds(ckpt, timings)
+    skipping = True
+    for batch in ckpt.uncommitted_batches:
+        done = file_sink_committed(sink, batch, storage_options) if sink and skipping else None
+        if done:
+            overhead = (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in timings])
+                        if timings else SKIPPED_BATCH_S)
+            reruns.append(Rerun(batch, "skip", overhead,
+                                "progress log: median planning and log writes" if timings
+                                else "default for a skipped batch"))
+            version = batch + 1
+            continue
+        skipping = False
+        reruns.append(Rerun(batch, "re-run", batch_s or 0.0, batch_source))
+    return tuple(reruns), version
 
 
 def _what_if(instances: Sequence[StoreInstance], version: int, model: CostModel,
@@ -273,62 +382,84 @@ def _what_if(instances: Sequence[StoreInstance], version: int, model: CostModel,
             snapshot_bytes += base / m
             for deltas, target in ((m, worst), (m / 2, typical)):
                 size = base + deltas * delta
-                files = 1 + deltas
-                cost = model.seconds(files * (2 if model.provider == "hdfs" else 1), size,
-                                     size / bytes_per_record)
+                cost = model.seconds(1, deltas, size, size / bytes_per_record)
                 target.setdefault(inst.operator_id, []).append(cost)
-        out.append(WhatIf(m, sum(schedule(c, cores) for c in worst.values()),
-                          sum(schedule(c, cores) for c in typical.values()), snapshot_bytes))
+        warmup = model.first_wave_base_s
+        out.append(WhatIf(m, sum(schedule(c, cores, warmup) for c in worst.values()),
+                          sum(schedule(c, cores, warmup) for c in typical.values()),
+                          snapshot_bytes))
     return tuple(out)
 
 
 def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None = None,
-                      batch_seconds: Sequence[float] | None = None, rto_s: float | None = None,
-                      current_min_deltas: int | None = None) -> RecoveryEstimate:
+                      timings: Sequence[BatchTiming] | None = None, sink: str | None = None,
+                      storage_options: dict[str, Any] | None = None,
+                      rto_s: float | None = None, current_min_deltas: int | None = None
+                      ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
     from toolkit.checkpoint.state_data import zip_metadata
 
     model = model or default_model(ckpt)
     inventory = ckpt.inventory
-    committed = ckpt.last_committed_batch
-    version = committed + 1 if committed is not None else 0
+    reruns, version = plan_reruns(ckpt, timings, sink, storage_options)
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
     bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
     referenced = {path: {s.dfs_name for s in meta.sst_files}
                   for path, meta in zip_metadata(ckpt, bases).items()} if bases else {}
     works = [instance_work(i, version, model, bytes_per_record, referenced) for i in instances]
-    by_op: dict[int, list[InstanceWork]] = {}
-    for work in works:
-        by_op.setdefault(work.operator_id, []).append(work)
-    stages = tuple(stage_estimate(op, ws, cores) for op, ws in sorted(by_op.items()))
+    stages = _stages(works, model, cores)
     load = sum(s.seconds for s in stages)
-    rerun, pending, rerun_source = _rerun(ckpt, batch_seconds)
-    values = sorted({*WHAT_IF_MIN_DELTAS, *([current_min_deltas] if current_min_deltas else [])})
-    what_if = _what_if(instances, version, model, bytes_per_record, cores, values)
+    rerun = sum(r.seconds for r in reruns)
+    notes = []
+    zips_only = model.provider == "rocksdb" and not any(
+        i.of_kind("changelog") for i in instances)
+    what_if: tuple[WhatIf, ...] = ()
+    if zips_only:
+        notes.append("RocksDB without changelog checkpointing uploads a full snapshot (zip) "
+                     "every batch: minDeltasForSnapshot does not apply, no what-if table")
+    else:
+        values = sorted({*WHAT_IF_MIN_DELTAS,
+                         *([current_min_deltas] if current_min_deltas else [])})
+        what_if = _what_if(instances, version, model, bytes_per_record, cores, values)
     recommendation = None
-    if rto_s is not None:
+    if rto_s is not None and what_if:
         fitting = [w.min_deltas for w in what_if if w.worst_s + rerun <= rto_s]
         recommendation = max(fitting) if fitting else None
-    notes = []
-    if works and all(w.base_version is None for w in works if w.loadable) and version > 0:
-        notes.append(f"no snapshot yet: a restart replays every delta from version 1 "
+    if works and all(w.base_version is None for w in works if w.loadable) and version > 0 \
+            and not zips_only:
+        notes.append(f"no snapshot yet: a restart replays every change file from version 1 "
                      f"({max(w.changes for w in works)} per partition)")
     broken = [w for w in works if not w.loadable]
     if broken:
         notes.append(f"{len(broken)} store instance(s) cannot be loaded from their files "
                      "(missing deltas or snapshots): the restart would fail — see "
                      "`statekit report`")
-    if pending:
-        notes.append(f"batch(es) {', '.join(map(str, pending))} were planned but not "
-                     f"committed: the restart re-runs them first ({rerun_source})")
+    notes += _rerun_notes(reruns, sink, version)
     if not ckpt.location.is_local and model.source == "default":
-        notes.append("object storage: per-file latency dominates and the defaults assume "
-                     "local disk — run with --calibrate")
-    provider = model.provider
-    return RecoveryEstimate(ckpt.location.url, provider, cores, version, load + rerun, load,
-                            rerun, pending, rerun_source, stages, tuple(works), model, what_if,
+        notes.append("object storage: the defaults were measured on local disk, where a "
+                     "file costs well under a millisecond; run with --calibrate to time "
+                     "this store's per-file latency and bandwidth")
+    return RecoveryEstimate(ckpt.location.url, model.provider, cores, version, load + rerun,
+                            load, rerun, reruns, stages, tuple(works), model, what_if,
                             recommendation, tuple(notes))
+
+
+def _rerun_notes(reruns: Sequence[Rerun], sink: str | None, version: int) -> list[str]:
+    notes = []
+    for rerun in reruns:
+        if rerun.action == "skip":
+            notes.append(f"batch {rerun.batch} was planned but not committed, and the file "
+                         f"sink {sink} already committed it: the restart re-plans it and "
+                         f"writes nothing; state then loads at version {version}")
+        else:
+            notes.append(f"batch {rerun.batch} was planned but not committed: the restart "
+                         f"re-runs it first ({rerun.source})")
+    if any(r.action == "re-run" for r in reruns) and not sink:
+        notes.append("if the sink already committed that batch (a file sink's "
+                     "_spark_metadata/<batch>), Spark skips the re-run: give --sink PATH "
+                     "(or a --progress log naming the sink) to check")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -350,7 +481,7 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     Spark opens and reads the same files, so a filesystem slower than the defaults assume
     (object stores: tens of ms per file) slows it alike: the calibrated model takes the larger
     latency and the smaller bandwidth. Record replay is CPU-bound in the JVM; Python's decode
-    speed is reported but the default ``records_per_s`` stays.
+    speed is reported but the default ``record_s`` stays.
     """
     import time
 
@@ -387,6 +518,9 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     transfer_s = read_s - latency * len(sample)
     bandwidth = size / transfer_s if size >= 4 << 20 and transfer_s > 0 else model.bytes_per_s
     measured = Calibration(len(sample), size, records, latency, bandwidth, records / decode_s)
-    tuned = replace(model, per_file_s=max(model.per_file_s, latency),
+    # Spark's local/HDFS filesystems open a .crc beside every state file, object stores none
+    per_file = latency * (2 if ckpt.inventory.crc_files else 1)
+    tuned = replace(model, base_file_s=max(model.base_file_s, per_file),
+                    change_file_s=max(model.change_file_s, per_file),
                     bytes_per_s=min(model.bytes_per_s, bandwidth), source="calibrated")
     return tuned, measured

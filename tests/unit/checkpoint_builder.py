@@ -66,7 +66,7 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
                      provider: str = "hdfs", snapshots: Iterable[int] = (),
                      first_batch: int = 0, skip_partitions: Iterable[int] = (),
                      extra_versions: Iterable[int] = (), repartition_to: int | None = None,
-                     crc: bool = True) -> None:
+                     crc: bool = True, snapshot_bytes: int = 1000) -> None:
     """A checkpoint whose batches ``first_batch..planned-1`` are planned and
     ``first_batch..committed-1`` committed, with one delta (HDFS) or zip (RocksDB) per
     partition and committed version, snapshots at ``snapshots``, and state files for
@@ -95,7 +95,7 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
                 if crc:
                     fs.pipe(f"{folder}/.{version}.delta.crc", b"c" * 12)
                 if version in snapshots:
-                    fs.pipe(f"{folder}/{version}.snapshot", b"s" * 1000)
+                    fs.pipe(f"{folder}/{version}.snapshot", b"s" * snapshot_bytes)
             else:
                 fs.pipe(f"{folder}/{version}.zip", REAL_ZIP_FILE.read_bytes())
         if provider == "rocksdb":  # placeholder contents: the model never reads SSTs

@@ -7,10 +7,19 @@ import pytest
 
 from tests.unit.checkpoint_builder import write_checkpoint
 from toolkit.checkpoint import open_checkpoint
-from toolkit.recovery import estimate_recovery, schedule, with_cores
+from toolkit.progress_log import BatchTiming
+from toolkit.recovery import (
+    DEFAULT_MODELS,
+    SKIPPED_BATCH_S,
+    estimate_recovery,
+    file_sink_committed,
+    schedule,
+    with_cores,
+)
 
 
 def layout(tmp_path, name="ck", **kw):
+    kw.setdefault("snapshot_bytes", 250)  # a snapshot holds fewer records than the deltas
     root = tmp_path / name
     write_checkpoint(fsspec.filesystem("file"), str(root), **kw)
     return open_checkpoint(str(root))
@@ -47,11 +56,58 @@ def test_uncommitted_batch_is_rerun(tmp_path):
     crashed = estimate_recovery(layout(tmp_path, "b", planned=11, committed=10,
                                        extra_versions=[11]), cores=2)
     assert clean.rerun_s == 0 and crashed.rerun_batches == (10,)
+    assert crashed.reruns[0].action == "re-run" and crashed.version == 10
     assert crashed.rerun_s == pytest.approx(10.0)  # batches start 10 s apart in the layout
     assert crashed.estimate_s > clean.estimate_s
+    assert any("--sink" in n for n in crashed.notes)
+    timings = [BatchTiming(b, s, s - 0.5) for b, s in enumerate((2.0, 3.0, 4.0))]
     with_log = estimate_recovery(layout(tmp_path, "c", planned=11, committed=10),
-                                 cores=2, batch_seconds=[2.0, 3.0, 4.0])
-    assert with_log.rerun_s == 3.0 and "progress" in with_log.rerun_source
+                                 cores=2, timings=timings)
+    assert with_log.rerun_s == 3.0 and "progress" in with_log.reruns[0].source
+
+
+def test_batch_the_file_sink_already_committed_is_skipped(tmp_path):
+    ckpt = layout(tmp_path, planned=11, committed=10, extra_versions=[11])
+    sink = tmp_path / "out"
+    (sink / "_spark_metadata").mkdir(parents=True)
+    for batch in range(10):
+        (sink / "_spark_metadata" / str(batch)).write_text("v1\n")
+    timings = [BatchTiming(b, 2.0, 1.5) for b in range(5)]
+    pending = estimate_recovery(ckpt, cores=2, timings=timings, sink=str(sink))
+    assert pending.reruns[0].action == "re-run" and pending.version == 10
+    (sink / "_spark_metadata" / "10").write_text("v1\n")
+    skipped = estimate_recovery(ckpt, cores=2, timings=timings, sink=str(sink))
+    assert skipped.reruns[0].action == "skip" and skipped.rerun_s == pytest.approx(0.5)
+    assert skipped.version == 11  # the next batch loads what the crashed run wrote
+    assert any("already committed" in n for n in skipped.notes)
+    compacted = tmp_path / "out2" / "_spark_metadata"
+    compacted.mkdir(parents=True)
+    (compacted / "10.compact").write_text("v1\n")
+    assert file_sink_committed(str(compacted.parent), 10) is True
+    assert file_sink_committed(str(tmp_path / "nowhere"), 10) is None
+    default = estimate_recovery(ckpt, cores=2, sink=str(sink))
+    assert default.reruns[0].action == "skip" and default.rerun_s == SKIPPED_BATCH_S
+
+
+def test_first_wave_pays_the_warm_up_once(tmp_path):
+    assert schedule([1, 1, 1, 1], 2, warmup=0.5) == 2.5
+    assert schedule([1], 4, warmup=0.5) == 1.5
+    ckpt = layout(tmp_path, planned=10, committed=10, partitions=8)
+    estimate = estimate_recovery(ckpt, cores=2)
+    (stage,) = estimate.stages
+    assert stage.warmup_s == DEFAULT_MODELS["hdfs"].first_wave_s
+    empty = estimate_recovery(layout(tmp_path, "e", planned=0, committed=0), cores=2)
+    assert empty.state_load_s == 0
+
+
+def test_rocksdb_without_changelogs_has_no_what_if(tmp_path):
+    ckpt = layout(tmp_path, planned=6, committed=6, provider="rocksdb")
+    estimate = estimate_recovery(ckpt, cores=2, rto_s=30)
+    assert estimate.what_if == () and estimate.recommendation is None
+    assert any("minDeltasForSnapshot does not apply" in n for n in estimate.notes)
+    (stage,) = estimate.stages
+    assert stage.warmup_s == DEFAULT_MODELS["rocksdb"].first_wave_base_s  # opens a zip
+    assert all(w.base_version == 6 and w.files > 1 for w in estimate.instances)
 
 
 def test_what_if_and_rto_recommendation(tmp_path):
@@ -104,6 +160,16 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
     assert run_cli(cli, "statekit", ["recovery", str(root), "--progress", str(log),
                                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["rerun_s"] == 0.06 and "progress" in data["rerun_source"]
+    assert data["rerun_s"] == 0.06 and "progress" in data["reruns"][0]["source"]
+    sink = tmp_path / "out"
+    (sink / "_spark_metadata").mkdir(parents=True)
+    (sink / "_spark_metadata" / "10").write_text("v1\n")
+    log.write_text("".join(json.dumps({**progress(b, 10), "sink": {
+        "description": f"FileSink[{sink}]"}}) + "\n" for b in range(5)))
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress", str(log),
+                                     "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["reruns"][0]["action"] == "skip" and data["rerun_s"] == pytest.approx(0.02)
+    assert data["version"] == 11
     assert run_cli(cli, "statekit", ["recovery", str(root), "--progress",
                                      str(tmp_path / "none.jsonl")]) == 3

@@ -70,9 +70,14 @@ def print_json(data: Any) -> None:
 
 def read_progress_log(path: str, storage_option: tuple[str, ...]):
     """A StreamingQueryProgress log (``--progress``) parsed per operator; one-line errors."""
-    import fsspec
-
     from toolkit.progress_log import parse_progress
+
+    return parse_progress(read_progress_text(path, storage_option), shown=path)
+
+
+def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
+    """The text of a ``--progress`` file (any fsspec URL); one-line errors."""
+    import fsspec
 
     try:
         with fsspec.open(path, "rt", encoding="utf-8",
@@ -88,4 +93,4 @@ def read_progress_log(path: str, storage_option: tuple[str, ...]):
         raise BadInput("is not a text file (expected JSON lines)", path=path) from None
     except (OSError, ValueError) as error:
         raise BadInput(f"cannot read: {error}", path=path) from None
-    return parse_progress(text, shown=path)
+    return text

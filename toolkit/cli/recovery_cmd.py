@@ -17,8 +17,9 @@ from toolkit.cli.options import (
     checkpoint_options,
     json_option,
     open_from_cli,
+    parse_storage_options,
     print_json,
-    read_progress_log,
+    read_progress_text,
 )
 from toolkit.cli.render import console, human_bytes, human_duration
 from toolkit.errors import BadInput
@@ -44,7 +45,10 @@ def parse_duration(text: str) -> float:
               help="Executors; the restart runs cores × executors tasks at once.")
 @click.option("--progress", "progress_log", metavar="FILE",
               help="StreamingQueryProgress JSON: batch durations for re-running uncommitted "
-                   "batches.")
+                   "batches, and the file sink's path.")
+@click.option("--sink", metavar="PATH",
+              help="The query's file sink folder: an uncommitted batch it already committed "
+                   "(_spark_metadata/<batch>) is skipped on restart, not re-run.")
 @click.option("--rto", help="Recovery-time objective (e.g. 30s): recommend the largest "
                             "minDeltasForSnapshot whose worst case meets it.")
 @click.option("--min-deltas", type=click.IntRange(min=1),
@@ -53,27 +57,30 @@ def parse_duration(text: str) -> float:
               help="Time reading a sample of this checkpoint's files through its filesystem "
                    "and use the measured latency and bandwidth.")
 @json_option
-def recovery_command(checkpoint, storage_option, cores, executors, progress_log, rto,
+def recovery_command(checkpoint, storage_option, cores, executors, progress_log, sink, rto,
                      min_deltas, calibrate, as_json):
     """Estimate how long a restart spends loading state (and re-running uncommitted batches).
 
     Example: statekit recovery demo/checkpoint --rto 30s
     """
+    from toolkit.progress_log import parse_timings
     from toolkit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
     from toolkit.recovery import calibrate as run_calibration
 
     ckpt = open_from_cli(checkpoint, storage_option)
     slots = (cores or len(os.sched_getaffinity(0))) * executors
-    batch_seconds = None
+    timings = None
     if progress_log:
-        points = read_progress_log(progress_log, storage_option)[0].points
-        batch_seconds = [p.duration_ms / 1000 for p in points[-20:]
-                         if p.duration_ms is not None] or None
+        timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
+                                             shown=progress_log)
+        timings = timings[-20:] or None
+        sink = sink or logged_sink
     model = default_model(ckpt)
     measured = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
-    estimate = estimate_recovery(ckpt, cores=slots, model=model, batch_seconds=batch_seconds,
+    estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings, sink=sink,
+                                 storage_options=parse_storage_options(storage_option),
                                  rto_s=parse_duration(rto) if rto else None,
                                  current_min_deltas=min_deltas)
     if as_json:
@@ -93,9 +100,12 @@ def _render(estimate, measured, rto) -> None:
               f"{human_duration(estimate.rerun_s)}) · provider {estimate.provider} · "
               f"{estimate.cores} task slots · loading version {estimate.version}")
     model = estimate.model
-    out.print(f"cost model ({model.source}): {model.per_file_s * 1000:.1f} ms/file, "
-              f"{model.bytes_per_s / 1e6:.0f} MB/s, {model.records_per_s / 1e6:.2f}M "
-              f"records/s, {model.per_instance_s * 1000:.0f} ms/instance")
+    out.print(f"cost model ({model.source}): {model.per_instance_s * 1000:.1f} ms/instance, "
+              f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
+              f"{model.change_file_s * 1000:.2f} ms per delta/changelog, "
+              f"{model.record_s * 1e6:.1f} µs/record, {model.bytes_per_s / 1e6:.0f} MB/s; "
+              f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
+              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip)")
     if measured:
         out.print(f"calibration: {measured.files} files, {human_bytes(measured.bytes)}: "
                   f"{measured.per_file_s * 1000:.2f} ms/file, "
@@ -103,9 +113,13 @@ def _render(estimate, measured, rto) -> None:
                   f"{measured.python_records_per_s / 1e3:.0f}k records/s")
     for note in estimate.notes:
         out.print(f"[yellow]• {escape(note)}[/]")
+    for rerun in estimate.reruns:
+        out.print(f"batch {rerun.batch}: {rerun.action} {human_duration(rerun.seconds)} "
+                  f"({escape(rerun.source)})")
     for stage in estimate.stages:
+        warm = f", incl. {human_duration(stage.warmup_s)} warm-up" if stage.warmup_s else ""
         table = Table(title=f"operator {stage.operator_id}: {stage.tasks} tasks in "
-                            f"{stage.waves} wave(s), {human_duration(stage.seconds)} — "
+                            f"{stage.waves} wave(s), {human_duration(stage.seconds)}{warm} — "
                             "slowest partitions", title_justify="left")
         for name in ("partition", "store", "base", "files", "bytes", "records", "changes",
                      "seconds"):
@@ -115,6 +129,11 @@ def _render(estimate, measured, rto) -> None:
                           str(w.files), human_bytes(w.bytes), f"{w.records:,.0f}",
                           str(w.changes), f"{w.seconds:.3f}")
         out.print(table)
+    if not estimate.what_if:
+        if rto:
+            meets = estimate.estimate_s <= parse_duration(rto)
+            out.print(f"RTO {rto}: the estimate {'meets' if meets else '[red]misses[/]'} it")
+        return
     table = Table(title="what if minDeltasForSnapshot were …", title_justify="left")
     for name in ("minDeltas", "worst case", "typical", "snapshot bytes written per batch"):
         table.add_column(name, justify="right")
