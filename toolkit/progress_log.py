@@ -114,6 +114,8 @@ class BatchTiming:
     """``durationMs.triggerExecution``: the whole batch."""
     add_batch_s: float
     """``durationMs.addBatch``: running the plan and writing the sink."""
+    run_id: str | None = None
+    """``runId``: a new one at every (re)start of the query."""
 
 
 _FILE_SINK = re.compile(r"^FileSink\[(.+)\]$")
@@ -128,7 +130,9 @@ def parse_timings(text: str, *, shown: str) -> tuple[list[BatchTiming], str | No
         durations = obj["durationMs"]
         trigger, add = _int(durations.get("triggerExecution")), _int(durations.get("addBatch"))
         if trigger is not None and add is not None:
-            timings.append(BatchTiming(batch, trigger / 1000, add / 1000))
+            run = obj.get("runId")
+            timings.append(BatchTiming(batch, trigger / 1000, add / 1000,
+                                       run if isinstance(run, str) else None))
         description = (obj.get("sink") or {}).get("description")
         match = _FILE_SINK.match(description) if isinstance(description, str) else None
         sink = match.group(1) if match else sink

@@ -268,9 +268,9 @@ def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
 DEFAULT_BYTES_PER_RECORD = 120.0
 """Compressed bytes per state record when no file can be sampled (reference pipeline: ~110)."""
 
-SKIPPED_BATCH_S = 0.35
-"""A re-planned batch whose sink already committed it, without a progress log to time the
-batches' planning and log writes (``triggerExecution − addBatch``; benchmark: 0.35 s)."""
+SKIPPED_BATCH_S = 1.0
+"""A re-planned batch whose sink already committed it, without a progress log to time a first
+batch's planning and log writes (``triggerExecution − addBatch``; reference pipeline: ~1 s)."""
 
 
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
@@ -316,11 +316,31 @@ def file_sink_committed(sink: str, batch: int,
     return str(batch) in names or f"{batch}.compact" in names
 
 
+def _runs(timings: Sequence[BatchTiming]) -> list[list[BatchTiming]]:
+    """The log's batches split at every (re)start of the query (a new ``runId``)."""
+    runs: list[list[BatchTiming]] = []
+    for timing in timings:
+        if not runs or timing.run_id != runs[-1][-1].run_id:
+            runs.append([])
+        runs[-1].append(timing)
+    return runs
+
+
 def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
                    ) -> tuple[float | None, str]:
-    """What one batch takes: the progress log's median, else the offset log's median gap
-    between batch starts."""
+    """What re-running a batch adds to a restart.
+
+    The re-run is the restart's first batch and pays the JVM's cold start (as the first new
+    batch would have), so what it adds is a batch *after* the cold one: the second batch of a
+    run, which is still far from warm (JIT, Python workers). The progress log shows those at
+    every start of the query; without a start in the log, its median batch; without a log,
+    the offset log's median gap between batch starts.
+    """
     if timings:
+        seconds = [run[1].trigger_s for run in _runs(timings) if len(run) > 1
+                   and run[0].run_id is not None]
+        if seconds:
+            return _median(seconds), "progress log: the second batch after a start"
         return _median([t.trigger_s for t in timings]), "progress log: median batch duration"
     committed = ckpt.committed_batches[-12:]
     pending = ckpt.uncommitted_batches[:1]
@@ -330,6 +350,20 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
     if not gaps:
         return None, "unknown: no progress log and no batch timestamps"
     return _median(gaps) / 1000, "offset log: median gap between batch starts"
+
+
+def _skip_seconds(timings: Sequence[BatchTiming] | None) -> tuple[float, str]:
+    """A re-planned batch that its sink already committed: it writes nothing, but as the
+    restart's first batch it plans cold — the overhead (``triggerExecution − addBatch``) of
+    a first batch after a start in the log; else the log's median; else a default."""
+    if not timings:
+        return SKIPPED_BATCH_S, "default for a skipped batch"
+    firsts = [max(0.0, run[0].trigger_s - run[0].add_batch_s) for run in _runs(timings)
+              if run[0].run_id is not None]
+    if firsts:
+        return _median(firsts), "progress log: planning of the first batch after a start"
+    return (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in timings]),
+            "progress log: median planning and log writes")
 
 
 def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
@@ -350,11 +384,7 @@ def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
     for batch in ckpt.uncommitted_batches:
         done = file_sink_committed(sink, batch, storage_options) if sink and skipping else None
         if done:
-            overhead = (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in timings])
-                        if timings else SKIPPED_BATCH_S)
-            reruns.append(Rerun(batch, "skip", overhead,
-                                "progress log: median planning and log writes" if timings
-                                else "default for a skipped batch"))
+            reruns.append(Rerun(batch, "skip", *_skip_seconds(timings)))
             version = batch + 1
             continue
         skipping = False

@@ -173,3 +173,27 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
     assert data["version"] == 11
     assert run_cli(cli, "statekit", ["recovery", str(root), "--progress",
                                      str(tmp_path / "none.jsonl")]) == 3
+
+
+def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
+    """A re-run adds a restart's *second* batch (the re-run itself is the cold first one);
+    a skipped batch costs a restart's cold planning."""
+    from toolkit.recovery import plan_reruns
+
+    ckpt = layout(tmp_path, planned=11, committed=10, extra_versions=[11])
+    run_a = [BatchTiming(0, 8.0, 6.0, "a"), BatchTiming(1, 3.0, 2.8, "a"),
+             BatchTiming(2, 1.0, 0.9, "a")]
+    run_b = [BatchTiming(3, 9.0, 7.5, "b"), BatchTiming(4, 4.0, 3.9, "b"),
+             BatchTiming(5, 1.2, 1.0, "b"), BatchTiming(6, 1.1, 1.0, "b")]
+    (rerun,), version = plan_reruns(ckpt, [*run_a, *run_b])
+    assert rerun.action == "re-run" and version == 10
+    assert rerun.seconds == 4.0 and "second batch after a start" in rerun.source
+    sink = tmp_path / "out" / "_spark_metadata"
+    sink.mkdir(parents=True)
+    (sink / "10").write_text("v1")
+    (skip,), version = plan_reruns(ckpt, [*run_a, *run_b], sink=str(sink.parent))
+    assert skip.action == "skip" and version == 11
+    assert skip.seconds == pytest.approx(2.0)  # median of 8-6 and 9-7.5 (upper middle)
+    no_runs = [BatchTiming(b, s, s - 0.1) for b, s in enumerate((5.0, 1.0, 2.0))]
+    (plain,), _ = plan_reruns(ckpt, no_runs)
+    assert plain.seconds == 2.0 and "median batch duration" in plain.source

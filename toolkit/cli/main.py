@@ -29,6 +29,8 @@ COMMANDS = {
                "Detect unbounded key growth: verdict, evidence, projection (no JVM)."),
     "recovery": ("toolkit.cli.recovery_cmd:recovery_command",
                  "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
+    "repartition": ("toolkit.cli.repartition_cmd:repartition_command",
+                    "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
     "state": ("toolkit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
     "pipeline": ("reference_pipeline.cli:cli",

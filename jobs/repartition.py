@@ -1,0 +1,454 @@
+"""The Spark side of ``statekit repartition``: re-bucket state by Spark's own hash, verify.
+
+HDFS-backed state (``bucket_hdfs_store``): one task per *source* partition replays its files
+(newest snapshot ≤ N + 1, then deltas) in the executor, in pure Python, and emits every live
+``(key bytes, value bytes)`` with the key's partition-key columns decoded. Spark computes the
+new partition with ``pmod(hash(<key columns>), n)`` — the expression its HashPartitioning
+uses for a stateful operator's input, so no home-made hash — and shuffles each row to the
+task of its new partition, which streams it into that partition's snapshot file. The key and
+value bytes are never re-encoded: what Spark wrote is what the target holds. Nothing is
+collected on the driver but per-partition counts, so the job scales with the cluster and the
+driver's memory does not grow with the state.
+
+RocksDB state (``repartition_rocksdb``): Spark's own offline repartition, run on the staged
+copy only (never on the source).
+
+``verify``: the target read back through Spark's ``statestore`` reader at batch N + 1 holds
+exactly the source's multiset of (key, value) rows at batch N, per operator and store; every
+row sits in ``pmod(hash(key), n)``; ``state-metadata`` reports n partitions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import UnsupportedFormat
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+KEY_BYTES = "__statekit_key"
+VALUE_BYTES = "__statekit_value"
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_TEMPORAL = ("timestamp", "date", "timestamp_ntz")
+
+
+@dataclass(frozen=True)
+class SourceTask:
+    """What one executor task reads: one source partition's files to load version N + 1."""
+
+    partition: int
+    files: tuple[tuple[str, str], ...]
+    """``(fs path, kind)`` in load order."""
+
+
+@dataclass(frozen=True)
+class WrittenPartition:
+    partition: int
+    keys: int
+    bytes: int
+
+
+def _mentions_temporal(field_type: Any) -> bool:
+    if isinstance(field_type, str):
+        return field_type in _TEMPORAL
+    if isinstance(field_type, dict):
+        return any(_mentions_temporal(v) for v in field_type.values())
+    if isinstance(field_type, list):
+        return any(_mentions_temporal(v) for v in field_type)
+    return False
+
+
+def key_columns(key_schema_json: str, shown: str) -> tuple[list[dict], list[str], list[str]]:
+    """The partition-key columns as the job carries them: (Spark field JSON per column, SQL
+    expression per column rebuilding the key's exact type, conversion per column).
+
+    Timestamps and dates travel as their raw micros / days (``timestamp_micros`` /
+    ``date_from_unix_date`` rebuild them in Spark exactly, with no time-zone round trip).
+    """
+    schema = json.loads(key_schema_json)
+    fields, exprs, converts = [], [], []
+    for index, field in enumerate(schema.get("fields") or []):
+        column = f"k{index}"
+        kind = field["type"]
+        if kind == "timestamp":
+            fields.append({"name": column, "type": "long", "nullable": True, "metadata": {}})
+            exprs.append(f"timestamp_micros(`{column}`)")
+            converts.append("timestamp")
+        elif kind == "date":
+            fields.append({"name": column, "type": "integer", "nullable": True,
+                           "metadata": {}})
+            exprs.append(f"date_from_unix_date(`{column}`)")
+            converts.append("date")
+        elif _mentions_temporal(kind):
+            raise UnsupportedFormat(f"state key column {field['name']!r} has type "
+                                    f"{json.dumps(kind)}: timestamp_ntz and temporal values "
+                                    "inside nested key columns are not supported", path=shown)
+        else:
+            fields.append({**field, "name": column})
+            exprs.append(f"`{column}`")
+            converts.append("")
+    return fields, exprs, converts
+
+
+def _convert(value: Any, how: str) -> Any:
+    if value is None or not how:
+        return value
+    if how == "timestamp":
+        return (value - _EPOCH_UTC) // dt.timedelta(microseconds=1)
+    return (value - _EPOCH_DATE).days
+
+
+def _replay_task(url: str, storage_options: dict, codec: str, key_schema_json: str,
+                 converts: list[str]) -> Callable[[SourceTask], Iterator[tuple]]:
+    """The executor function: a source partition's live state, as rows for the hash."""
+
+    def run(task: SourceTask) -> Iterator[tuple]:
+        import fsspec
+
+        from toolkit.formats.records import read_state_file
+        from toolkit.formats.schema import parse_struct_json
+        from toolkit.formats.unsafe_row import RawValue, make_decoder
+
+        fs, _ = fsspec.core.url_to_fs(url, **storage_options)
+        state: dict[bytes, bytes] = {}
+        for path, kind in task.files:
+            for record in read_state_file(fs, path, codec, kind):
+                if record.value is None:
+                    state.pop(record.key, None)
+                else:
+                    state[record.key] = record.value
+        decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
+        for key, value in state.items():
+            columns = decode(key)
+            if any(isinstance(c, RawValue) for c in columns):
+                raise UnsupportedFormat("a state key holds a value Python cannot represent "
+                                        "(e.g. a date outside years 1-9999)", path=url)
+            yield (*(_convert(c, how) for c, how in zip(columns, converts, strict=True)),
+                   key, value)
+
+    return run
+
+
+def _snapshot_writer(staging_url: str, storage_options: dict, operator_id: int, store: str,
+                     version: int, codec: str, fail_on: str | None
+                     ) -> Callable[[int, Iterator[tuple]], Iterator[WrittenPartition]]:
+    """The executor function writing one new partition's snapshot file."""
+
+    def run(partition: int, rows: Iterator[tuple]) -> Iterator[WrittenPartition]:
+        import fsspec
+
+        from toolkit.formats.state_writer import SnapshotWriter
+
+        store_dir = "" if store == "default" else f"{store}/"
+        relative = f"state/{operator_id}/{partition}/{store_dir}{version}.snapshot"
+        if fail_on == f"write {relative}":
+            raise RuntimeError(f"injected failure before writing {relative}")
+        fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
+        path = f"{root.rstrip('/')}/{relative}"
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        keys = 0
+        with fs.open(path, "wb") as handle:
+            writer = SnapshotWriter(handle, codec)
+            for _, (key, value) in rows:
+                writer.write(key, value)
+                keys += 1
+            writer.close()
+        yield WrittenPartition(partition, keys, fs.size(path))
+
+    return run
+
+
+def _keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, codec: str,
+                 tasks: list[SourceTask], key_schema_json: str, partitions: int, shown: str):
+    """Every live row of a store's source partitions with its new partition: ``(frame, p)``,
+    where ``p`` is Spark's ``pmod(hash(<key columns>), partitions)``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    fields, exprs, converts = key_columns(key_schema_json, shown)
+    schema = StructType.fromJson({"type": "struct", "fields": [
+        *fields,
+        {"name": KEY_BYTES, "type": "binary", "nullable": False, "metadata": {}},
+        {"name": VALUE_BYTES, "type": "binary", "nullable": False, "metadata": {}}]})
+    rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(
+        _replay_task(source_url, storage_options, codec, key_schema_json, converts))
+    target = F.expr(f"pmod(hash({', '.join(exprs)}), {partitions})") if exprs else F.lit(0)
+    return spark.createDataFrame(rows, schema), target.alias("p")
+
+
+def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: dict,
+                      codec: str, operator_id: int, store: str, tasks: list[SourceTask],
+                      key_schema_json: str, partitions: int, staging_url: str, version: int,
+                      shown: str, fail_on: str | None = None) -> list[WrittenPartition]:
+    """Re-bucket one store's state into ``partitions`` snapshot files at ``version``."""
+    frame, target = _keyed_frame(spark, source_url, storage_options, codec, tasks,
+                                 key_schema_json, partitions, shown)
+    pairs = frame.select(target, KEY_BYTES, VALUE_BYTES).rdd.map(
+        lambda r: (r[0], (bytes(r[1]), bytes(r[2]))))
+    written = pairs.partitionBy(partitions, lambda p: p).mapPartitionsWithIndex(
+        _snapshot_writer(staging_url, storage_options, operator_id, store, version, codec,
+                         fail_on)).collect()
+    return sorted(written, key=lambda w: w.partition)
+
+
+def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
+                            key_fields: dict[tuple[int, str], list[str]]
+                            ) -> dict[str, list[int]]:
+    """Keys per new partition per ``op/store`` (the dry run's skew): the source's rows at
+    batch N through Spark's ``statestore`` reader, placed with ``pmod(hash(key), n)``."""
+    from pyspark.sql import functions as F
+
+    from jobs.state_reader import StateTarget, read_state
+
+    out = {}
+    for store in plan.stores:
+        rows = read_state(spark, StateTarget(source_path, store.operator_id,
+                                             store.operator_name, store.store,
+                                             batch_id=plan.last_committed))
+        names = key_fields[(store.operator_id, store.store)]
+        columns = ", ".join(f"key.`{name}`" for name in names)
+        expr = f"pmod(hash({columns}), {plan.to_partitions})" if names else "0"
+        counts = dict(rows.groupBy(F.expr(expr).alias("p")).count().collect())
+        out[f"{store.operator_id}/{store.store}"] = [int(counts.get(p, 0))
+                                                     for p in range(plan.to_partitions)]
+    return out
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    operator_id: int
+    store: str
+    source_rows: int
+    target_rows: int
+    missing: int
+    """Source rows (with multiplicity) absent from the target."""
+    extra: int
+    misplaced: int
+    """Target rows outside ``pmod(hash(key), n)``."""
+
+    @property
+    def ok(self) -> bool:
+        return (self.missing == 0 and self.extra == 0 and self.misplaced == 0
+                and self.source_rows == self.target_rows)
+
+
+@dataclass(frozen=True)
+class Verification:
+    stores: tuple[StoreCheck, ...]
+    metadata_partitions: tuple[int, ...]
+    """``numPartitions`` of every state-metadata row of the target."""
+    partitions: int
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.stores) and bool(self.metadata_partitions) and \
+            set(self.metadata_partitions) == {self.partitions}
+
+    def problems(self) -> list[str]:
+        out = [f"operator {s.operator_id} store {s.store}: {s.missing} source rows missing, "
+               f"{s.extra} extra, {s.misplaced} in the wrong partition "
+               f"({s.source_rows} → {s.target_rows} rows)" for s in self.stores if not s.ok]
+        if set(self.metadata_partitions) != {self.partitions}:
+            out.append(f"state-metadata reports {sorted(set(self.metadata_partitions))} "
+                       f"partitions, expected {self.partitions}")
+        return out
+
+
+def verify(spark: SparkSession, *, source_path: str, target_path: str, plan,
+           key_fields: dict[tuple[int, str], list[str]]) -> Verification:
+    """Compare the target at batch N + 1 with the source at batch N through Spark's readers."""
+    from pyspark.sql import functions as F
+
+    from jobs.state_reader import StateTarget, read_metadata, read_state
+
+    n = plan.last_committed
+    checks = []
+    for store in plan.stores:
+        def rows(path: str, batch: int, store=store):
+            return read_state(spark, StateTarget(path, store.operator_id, store.operator_name,
+                                                 store.store, batch_id=batch))
+        source, target = rows(source_path, n), rows(target_path, n + 1)
+        as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
+        src, tgt = source.select(as_json), target.select(as_json)
+        names = key_fields[(store.operator_id, store.store)]
+        columns = ", ".join(f"key.`{name}`" for name in names)
+        expected = f"pmod(hash({columns}), {plan.to_partitions})" if names else "0"
+        misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
+        checks.append(StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
+                                 src.exceptAll(tgt).count(), tgt.exceptAll(src).count(),
+                                 misplaced))
+    metadata = [int(r["numPartitions"]) for r in
+                read_metadata(spark, target_path).select("numPartitions").collect()]
+    return Verification(tuple(checks), tuple(metadata), plan.to_partitions)
+
+
+def source_tasks(ckpt, operator_id: int, store: str, version: int) -> list[SourceTask]:
+    """One task per source partition: the files Spark would load for ``version``."""
+    return [SourceTask(i.partition, tuple((f.path, f.kind) for f in i.files_to_load(version)))
+            for i in ckpt.inventory.instances_of(operator_id, store)]
+
+
+@dataclass(frozen=True)
+class RepartitionResult:
+    plan: Any
+    written: dict[str, list[WrittenPartition]]
+    """Per ``op/store``: keys and bytes of every new partition's state."""
+    verification: Verification | None
+    target: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"plan": self.plan.to_dict(), "target": self.target, "seconds": self.seconds,
+                "written": {k: [asdict(w) for w in v] for k, v in self.written.items()},
+                "verification": None if self.verification is None else {
+                    "ok": self.verification.ok, "problems": self.verification.problems(),
+                    "stores": [asdict(s) for s in self.verification.stores],
+                    "metadata_partitions": list(self.verification.metadata_partitions)}}
+
+
+def _spark_url(url: str) -> str:
+    import os
+
+    if "://" not in url:
+        return os.path.abspath(url)
+    return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
+
+
+def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
+                        ) -> dict[str, list[WrittenPartition]]:
+    """Spark's own offline repartition, on a staged copy of what loading batch N needs.
+
+    Spark writes ``offsets/N+1``, the state at version N + 2 and ``commits/N+1`` into the
+    staging folder; statekit then removes what a restart of the target does not need (the
+    copied version N + 1 files, partition folders ≥ n that Spark leaves behind) and writes
+    the v1 operator metadata with the new count (Spark updates only v2).
+    """
+    from toolkit.checkpoint import open_checkpoint
+    from toolkit.checkpoint.state_data import zip_metadata
+    from toolkit.repartition.target import write_operator_metadata
+
+    version = plan.last_committed + 1
+    for instance in ckpt.inventory.instances.values():
+        files = instance.files_to_load(version)
+        bases = [f for f in files if f.kind == "zip"]
+        ssts = {s.dfs_name for m in zip_metadata(ckpt, bases).values() for s in m.sst_files}
+        needed = files + [f for f in instance.of_kind("sst")
+                          if f.path.rsplit("/", 1)[-1] in ssts]
+        for file in needed:
+            staging.write(ckpt.location.relative(file.path), ckpt.read_bytes(file.path))
+    staging.on_step("spark repartition")
+    spark._streamingCheckpointManager.repartition(_spark_url(staging.url), plan.to_partitions,
+                                                  True)
+    staged = open_checkpoint(staging.url)
+    target_version = plan.state_version
+    written: dict[str, list[WrittenPartition]] = {}
+    for key, instance in sorted(staged.inventory.instances.items()):
+        keep: set[str] = set()
+        if instance.partition < plan.to_partitions:
+            files = instance.files_to_load(target_version)
+            bases = [f for f in files if f.kind == "zip"]
+            metas = zip_metadata(staged, bases)
+            names = {s.dfs_name for m in metas.values() for s in m.sst_files}
+            kept = files + [f for f in instance.of_kind("sst")
+                            if f.path.rsplit("/", 1)[-1] in names]
+            keep = {f.path for f in kept}
+            keys = sum(m.num_keys or 0 for m in metas.values())
+            written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
+                instance.partition, keys, sum(f.size for f in kept)))
+        for file in instance.files:
+            if file.path not in keep:
+                staged.fs.rm(file.path)
+                crc = file.path.rsplit("/", 1)
+                if staged.fs.exists(f"{crc[0]}/.{crc[1]}.crc"):
+                    staged.fs.rm(f"{crc[0]}/.{crc[1]}.crc")
+        if instance.partition >= plan.to_partitions:  # Spark leaves the old folders
+            folder = staged.location.path("state", str(key[0]), str(key[2]))
+            if staged.fs.exists(folder):
+                staged.fs.rm(folder, recursive=True)
+    write_operator_metadata(ckpt, plan, staging, plan.to_partitions)
+    return written
+
+
+def _is_spark_error(error: BaseException) -> bool:
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return isinstance(error, (Py4JJavaError, PySparkException))
+
+
+def key_field_names(ckpt) -> dict[tuple[int, str], list[str]]:
+    from toolkit.checkpoint.state_data import store_schemas
+
+    return {key: list(schema.key.names) if schema.key else []
+            for key, schema in store_schemas(ckpt).items()}
+
+
+def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options: dict,
+                    check: bool = True, progress: Callable[[str], None] = lambda _m: None,
+                    fail_on: str | None = None) -> RepartitionResult:
+    """Build the target in ``staging``, verify it, publish it (see the module docstring).
+
+    On any failure the staging folder is removed and nothing is published; the source is
+    only ever read.
+    """
+    import time
+
+    from toolkit.checkpoint.state_data import store_schemas
+    from toolkit.errors import JobFailed
+    from toolkit.repartition.target import commit_entry, write_logs
+
+    started = time.perf_counter()
+    staging.prepare()
+    try:
+        progress("copying logs and metadata")
+        write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs")
+        written: dict[str, list[WrittenPartition]] = {}
+        if plan.provider == "hdfs":
+            schemas = store_schemas(ckpt)
+            for store in plan.stores:
+                progress(f"re-bucketing operator {store.operator_id} store {store.store} "
+                         f"({store.partitions} → {plan.to_partitions} partitions)")
+                schema = schemas[(store.operator_id, store.store)]
+                written[f"{store.operator_id}/{store.store}"] = bucket_hdfs_store(
+                    spark, source_url=ckpt.location.url, storage_options=storage_options,
+                    codec=plan.codec, operator_id=store.operator_id, store=store.store,
+                    tasks=source_tasks(ckpt, store.operator_id, store.store,
+                                       plan.last_committed + 1),
+                    key_schema_json=schema.file.raw["key"], partitions=plan.to_partitions,
+                    staging_url=staging.url, version=plan.state_version,
+                    shown=ckpt.display(schema.path), fail_on=fail_on)
+            name, data = commit_entry(ckpt, plan)
+            staging.write(name, data)
+        else:
+            progress(f"Spark's repartition on the staged copy ({plan.from_partitions} → "
+                     f"{plan.to_partitions} partitions)")
+            written = repartition_rocksdb(spark, ckpt, plan, staging)
+            name = f"commits/{plan.repartition_batch}"
+        verification = None
+        if check:
+            progress("verifying through Spark's state readers")
+            verification = verify(spark, source_path=_spark_url(ckpt.location.url),
+                                  target_path=_spark_url(staging.url), plan=plan,
+                                  key_fields=key_field_names(ckpt))
+            if not verification.ok:
+                raise JobFailed("verification failed, nothing published: "
+                                + "; ".join(verification.problems()), path=plan.target)
+        progress("publishing")
+        staging.publish(last=name)
+    except BaseException as error:
+        staging.abort()
+        if _is_spark_error(error):
+            from jobs.errors import job_failed
+
+            raise job_failed("repartition", error) from error
+        raise
+    return RepartitionResult(plan, written, verification, plan.target,
+                             time.perf_counter() - started)

@@ -1,0 +1,224 @@
+"""``statekit repartition`` on real checkpoints: verified targets, untouched sources, and the
+same output as the source when both are restarted on the same new input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.spark.test_inspect_cli import tree_hash
+from toolkit.checkpoint import open_checkpoint
+from toolkit.checkpoint.location import resolve
+from toolkit.cli.runner import run_cli
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+PIPELINE_BATCHES = 6
+
+
+def _cli():
+    from toolkit.cli.main import cli
+
+    return cli
+
+
+def repartition(src: Path, dst: Path, n: int, *extra: str) -> dict:
+    import io
+    from contextlib import redirect_stdout
+
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        code = run_cli(_cli(), "statekit", ["repartition", str(src), "--partitions", str(n),
+                                            "--out", str(dst), "--force", "--json", *extra])
+    assert code == 0, buffer.getvalue()
+    return json.loads(buffer.getvalue())
+
+
+@dataclass
+class PipelineRun:
+    root: Path
+    landing: Path
+    checkpoint: Path
+    output: Path
+    provider: str
+    partitions: int
+
+
+def pipeline_run(spark, root: Path, provider: str, partitions: int) -> PipelineRun:
+    """The reference pipeline over a private landing folder (restarts append to it)."""
+    from reference_pipeline.generator import generate
+    from reference_pipeline.pipeline import RunOptions, run
+    from tests.conftest import TEST_GENERATOR, quiesce
+
+    landing = root / "landing"
+    generate(landing, TEST_GENERATOR, PIPELINE_BATCHES)
+    opts = RunOptions(landing=landing, checkpoint=str(root / "checkpoint"),
+                      output=str(root / "output"), provider=provider, partitions=partitions,
+                      min_deltas_for_snapshot=3)
+    run(spark, opts)
+    quiesce(spark, opts.checkpoint)
+    return PipelineRun(root, landing, root / "checkpoint", root / "output", provider,
+                       partitions)
+
+
+def restart_pipeline(spark, run: PipelineRun, checkpoint: Path, output: Path) -> list[tuple]:
+    """Run the pipeline on ``checkpoint`` until the landing folder is drained; the rows of
+    the output files this restart wrote (alerts and sessions), sorted."""
+    from reference_pipeline.pipeline import RunOptions
+    from reference_pipeline.pipeline import run as run_pipeline
+    from tests.conftest import quiesce
+
+    opts = RunOptions(landing=run.landing, checkpoint=str(checkpoint), output=str(output),
+                      provider=run.provider, partitions=run.partitions,
+                      min_deltas_for_snapshot=3)
+    before = {p.name for p in output.rglob("*.parquet")}
+    run_pipeline(spark, opts)
+    quiesce(spark, str(checkpoint))
+    written = [str(p) for p in output.rglob("*.parquet") if p.name not in before]
+    rows = spark.read.parquet(*written).collect() if written else []
+    return sorted(tuple(str(v) for v in r) for r in rows)
+
+
+@pytest.mark.parametrize(("provider", "before", "after"), [
+    ("hdfs", 8, 3), ("hdfs", 4, 16), ("rocksdb", 8, 3), ("rocksdb", 4, 16)])
+def test_reference_pipeline_repartitioned_restarts_identically(spark, tmp_path, provider,
+                                                               before, after):
+    from reference_pipeline.generator import generate
+    from tests.conftest import TEST_GENERATOR
+
+    run = pipeline_run(spark, tmp_path / "run", provider, before)
+    source_hash = tree_hash(run.checkpoint)
+    target = tmp_path / "target"
+    target_out = tmp_path / "target-out"
+    shutil.copytree(run.output, target_out)
+    result = repartition(run.checkpoint, target, after, "--file-sink", str(target_out))
+    assert result["file_sink_entry"].startswith(str(target_out))
+    assert tree_hash(run.checkpoint) == source_hash  # the source is never written
+    check = result["verification"]
+    assert check["ok"] and check["metadata_partitions"] and \
+        set(check["metadata_partitions"]) == {after}
+    assert all(s["missing"] == s["extra"] == s["misplaced"] == 0 for s in check["stores"])
+    target_ckpt = open_checkpoint(str(target))
+    n = result["plan"]["last_committed"]
+    assert target_ckpt.last_committed_batch == n + 1
+    assert target_ckpt.offset(n + 1).shuffle_partitions == after
+    assert sorted(i.partition for i in target_ckpt.inventory.instances_of(0, "default")) == \
+        list(range(after))
+    assert {f.version for f in target_ckpt.inventory.all_files() if f.kind != "sst"} == {n + 2}
+    assert not list(tmp_path.glob(".*statekit-staging"))
+
+    # the same new input into the source (restarted on a copy) and the target
+    generate(run.landing, TEST_GENERATOR, 2)
+    source_copy, source_out = tmp_path / "src-copy", tmp_path / "src-out"
+    shutil.copytree(run.checkpoint, source_copy)
+    shutil.copytree(run.output, source_out)
+    expected = restart_pipeline(spark, run, source_copy, source_out)
+    got = restart_pipeline(spark, run, target, target_out)
+    assert got == expected and len(expected) > 5  # alerts and sessions of the new input
+
+
+def test_dry_run_counts_keys_per_new_partition_and_writes_nothing(reference_checkpoints,
+                                                                  tmp_path):
+    run = reference_checkpoints.get("hdfs")
+    result = repartition(run.checkpoint, tmp_path / "dst", 3, "--dry-run")
+    assert result["dry_run"] and not (tmp_path / "dst").exists()
+    counts = result["plan"]["keys_per_partition"]["0/default"]
+    assert len(counts) == 3 and sum(counts) == run.result.state_keys()
+
+
+def test_refusals_write_nothing(reference_checkpoints, tmp_path, capsys):
+    run = reference_checkpoints.get("hdfs")
+    before = tree_hash(run.checkpoint)
+    args = ["repartition", str(run.checkpoint), "--out", str(tmp_path / "dst")]
+    assert run_cli(_cli(), "statekit", [*args, "--partitions", "4", "--force"]) == 6
+    assert "already has 4 partitions" in capsys.readouterr().err
+    assert run_cli(_cli(), "statekit", [*args, "--partitions", "2"]) == 6
+    assert "looks live" in capsys.readouterr().err  # batches ran seconds ago
+    assert tree_hash(run.checkpoint) == before and not (tmp_path / "dst").exists()
+
+
+def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference_checkpoints,
+                                                                 tmp_path):
+    from jobs.repartition import run_repartition
+    from toolkit.errors import StatekitError
+    from toolkit.repartition.plan import plan_repartition
+    from toolkit.repartition.staging import Staging
+
+    ckpt = open_checkpoint(str(reference_checkpoints.get("hdfs").checkpoint))
+    target = resolve(str(tmp_path / "dst"))
+    plan = plan_repartition(ckpt, target, 2, force=True)
+    steps = ["write metadata", f"write offsets/{plan.repartition_batch}",
+             f"write state/0/1/{plan.state_version}.snapshot",
+             f"write commits/{plan.repartition_batch}", "publish"]
+
+    class Crash(Exception):
+        pass
+
+    for step in steps:
+        def hook(name, step=step):
+            if name == step:
+                raise Crash(step)
+        staging = Staging(target, ckpt.location.url, on_step=hook)
+        with pytest.raises((Crash, StatekitError, Exception)):
+            run_repartition(spark, ckpt, plan, staging, storage_options={},
+                            fail_on=step if step.endswith(".snapshot") else None)
+        assert not (tmp_path / "dst").exists(), step
+    result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url),
+                             storage_options={})
+    assert result.verification.ok and (tmp_path / "dst" / "commits").exists()
+
+
+def _aggregation(spark, input_dir: Path):
+    from pyspark.sql import functions as F
+
+    from tests.small_queries import EVENT_DDL
+
+    events = (spark.readStream.schema(EVENT_DDL + ", seq LONG").option("maxFilesPerTrigger", 1)
+              .json(str(input_dir)))
+    return (events.withWatermark("ts", "1 day").groupBy("key", "bucket", "day")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"),
+                 F.max("ts").alias("last_ts")))
+
+
+def _run_aggregation(spark, input_dir: Path, checkpoint: Path, confs: dict, out: Path,
+                     partitions: int) -> list[tuple]:
+    """Run the aggregation to the end of its input; the rows it emitted, sorted."""
+    from jobs.state_reader import session_confs
+    from tests.conftest import quiesce
+
+    emitted: list[tuple] = []
+
+    def collect(batch_df, _batch_id):
+        emitted.extend(tuple(str(v) for v in r) for r in batch_df.collect())
+
+    with session_confs(spark, {**confs, "spark.sql.shuffle.partitions": str(partitions)}):
+        query = (_aggregation(spark, input_dir).writeStream.outputMode("update")
+                 .foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+    quiesce(spark, str(checkpoint))
+    return sorted(emitted)
+
+
+@pytest.mark.parametrize(("provider", "before", "after"), [("hdfs", 8, 3), ("rocksdb", 4, 16)])
+def test_streaming_aggregation_repartitioned_restarts_identically(spark, tmp_path, provider,
+                                                                  before, after):
+    from tests.small_queries import _write_input, make_rows, provider_confs
+
+    files = make_rows(seed=9)
+    input_dir = tmp_path / "input"
+    _write_input(input_dir, files[:3])
+    confs = provider_confs(provider, "lz4")
+    source = tmp_path / "source"
+    _run_aggregation(spark, input_dir, source, confs, tmp_path / "o", before)
+    source_hash = tree_hash(source)
+    result = repartition(source, tmp_path / "target", after)
+    assert result["verification"]["ok"] and tree_hash(source) == source_hash
+    (input_dir / "part-003.json").write_text("".join(json.dumps(r) + "\n" for r in files[3]))
+    expected = _run_aggregation(spark, input_dir, source, confs, tmp_path / "o1", before)
+    got = _run_aggregation(spark, input_dir, tmp_path / "target", confs, tmp_path / "o2", after)
+    assert got == expected and len(expected) > 10

@@ -1,0 +1,191 @@
+"""Repartition planning, target metadata and staging, without a JVM."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import pytest
+
+from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
+from toolkit.checkpoint import open_checkpoint
+from toolkit.checkpoint.location import resolve
+from toolkit.errors import UnsafeOperation, UnsupportedFormat
+from toolkit.repartition.plan import plan_repartition
+from toolkit.repartition.staging import MARKER, Staging
+from toolkit.repartition.target import operator_metadata, repartition_offsets, write_logs
+
+LONG_AGO = 1_700_000_000_000 + 10**9  # "now" far after the builder's batch timestamps
+
+
+def source(tmp_path, **kw):
+    kw.setdefault("planned", 6)
+    kw.setdefault("committed", 6)
+    root = tmp_path / "src"
+    write_checkpoint(fsspec.filesystem("file"), str(root), **kw)
+    (root / "sources" / "0").mkdir(parents=True)
+    (root / "sources" / "0" / "0").write_text("v1\n{}\n")
+    return open_checkpoint(str(root))
+
+
+def plan(ckpt, tmp_path, n=8, **kw):
+    kw.setdefault("now_ms", LONG_AGO)
+    return plan_repartition(ckpt, resolve(str(tmp_path / "dst")), n, **kw)
+
+
+def test_plan_of_a_clean_checkpoint(tmp_path):
+    ckpt = source(tmp_path, snapshots=[4])
+    p = plan(ckpt, tmp_path)
+    assert (p.from_partitions, p.to_partitions, p.last_committed) == (4, 8, 5)
+    assert (p.repartition_batch, p.state_version) == (6, 7)
+    (store,) = p.stores
+    assert store.partitions == 4 and store.files == 4 * 3  # snapshot 4 + deltas 5, 6
+    assert "metadata" in p.copied_logs and "offsets/5" in p.copied_logs
+    assert "sources/0/0" in p.copied_logs and "state/0/0/_metadata/schema" in p.copied_logs
+    assert json.loads(json.dumps(p.to_dict()))["state_version"] == 7
+
+
+@pytest.mark.parametrize(("kw", "n", "error", "text"), [
+    ({}, 4, UnsafeOperation, "already has 4 partitions"),
+    ({"planned": 7}, 8, UnsafeOperation, "--allow-uncommitted"),
+    ({"provider": "rocksdb", "snapshots": []}, 8, None, None),
+])
+def test_refusals(tmp_path, kw, n, error, text):
+    ckpt = source(tmp_path, **kw)
+    if error is None:
+        assert plan(ckpt, tmp_path, n).provider == "rocksdb"
+        return
+    with pytest.raises(error, match=text):
+        plan(ckpt, tmp_path, n)
+
+
+def test_uncommitted_allowed_plans_from_the_last_commit(tmp_path):
+    ckpt = source(tmp_path, planned=7, extra_versions=[7])
+    p = plan(ckpt, tmp_path, allow_uncommitted=True)
+    assert p.last_committed == 5 and "offsets/6" not in p.copied_logs
+    assert any("exactly-once sink" in note for note in p.notes)
+
+
+def test_live_query_target_and_operator_refusals(tmp_path):
+    ckpt = source(tmp_path)
+    last = ckpt.offset(5).timestamp_ms
+    with pytest.raises(UnsafeOperation, match="looks live"):
+        plan(ckpt, tmp_path, now_ms=last + 5_000)
+    assert plan(ckpt, tmp_path, now_ms=last + 5_000, force=True).to_partitions == 8
+    (tmp_path / "dst").mkdir()
+    (tmp_path / "dst" / "x").write_text("x")
+    with pytest.raises(UnsafeOperation, match="not empty"):
+        plan(ckpt, tmp_path)
+    with pytest.raises(UnsafeOperation, match="inside the source"):
+        plan_repartition(ckpt, resolve(str(tmp_path / "src" / "new")), 8, now_ms=LONG_AGO)
+    meta = tmp_path / "src" / "state" / "0" / "_metadata" / "metadata"
+    meta.write_text(operator_metadata_text(name="symmetricHashJoin"))
+    with pytest.raises(UnsupportedFormat, match="stream-stream joins"):
+        plan(open_checkpoint(str(tmp_path / "src")), tmp_path / "other")
+
+
+def test_offsets_and_operator_metadata_rewrites():
+    offsets = b'v1\n{"batchWatermarkMs":5,"batchTimestampMs":9,"conf":{' \
+              b'"spark.sql.shuffle.partitions":"4","x":"y"}}\n{"logOffset":3}'
+    out = repartition_offsets(offsets, 16, "o").decode().split("\n")
+    assert out[0] == "v1" and out[2] == '{"logOffset":3}'
+    meta = json.loads(out[1])
+    assert meta["conf"] == {"spark.sql.shuffle.partitions": "16", "x": "y"}
+    assert meta["batchWatermarkMs"] == 5
+    rewritten = operator_metadata(operator_metadata_text().encode(), 3, "m").decode()
+    assert json.loads(rewritten.split("\n")[1])["stateStoreInfo"][0]["numPartitions"] == 3
+
+
+def test_staging_writes_logs_then_publishes_atomically(tmp_path):
+    ckpt = source(tmp_path)
+    p = plan(ckpt, tmp_path, n=2)
+    target = resolve(str(tmp_path / "dst"))
+    steps = []
+    staging = Staging(target, ckpt.location.url, on_step=steps.append)
+    staging.prepare()
+    write_logs(ckpt, p, staging)
+    assert not (tmp_path / "dst").exists()
+    staged = tmp_path / ".dst.statekit-staging"
+    assert (staged / MARKER).exists() and (staged / "offsets" / "6").exists()
+    assert json.loads((staged / "offsets" / "6").read_text().split("\n")[1])["conf"][
+        "spark.sql.shuffle.partitions"] == "2"
+    meta = (staged / "state" / "0" / "_metadata" / "metadata").read_text()
+    assert '"numPartitions":2' in meta
+    assert "write offsets/6" in steps
+    staging.write("commits/6", b"v1\n{}")
+    staging.publish(last="commits/6")
+    assert not staged.exists() and (tmp_path / "dst" / "commits" / "6").exists()
+    assert not (tmp_path / "dst" / MARKER).exists()
+
+
+def test_crashed_staging_is_replaced_and_foreign_folders_refused(tmp_path):
+    ckpt = source(tmp_path)
+    target = resolve(str(tmp_path / "dst"))
+
+    def crash(step):
+        if step == "write offsets/6":
+            raise RuntimeError("crash")
+
+    staging = Staging(target, ckpt.location.url, on_step=crash)
+    staging.prepare()
+    with pytest.raises(RuntimeError):
+        write_logs(ckpt, plan(ckpt, tmp_path), staging)
+    assert not (tmp_path / "dst").exists()  # a crash leaves no target
+    rerun = Staging(target, ckpt.location.url)
+    rerun.prepare()  # the stale staging folder is statekit's: replaced
+    write_logs(ckpt, plan(ckpt, tmp_path), rerun)
+    rerun.write("commits/6", b"v1\n{}")
+    rerun.publish(last="commits/6")
+    assert (tmp_path / "dst" / "offsets" / "6").exists()
+    foreign = tmp_path / ".other.statekit-staging"
+    foreign.mkdir()
+    with pytest.raises(UnsafeOperation, match="not made by statekit"):
+        Staging(resolve(str(tmp_path / "other")), "src").prepare()
+
+
+def test_memory_filesystem_publish_moves_the_commit_last(tmp_path):
+    fs = fsspec.filesystem("memory")
+    write_checkpoint(fs, "/rp/src", planned=3, committed=3)
+    ckpt = open_checkpoint("memory:///rp/src")
+    target = resolve("memory:///rp/dst")
+    p = plan_repartition(ckpt, target, 2, now_ms=LONG_AGO)
+    staging = Staging(target, ckpt.location.url)
+    staging.prepare()
+    write_logs(ckpt, p, staging)
+    staging.write("commits/3", b"v1\n{}")
+    staging.publish(last="commits/3")
+    assert fs.exists("/rp/dst/commits/3") and fs.exists("/rp/dst/offsets/3")
+    assert not fs.exists("/rp/.dst.statekit-staging")
+
+
+def _sink(tmp_path, batches: int, compact_every: int = 10):
+    log = tmp_path / "out" / "_spark_metadata"
+    log.mkdir(parents=True)
+    entries = []
+    for b in range(batches):
+        entries.append(json.dumps({"path": f"file:/out/part-{b}.parquet", "size": b,
+                                   "isDir": False, "modificationTime": 1, "blockReplication": 1,
+                                   "blockSize": 1, "action": "add"}))
+        if (b + 1) % compact_every == 0:
+            (log / f"{b}.compact").write_text("v1\n" + "\n".join(entries))
+        else:
+            (log / str(b)).write_text("v1\n" + entries[-1])
+    return resolve(str(tmp_path / "out"))
+
+
+def test_file_sink_entry_plain_compacted_and_refused(tmp_path):
+    from toolkit.repartition.file_sink import repartition_entry, write_entry
+
+    sink = _sink(tmp_path / "a", 7)
+    assert repartition_entry(sink, 7) == ("_spark_metadata/7", b"v1")
+    with pytest.raises(UnsafeOperation, match="ends at batch 6"):
+        repartition_entry(sink, 9)
+    write_entry(sink, "_spark_metadata/7", b"v1")
+    with pytest.raises(UnsafeOperation, match="already has"):
+        write_entry(sink, "_spark_metadata/7", b"v1")
+    sink = _sink(tmp_path / "b", 19)  # batch 19 is a compaction batch: 9.compact + 10..18
+    name, data = repartition_entry(sink, 19)
+    lines = data.decode().split("\n")
+    assert name == "_spark_metadata/19.compact" and lines[0] == "v1"
+    assert [json.loads(line)["size"] for line in lines[1:]] == list(range(19))
+

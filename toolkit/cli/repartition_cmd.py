@@ -1,0 +1,168 @@
+"""``statekit repartition``: the source's state in a NEW checkpoint with another partition count.
+
+Thin: the refusals and the plan come from ``toolkit.repartition.plan`` (no JVM: a refused
+request never starts Spark); the re-bucketing, verification and publish from
+``jobs.repartition``. The source is only ever read.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    parse_storage_options,
+    print_json,
+)
+from toolkit.cli.render import console, human_bytes
+from toolkit.cli.state_cmd import spark_options
+
+
+@contextmanager
+def _status(enabled: bool):
+    """One progress line on stderr (never mixed into ``--json``)."""
+    if not enabled:
+        yield lambda message: None
+        return
+    with Console(stderr=True).status("planning…") as status:
+        yield lambda message: status.update(escape(message))
+
+
+@click.command("repartition")
+@checkpoint_options
+@click.option("--partitions", "-n", type=click.IntRange(min=1), required=True,
+              help="The new number of shuffle partitions.")
+@click.option("--out", "target", required=True, metavar="DST",
+              help="The new checkpoint folder (must not exist, or be empty).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (with keys per new partition) and write nothing.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Read the target back through Spark before publishing it.")
+@click.option("--allow-uncommitted", is_flag=True,
+              help="Repartition the last COMMITTED batch although a newer batch was planned.")
+@click.option("--force", is_flag=True,
+              help="Proceed although a batch started recently (the query looks live).")
+@click.option("--file-sink", metavar="PATH",
+              help="The query's file sink output: after publishing, add the repartition "
+                   "batch's entry to its _spark_metadata log (the sink then belongs to DST).")
+@spark_options
+@json_option
+def repartition_command(checkpoint, storage_option, partitions, target, dry_run, verify,
+                        allow_uncommitted, force, file_sink, master, confs, as_json):
+    """Repartition the state of CKPT into a new checkpoint DST (the source is never written).
+
+    Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
+    """
+    from toolkit.checkpoint.location import resolve
+    from toolkit.repartition.plan import plan_repartition
+
+    options = parse_storage_options(storage_option)
+    ckpt = open_from_cli(checkpoint, storage_option)
+    destination = resolve(target, options)
+    plan = plan_repartition(ckpt, destination, partitions, allow_uncommitted=allow_uncommitted,
+                            force=force)
+    sink_entry = None
+    if file_sink:
+        from toolkit.repartition.file_sink import repartition_entry
+
+        sink = resolve(file_sink, options)
+        sink_entry = repartition_entry(sink, plan.repartition_batch)
+    from jobs.repartition import (
+        _spark_url,
+        count_per_new_partition,
+        key_field_names,
+        run_repartition,
+    )
+    from jobs.session import build_session, parse_conf_pairs
+    from jobs.state_reader import reader_confs, session_confs
+    from toolkit.repartition.staging import Staging
+
+    with _status(not as_json) as progress:
+        progress("starting Spark…")
+        spark = build_session("statekit-repartition", master, parse_conf_pairs(confs))
+        with session_confs(spark, reader_confs(ckpt)):
+            if dry_run:
+                progress("counting keys per new partition…")
+                counts = count_per_new_partition(spark, source_path=_spark_url(ckpt.location.url),
+                                                 plan=plan, key_fields=key_field_names(ckpt))
+                plan.keys_per_partition.update(counts)
+                result = None
+            else:
+                result = run_repartition(spark, ckpt, plan, Staging(destination, ckpt.location.url),
+                                         storage_options=options, check=verify,
+                                         progress=progress)
+    sink_written = None
+    if sink_entry is not None:
+        sink_written = f"{file_sink.rstrip('/')}/{sink_entry[0]}"
+        if result is not None:
+            from toolkit.repartition.file_sink import write_entry
+
+            write_entry(sink, *sink_entry)
+    if as_json:
+        print_json({"dry_run": True, "plan": plan.to_dict(), "file_sink_entry": sink_written}
+                   if result is None else
+                   {"dry_run": False, **result.to_dict(), "file_sink_entry": sink_written})
+        return
+    _render_plan(plan)
+    if result is not None:
+        _render_result(result)
+    if sink_written:
+        verb = "would write" if result is None else "wrote"
+        console().print(f"file sink: {verb} {escape(sink_written)} — restart only the new "
+                        "checkpoint against this sink from now on")
+
+
+def _render_plan(plan) -> None:
+    out = console()
+    out.print(f"[bold]repartition[/] {escape(plan.source)} → {escape(plan.target)}: "
+              f"{plan.from_partitions} → {plan.to_partitions} partitions · provider "
+              f"{plan.provider} · codec {plan.codec}")
+    out.print(f"last committed batch {plan.last_committed}; the target gets repartition batch "
+              f"{plan.repartition_batch} and state version {plan.state_version} in every new "
+              f"partition; {len(plan.copied_logs)} log/metadata files copied")
+    for note in plan.notes:
+        out.print(f"[yellow]• {escape(note)}[/]")
+    table = Table(title="stores", title_justify="left")
+    for name in ("operator", "store", "partitions", "files read", "bytes read", "keys"):
+        table.add_column(name, justify="left" if name in ("operator", "store") else "right")
+    for s in plan.stores:
+        table.add_row(f"{s.operator_id} {escape(s.operator_name)}", escape(s.store),
+                      str(s.partitions), str(s.files), human_bytes(s.bytes),
+                      "-" if s.keys is None else f"{s.keys:,}")
+    out.print(table)
+    estimate = plan.estimate()
+    seconds = estimate["seconds"]
+    out.print(f"to write: {plan.files_to_write} files, about {human_bytes(plan.read_bytes)} of "
+              "state (the live state is at most what the source loads)"
+              + (f"; estimated {seconds:.0f} s" if seconds is not None else ""))
+    for key, counts in plan.keys_per_partition.items():
+        total = sum(counts)
+        mean = total / len(counts) if counts else 0
+        skew = max(counts) / mean if mean else 0
+        out.print(f"operator/store {key}: {total:,} keys; per new partition min "
+                  f"{min(counts):,}, max {max(counts):,} (max/mean {skew:.2f})")
+
+
+def _render_result(result) -> None:
+    out = console()
+    for key, parts in result.written.items():
+        out.print(f"operator/store {key}: wrote {len(parts)} snapshot files, "
+                  f"{sum(p.keys for p in parts):,} keys, "
+                  f"{human_bytes(sum(p.bytes for p in parts))}")
+    check = result.verification
+    if check is not None:
+        for s in check.stores:
+            out.print(f"verified operator {s.operator_id} store {s.store}: {s.target_rows:,} "
+                      f"rows, identical to the source; all in pmod(hash(key), "
+                      f"{result.plan.to_partitions}); state-metadata reports "
+                      f"{sorted(set(check.metadata_partitions))} partitions")
+    else:
+        out.print("[yellow]not verified (--no-verify)[/]")
+    out.print(f"[bold green]published[/] {escape(result.target)} in {result.seconds:.1f} s")

@@ -1,0 +1,289 @@
+"""What a repartition into a new checkpoint will read and write — and every reason to refuse.
+
+A stateful query's shuffle-partition count is pinned in its offset log; changing it means
+rewriting its state. statekit never does that in place: it plans a *new* checkpoint. This
+module decides, from the source's files alone (no JVM), whether that is safe and what it
+takes:
+
+* the last committed batch ``N``: the target gets a repartition batch ``N + 1`` (offsets with
+  N's source offsets and the new partition count, and a commit) and state version ``N + 2``
+  for every new partition — Spark's own convention for its in-place repartition;
+* per operator and store: the files the source loads at version ``N + 1`` (what the job
+  reads), their bytes and an estimate of the keys;
+* the refusals, each with the reason and nothing written: the same partition count, an
+  uncommitted last batch (unless allowed: then the plan starts from the last committed one),
+  a query that looks live, an unsupported provider, codec or operator, a target that exists
+  and is not empty.
+
+Keys per *new* partition (the skew) depend on Spark's hash of each key; the Spark job fills
+them in (``jobs/repartition.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.checkpoint.location import Location
+from toolkit.errors import UnsafeOperation, UnsupportedFormat
+
+#: Operators whose partition key is their whole state key: Spark hash-partitions their input
+#: by the grouping / deduplication key, which is exactly what the store keys hold.
+WHOLE_KEY_OPERATORS = {
+    "stateStoreSave": "streaming aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "flatMapGroupsWithState": "flatMapGroupsWithState / applyInPandasWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+}
+#: Operators statekit does not repartition yet, and why (refused before anything is written).
+REFUSED_OPERATORS = {
+    "sessionWindowStateStoreSaveExec": "session windows key their state by session key plus "
+                                       "window start; only the session key is the partition key",
+    "symmetricHashJoin": "stream-stream joins keep four stores whose partition key is the join "
+                         "key, a part of each store's key",
+    "transformWithStateExec": "transformWithState keeps one column family per state variable "
+                              "(RocksDB only)",
+    "transformWithStateInPandasExec": "transformWithState keeps one column family per state "
+                                      "variable (RocksDB only)",
+}
+SUPPORTED_PROVIDERS = ("hdfs", "rocksdb")
+SUPPORTED_CODECS = ("lz4", "zstd")
+JVM_START_S = 8.0
+"""A local Spark session's start on the reference machine."""
+KEYS_PER_S = {"hdfs": 40_000.0, "rocksdb": 40_000.0}
+"""Re-bucketing throughput per provider, verification included (benchmarks/bench_repartition.py
+on 2 cores); scales with the cluster's cores."""
+LIVE_INTERVALS = 3
+"""A batch started within this many typical trigger intervals of now looks live."""
+LIVE_MIN_S = 120.0
+"""... and never less than this many seconds."""
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    operator_id: int
+    operator_name: str
+    store: str
+    partitions: int
+    files: int
+    """State files the source loads at version N + 1 (snapshot + deltas, zip + SSTs …)."""
+    bytes: int
+    keys: int | None
+    """Keys at version N + 1 when the files say (RocksDB zip metadata), else None."""
+
+
+@dataclass(frozen=True)
+class RepartitionPlan:
+    source: str
+    target: str
+    provider: str
+    codec: str
+    from_partitions: int
+    to_partitions: int
+    last_committed: int
+    """N: the batch whose state is repartitioned."""
+    stores: tuple[StorePlan, ...]
+    copied_logs: tuple[str, ...]
+    """Source files copied verbatim (relative paths): metadata, offsets and commits up to N,
+    sources/, schema files."""
+    notes: tuple[str, ...] = ()
+    keys_per_partition: dict[str, list[int]] = field(default_factory=dict)
+    """Filled by the Spark job: per ``op/store``, keys in each new partition."""
+
+    @property
+    def repartition_batch(self) -> int:
+        return self.last_committed + 1
+
+    @property
+    def state_version(self) -> int:
+        """The version every new partition's state is written at (loaded by batch N + 2)."""
+        return self.last_committed + 2
+
+    @property
+    def read_bytes(self) -> int:
+        return sum(s.bytes for s in self.stores)
+
+    @property
+    def files_to_write(self) -> int:
+        """State files (one per new partition and store) plus the copied and new logs."""
+        return self.to_partitions * len(self.stores) + len(self.copied_logs) + 2
+
+    def estimate(self) -> dict[str, float | None]:
+        """Keys, bytes to write and seconds, from the dry run's counts (else the files')."""
+        keys = sum(sum(c) for c in self.keys_per_partition.values()) if \
+            self.keys_per_partition else None
+        if keys is None and all(s.keys is not None for s in self.stores):
+            keys = sum(s.keys or 0 for s in self.stores)
+        seconds = None if keys is None else JVM_START_S + keys / KEYS_PER_S[self.provider]
+        return {"keys": keys, "bytes_to_write": float(self.read_bytes),
+                "seconds": seconds}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(repartition_batch=self.repartition_batch, state_version=self.state_version,
+                    read_bytes=self.read_bytes, files_to_write=self.files_to_write,
+                    estimate=self.estimate())
+        return data
+
+
+def _operator_label(name: str) -> str:
+    return WHOLE_KEY_OPERATORS.get(name, name)
+
+
+def check_operators(ckpt: Checkpoint) -> None:
+    """Refuse operators whose partition key statekit cannot place correctly."""
+    if not ckpt.operators:
+        raise UnsupportedFormat("has no stateful operator metadata (state/<op>/_metadata): "
+                                "nothing to repartition, or written by a Spark older than 3.5",
+                                path=ckpt.location.url)
+    for op_id, meta in ckpt.operators.items():
+        if meta.name in REFUSED_OPERATORS:
+            raise UnsupportedFormat(f"operator {op_id} is {meta.name}: not supported — "
+                                    f"{REFUSED_OPERATORS[meta.name]}; nothing was written",
+                                    path=ckpt.location.url)
+        if meta.name not in WHOLE_KEY_OPERATORS:
+            raise UnsupportedFormat(f"operator {op_id} is {meta.name}, which statekit does not "
+                                    "know how to partition; nothing was written",
+                                    path=ckpt.location.url)
+
+
+def _looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
+    """Why the query looks like it is running (a recent batch), or None."""
+    batches = ckpt.planned_batches[-12:]
+    stamps = [e.timestamp_ms for b, e in sorted(ckpt.load_offsets(batches).items())
+              if e.timestamp_ms]
+    if not stamps:
+        return None
+    gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
+    interval = gaps[len(gaps) // 2] if gaps else 0
+    window = max(LIVE_MIN_S * 1000, LIVE_INTERVALS * interval)
+    age = now_ms - stamps[-1]
+    if age < window:
+        return (f"its newest batch started {age / 1000:.0f} s ago (within "
+                f"{window / 1000:.0f} s): the query looks live")
+    return None
+
+
+def target_is_empty(target: Location) -> bool:
+    try:
+        if not target.fs.exists(target.root):
+            return True
+        return not target.fs.ls(target.root, detail=False)
+    except FileNotFoundError:
+        return True
+
+
+def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
+                     allow_uncommitted: bool = False, force: bool = False,
+                     now_ms: float | None = None) -> RepartitionPlan:
+    """The plan to repartition ``ckpt`` into ``target`` with ``partitions`` partitions.
+
+    Raises
+    ------
+    UnsafeOperation
+        Same partition count, uncommitted last batch, live-looking query, non-empty target.
+    UnsupportedFormat
+        Provider, codec or operator statekit cannot repartition.
+    """
+    url = ckpt.location.url
+    committed = ckpt.last_committed_batch
+    if committed is None:
+        raise UnsafeOperation("has no committed batch: there is no state to repartition",
+                              path=url)
+    entry = ckpt.offset(committed)
+    current = entry.shuffle_partitions
+    if current is None:
+        raise UnsupportedFormat(f"offsets/{committed} pins no spark.sql.shuffle.partitions",
+                                path=url)
+    if partitions < 1:
+        raise UnsafeOperation("--partitions must be at least 1", path=url)
+    if partitions == current:
+        raise UnsafeOperation(f"already has {current} partitions: nothing to do", path=url)
+    notes = []
+    pending = ckpt.uncommitted_batches
+    if pending:
+        if not allow_uncommitted:
+            raise UnsafeOperation(
+                f"batch {pending[-1]} was planned but not committed (a crash, or the query is "
+                "running): restart the query once so it commits, or pass --allow-uncommitted "
+                f"to repartition the state of the last committed batch {committed}", path=url)
+        notes.append(
+            f"batch(es) {', '.join(map(str, pending))} are not committed: the target "
+            f"repartitions batch {committed}'s state and drops them, so the restarted query "
+            f"re-reads their input; an exactly-once sink that already wrote them (e.g. a file "
+            f"sink's _spark_metadata/{pending[0]}) would get that output twice")
+    if not force:
+        live = _looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
+        if live:
+            raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
+                                  path=url)
+    provider = entry.provider
+    if provider not in SUPPORTED_PROVIDERS:
+        raise UnsupportedFormat(f"state store provider {entry.provider_class} is not "
+                                "supported (HDFS-backed and RocksDB are)", path=url)
+    codec = entry.codec
+    from toolkit.formats.compression import normalize_codec
+
+    codec = normalize_codec(codec)
+    if codec not in SUPPORTED_CODECS:
+        raise UnsupportedFormat(f"state compression codec {codec} is not supported "
+                                f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
+    check_operators(ckpt)
+    if not target_is_empty(target):
+        raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
+                              path=target.url)
+    if target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
+            target.root.startswith(ckpt.location.root.rstrip("/") + "/"):
+        raise UnsafeOperation("is inside the source checkpoint", path=target.url)
+    return RepartitionPlan(url, target.url, provider, codec, current, partitions, committed,
+                           _store_plans(ckpt, committed + 1), _copied_logs(ckpt, committed),
+                           tuple(notes))
+
+
+def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:
+    from toolkit.checkpoint.state_data import zip_metadata
+
+    plans = []
+    inventory = ckpt.inventory
+    for op_id, meta in sorted(ckpt.operators.items()):
+        for store in inventory.stores(op_id):
+            instances = inventory.instances_of(op_id, store)
+            files = [f for i in instances for f in i.files_to_load(version)]
+            broken = [i.partition for i in instances if not i.files_to_load(version)]
+            if broken and version > 0:
+                raise UnsafeOperation(
+                    f"operator {op_id} store {store}: partition(s) "
+                    f"{', '.join(map(str, broken[:8]))} cannot load version {version} from "
+                    "their files (see `statekit report`)", path=ckpt.location.url)
+            zips = [f for f in files if f.kind == "zip"]
+            keys = None
+            size = sum(f.size for f in files)
+            if zips and len(zips) == len(instances):
+                metas = zip_metadata(ckpt, zips)
+                counts = [m.num_keys for m in metas.values()]
+                keys = sum(counts) if all(c is not None for c in counts) else None
+                size += sum(s.size_bytes for m in metas.values() for s in m.sst_files)
+            plans.append(StorePlan(op_id, _operator_label(meta.name), store, len(instances),
+                                   len(files), size, keys))
+    return tuple(plans)
+
+
+def _copied_logs(ckpt: Checkpoint, committed: int) -> tuple[str, ...]:
+    """Relative paths copied verbatim: metadata, logs up to N, sources/, schema files."""
+    rel = ckpt.location.relative
+    paths = ["metadata"]
+    paths += [f"offsets/{b}" for b in ckpt.planned_batches if b <= committed]
+    paths += [f"commits/{b}" for b in ckpt.committed_batches if b <= committed]
+    sources = ckpt.location.path("sources")
+    try:
+        found = ckpt.fs.find(sources, detail=False)
+    except FileNotFoundError:
+        found = []
+    paths += sorted(rel(p) for p in found)
+    paths += sorted(rel(m.path) for m in ckpt.inventory.meta("schema")) + \
+        sorted(rel(m.path) for m in ckpt.inventory.meta("schema-v3"))
+    return tuple(dict.fromkeys(paths))
