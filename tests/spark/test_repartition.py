@@ -141,35 +141,50 @@ def test_refusals_write_nothing(reference_checkpoints, tmp_path, capsys):
     assert tree_hash(run.checkpoint) == before and not (tmp_path / "dst").exists()
 
 
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
 def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference_checkpoints,
-                                                                 tmp_path):
+                                                                 tmp_path, provider):
+    """A failure at every write step (each file, the Spark job, the publish) leaves no
+    target and no staging folder; the source is untouched; a rerun completes."""
     from jobs.repartition import run_repartition
-    from toolkit.errors import StatekitError
+    from jobs.state_reader import reader_confs, session_confs
     from toolkit.repartition.plan import plan_repartition
     from toolkit.repartition.staging import Staging
 
-    ckpt = open_checkpoint(str(reference_checkpoints.get("hdfs").checkpoint))
-    target = resolve(str(tmp_path / "dst"))
-    plan = plan_repartition(ckpt, target, 2, force=True)
-    steps = ["write metadata", f"write offsets/{plan.repartition_batch}",
-             f"write state/0/1/{plan.state_version}.snapshot",
-             f"write commits/{plan.repartition_batch}", "publish"]
+    source = reference_checkpoints.get(provider).checkpoint
+    before = tree_hash(source)
+    ckpt = open_checkpoint(str(source))
 
-    class Crash(Exception):
-        pass
+    def attempt(name: str, fail: str | None):
+        target = resolve(str(tmp_path / name))
+        plan = plan_repartition(ckpt, target, 2, force=True)
+        steps: list[str] = []
 
-    for step in steps:
-        def hook(name, step=step):
-            if name == step:
-                raise Crash(step)
-        staging = Staging(target, ckpt.location.url, on_step=hook)
-        with pytest.raises((Crash, StatekitError, Exception)):
-            run_repartition(spark, ckpt, plan, staging, storage_options={},
-                            fail_on=step if step.endswith(".snapshot") else None)
-        assert not (tmp_path / "dst").exists(), step
-    result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url),
-                             storage_options={})
-    assert result.verification.ok and (tmp_path / "dst" / "commits").exists()
+        def hook(step):
+            steps.append(step)
+            if step == fail:
+                raise RuntimeError(f"injected crash at {step}")
+        with session_confs(spark, reader_confs(ckpt)):
+            result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url, hook),
+                                     storage_options={}, check=fail is None or
+                                     fail == "publish", fail_on=fail)
+        return plan, steps, result
+
+    plan, steps, result = attempt("ok", None)
+    assert result.verification.ok and (tmp_path / "ok" / "commits").exists()
+    failures = steps if provider == "hdfs" else ["spark repartition", steps[0], "publish"]
+    if provider == "hdfs":
+        failures = [*failures, *(f"write state/0/{p}/{plan.state_version}.snapshot"
+                                 for p in range(2))]
+    assert ("publish" in failures and len(failures) > 5) or provider == "rocksdb"
+    for number, step in enumerate(failures):
+        with pytest.raises(Exception, match="injected"):
+            attempt(f"t{number}", step)
+        assert not (tmp_path / f"t{number}").exists(), step
+        assert not list(tmp_path.glob(f".t{number}.statekit-staging")), step
+    assert tree_hash(source) == before
+    _, _, again = attempt("t0", None)  # the rerun after a crash completes
+    assert again.verification.ok and (tmp_path / "t0" / "commits").exists()
 
 
 def _aggregation(spark, input_dir: Path):

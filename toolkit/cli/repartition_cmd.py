@@ -110,7 +110,7 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
                    if result is None else
                    {"dry_run": False, **result.to_dict(), "file_sink_entry": sink_written})
         return
-    _render_plan(plan)
+    _render_plan(plan, verify)
     if result is not None:
         _render_result(result)
     if sink_written:
@@ -119,7 +119,7 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
                         "checkpoint against this sink from now on")
 
 
-def _render_plan(plan) -> None:
+def _render_plan(plan, verify: bool) -> None:
     out = console()
     out.print(f"[bold]repartition[/] {escape(plan.source)} → {escape(plan.target)}: "
               f"{plan.from_partitions} → {plan.to_partitions} partitions · provider "
@@ -137,7 +137,7 @@ def _render_plan(plan) -> None:
                       str(s.partitions), str(s.files), human_bytes(s.bytes),
                       "-" if s.keys is None else f"{s.keys:,}")
     out.print(table)
-    estimate = plan.estimate()
+    estimate = plan.estimate(verify)
     seconds = estimate["seconds"]
     out.print(f"to write: {plan.files_to_write} files, about {human_bytes(plan.read_bytes)} of "
               "state (the live state is at most what the source loads)"

@@ -49,7 +49,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 import xxhash
 import zstandard
@@ -126,7 +126,28 @@ class _ZstdEncoder:
         self._emit(self._compressor.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
 
 
-class CompressedWriter:
+class _ClosedOnExit:
+    """``with`` support: close on a normal exit, abort (no end marker) on an exception, so a
+    half-written file never reads as complete."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class CompressedWriter(_ClosedOnExit):
     """Spark's compressed output stream for state files: the write side of ``open_decompressed``.
 
     Bytes written here come out exactly as ``CompressionCodec.compressedOutputStream`` would
@@ -237,16 +258,6 @@ class CompressedWriter:
         self._closed = True
         self._buffer.clear()
 
-    def __enter__(self) -> CompressedWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
     def _emit(self, data: bytes) -> None:
         """Write all of ``data`` to ``out`` (looping over short writes of raw streams)."""
         n = self._out.write(data)
@@ -262,7 +273,7 @@ class CompressedWriter:
         self._bytes_written += len(data)
 
 
-class SnapshotWriter:
+class SnapshotWriter(_ClosedOnExit):
     """Streams key/value records into a Spark HDFS state store ``.snapshot`` file.
 
     Takes :class:`CompressedWriter`'s arguments (``out`` stays open; the caller owns it).
@@ -329,16 +340,6 @@ class SnapshotWriter:
     def abort(self) -> None:
         """Stop without the end marker: what is in ``out`` is an incomplete snapshot."""
         self._stream.abort()
-
-    def __enter__(self) -> SnapshotWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_snapshot(out: BinaryIO, records: Iterable[tuple[bytes, bytes]],
