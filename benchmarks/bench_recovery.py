@@ -60,9 +60,12 @@ times, interleaved (repeat 1 of everything, then repeat 2, …):
   (provider, changelog, variant, generator) share one baseline series — the baseline does not
   depend on the checkpoint's history.
 
-Every measured process also writes Spark's event log (``spark.eventLog.enabled``) and a
-state-store log (log4j: ``org.apache.spark.sql.execution.streaming.state`` at DEBUG into a
-file). Definitions of "measured recovery" compared (per repeat i, restart_i − baseline_i,
+Every measured process of a configuration without a crash also writes Spark's event log
+(``spark.eventLog.enabled``) and a state-store log (log4j:
+``org.apache.spark.sql.execution.streaming.state`` at DEBUG into a file). Crash restarts run
+a whole extra batch whose logging cost their baseline's single batch would not have, so
+they and their baseline (family ``…-plain``) run without both and are measured by A only.
+Definitions of "measured recovery" compared (per repeat i, restart_i − baseline_i,
 then the median over repeats; the spread is max − min over repeats):
 
 * **A trigger**: Σ ``triggerExecution`` of the restart's batches up
@@ -212,10 +215,20 @@ class Config:
     generator: str = "small"
 
     @property
+    def instrumented(self) -> bool:
+        """Whether the restart and its baseline log the state store at DEBUG (for D) and
+        write an event log (for C). A crash's restart runs a whole extra batch, whose
+        logging the baseline's single batch does not have: crashes run plain and are
+        measured by A."""
+        return not self.crash
+
+    @property
     def family(self) -> str:
-        """Configurations sharing a baseline: same pipeline, same new input file."""
+        """Configurations sharing a baseline: same pipeline, same new input file, same
+        instrumentation."""
         return (f"{self.provider}{'-changelog' if self.changelog else ''}"
-                f"{'-leaky' if self.leaky else ''}{'-large' if self.generator != 'small' else ''}")
+                f"{'-leaky' if self.leaky else ''}{'-large' if self.generator != 'small' else ''}"
+                f"{'' if self.instrumented else '-plain'}")
 
 
 CONFIGS = (
@@ -279,12 +292,14 @@ def child_measure(spec: dict) -> dict:
 
     opts = run_options(spec)
     Path(spec["event_dir"]).mkdir(parents=True, exist_ok=True)
-    java = (f"-Dlog4j2.configurationFile=file:{spec['log4j']} "
-            f"-Dstatekit.bench.statelog={spec['state_log']}")
-    confs = {**opts.sql_confs(), MAINTENANCE_CONF: MAINTENANCE,
-             "spark.driver.extraJavaOptions": java,
-             "spark.eventLog.enabled": "true", "spark.eventLog.dir": spec["event_dir"],
-             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
+    confs = {**opts.sql_confs(), MAINTENANCE_CONF: MAINTENANCE}
+    if spec["instrumented"]:
+        java = (f"-Dlog4j2.configurationFile=file:{spec['log4j']} "
+                f"-Dstatekit.bench.statelog={spec['state_log']}")
+        confs.update({"spark.driver.extraJavaOptions": java,
+                      "spark.eventLog.enabled": "true", "spark.eventLog.dir": spec["event_dir"],
+                      "spark.eventLog.compress": "false",
+                      "spark.eventLog.rolling.enabled": "false"})
     imported = time.perf_counter()
     spark = build_session(f"bench-recovery-{spec['role']}", conf=confs)
     jvm_s = time.perf_counter() - imported
@@ -485,23 +500,33 @@ def setup(work: Path, configs: list[Config], args) -> dict:
             print(f"reusing the setup in {work}", flush=True)
             return done
         raise SystemExit(f"{work} holds a setup with other parameters; use another --workdir")
-    if any(work.iterdir()):
-        raise SystemExit(f"{work} is not empty and holds no finished setup; use another --workdir")
+    if any(work.iterdir()):  # an interrupted setup: keep the pipeline runs that finished
+        print(f"resuming the setup in {work}", flush=True)
     lines = []
     landings = {}
     for gen in sorted({c.generator for c in configs}):
         landing = work / f"landing-{gen}"
         n = args.batches if gen == "small" else args.large_batches
+        landings[gen] = landing
+        generated = work / f"landing-{gen}.json"
+        if generated.exists():  # resuming
+            lines.append(json.loads(generated.read_text()))
+            continue
         started = time.perf_counter()
         result = generate(landing, GeneratorConfig(**GENERATORS[gen]), n)
-        landings[gen] = landing
         lines.append(f"generate {gen} ({GENERATORS[gen]}): {n} files, {result.events_written:,} "
                      f"events in {time.perf_counter() - started:.1f} s")
+        generated.write_text(json.dumps(lines[-1]))
     own = sorted((c for c in configs if c.crash_of is None),
                  key=lambda c: SETUP_ORDER.index(c.name) if c.name in SETUP_ORDER else 99)
 
     def run_one(config: Config) -> tuple[Config, dict, float]:
         base = work / config.name
+        finished = base / "setup-run.json"
+        if finished.exists():
+            kept = json.loads(finished.read_text())
+            return config, kept["result"], kept["wall"]
+        shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True, exist_ok=True)
         spec = {"landing": str(landings[config.generator]), "checkpoint": str(base / "ckpt"),
                 "output": str(base / "output"), "provider": config.provider,
@@ -511,6 +536,7 @@ def setup(work: Path, configs: list[Config], args) -> dict:
         result, wall = run_child("setup", spec, f"setup {config.name}")
         print(f"  setup {config.name}: {result['batches']} batches, {result['state_keys']} "
               f"state keys, {result['seconds']:.0f} s ({wall:.0f} s with the JVM)", flush=True)
+        finished.write_text(json.dumps({"result": result, "wall": wall}))
         return config, result, wall
 
     print(f"running the pipeline for {len(own)} configurations ({args.setup_jobs} at a time) …",
@@ -532,6 +558,7 @@ def setup(work: Path, configs: list[Config], args) -> dict:
         if config.crash_of is None:
             continue
         source, base = work / config.crash_of, work / config.name
+        shutil.rmtree(base, ignore_errors=True)
         shutil.copytree(source / "ckpt", base / "ckpt")
         shutil.copytree(source / "output", base / "output")
         shutil.copy2(source / "progress.jsonl", base / "progress.jsonl")
@@ -569,14 +596,19 @@ def _drop_batch(base: Path, batch: int, *, offsets: bool, sink: bool) -> list[st
                 path.unlink()
         gone.append(f"{log}/{batch}")
     if sink:
+        # A compaction batch's entry (N.compact) can go too while the plain entries it
+        # compacted are still there (the sink keeps them for 10 minutes): the re-run
+        # compacts them again.
         sink_log = base / "output/_spark_metadata"
-        if not (sink_log / str(batch)).exists():
-            raise SystemExit(f"{base.name}: the sink log has no plain entry {batch} "
-                             "(a compaction batch?); pick another --batches")
-        for name in (str(batch), f".{batch}.crc"):
+        entry = str(batch) if (sink_log / str(batch)).exists() else f"{batch}.compact"
+        if not (sink_log / entry).exists() or \
+                (entry.endswith(".compact") and not (sink_log / str(batch - 1)).exists()):
+            raise SystemExit(f"{base.name}: cannot undo the sink log's entry {batch}; "
+                             "pick another --batches")
+        for name in (entry, f".{entry}.crc"):
             if (sink_log / name).exists():
                 (sink_log / name).unlink()
-        gone.append(f"output/_spark_metadata/{batch}")
+        gone.append(f"output/_spark_metadata/{entry}")
     version = batch + 1
     state = [p for p in (base / "ckpt/state").rglob("*")
              if p.is_file() and (p.name.startswith(f"{version}.") or
@@ -726,7 +758,7 @@ def measure_one(work: Path, config: Config, role: str, repeat: int, args) -> dic
             "changelog": config.changelog, "leaky": config.leaky,
             "log4j": str(work / "log4j2-bench.properties"), "state_log": str(run / "state.log"),
             "event_dir": str(run / "events"), "timeout_s": args.timeout,
-            "first_new_batch": first_new}
+            "first_new_batch": first_new, "instrumented": config.instrumented}
     busy = cpu_busy()
     result, wall = run_child("measure", spec, tag)
     result.update(wall=wall, busy=busy, role=role, repeat=repeat, tag=tag)
@@ -1125,7 +1157,9 @@ def headline(rows: list[Row], estimates: dict, args) -> None:
           "log), critical path over the cores, restart − empty-state baseline — a restart "
           "without a re-run adds nothing else; A = Σ triggerExecution of the restart's "
           "batches up to the first one reading new input, restart − baseline — with a "
-          "re-run or skipped batch. [spread] = max − min over repeats. statekit: "
+          "re-run or skipped batch; those restarts and their baseline run without the "
+          "state-store DEBUG log and the event log, whose cost the restart's extra batch "
+          "would otherwise carry alone. [spread] = max − min over repeats. statekit: "
           "`statekit recovery CKPT --json --cores C --sink OUTPUT --progress SETUP_LOG`, no "
           "JVM.")
     if errors:
@@ -1156,6 +1190,7 @@ def fits(work: Path, rows: list[Row]) -> None:
           "baseline's load of the same partition), x = that partition's files, bytes, records "
           "(at the version Spark loaded) + 1 + warmup (1 in the first wave: partitions < "
           "cores); predictions are combined over the cores as the critical path.\n")
+    rows = [r for r in rows if r.config.instrumented]  # D needs the state-store log
     for path in sorted({load_path(r.config) for r in rows}):
         mine = [r for r in rows if load_path(r.config) == path]
         print(f"### {path} ({len(mine)} configuration(s): "
@@ -1265,6 +1300,9 @@ def main() -> None:
                         help="seconds a measured restart may take")
     parser.add_argument("--workdir", type=Path,
                         help="keep data here (and reuse a finished setup) instead of a temp dir")
+    parser.add_argument("--reuse-measurements", action="store_true",
+                        help="with --workdir: report on the last run's measurements (re-runs "
+                             "only statekit's estimates and the analysis)")
     parser.add_argument("--keep-runs", action="store_true",
                         help="with --workdir: keep every measured process's folder and logs")
     parser.add_argument("--quick", action="store_true",
@@ -1301,7 +1339,13 @@ def main() -> None:
         works = {c.name: load_work(work / c.name / "ckpt") for c in configs}
         estimates = statekit_estimates(work, configs)
         print(f"statekit recovery: {'available' if estimates else 'not available'}", flush=True)
-        results = measure_all(work, configs, args)
+        measured = work / "measured.json"
+        if args.reuse_measurements and measured.exists():
+            print(f"reusing the measurements in {measured}", flush=True)
+            results = json.loads(measured.read_text())
+        else:
+            results = measure_all(work, configs, args)
+            measured.write_text(json.dumps(results))
         (work / "results.json").write_text(json.dumps(
             {"results": results, "works": works, "estimates": estimates}, default=str))
         report(work, configs, done, works, results, estimates, args, began)

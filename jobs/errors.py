@@ -6,7 +6,12 @@ error class and the first line of its message; the rest belongs in logs.
 
 from __future__ import annotations
 
+import re
+
 from toolkit.errors import JobFailed
+
+_PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Input|File|"
+                       r"Format|Operation|Problem)\b.*:")
 
 
 def first_line(exc: BaseException) -> str:
@@ -17,11 +22,16 @@ def first_line(exc: BaseException) -> str:
             break
     else:
         text = str(exc)
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("==="):
-            return line
-    return type(exc).__name__
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("===")]
+    if not lines:
+        return type(exc).__name__
+    if "thrown from the Python worker" in lines[0]:
+        # the worker's own error is the last line of its traceback ("ValueError: …")
+        raised = [line for line in lines[1:] if _PY_ERROR.match(line)]
+        if raised:
+            return f"{lines[0]} {raised[-1]}"
+    return lines[0]
 
 
 def job_failed(what: str, exc: BaseException) -> JobFailed:

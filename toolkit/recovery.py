@@ -268,9 +268,9 @@ def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
 DEFAULT_BYTES_PER_RECORD = 120.0
 """Compressed bytes per state record when no file can be sampled (reference pipeline: ~110)."""
 
-SKIPPED_BATCH_S = 1.0
-"""A re-planned batch whose sink already committed it, without a progress log to time a first
-batch's planning and log writes (``triggerExecution − addBatch``; reference pipeline: ~1 s)."""
+SKIPPED_BATCH_S = 0.35
+"""A re-planned batch whose sink already committed it, without a progress log to time a warm
+batch's planning and log writes (``triggerExecution − addBatch``; benchmark: 0.35 s)."""
 
 
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
@@ -341,7 +341,8 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
                    and run[0].run_id is not None]
         if seconds:
             return _median(seconds), "progress log: the second batch after a start"
-        return _median([t.trigger_s for t in timings]), "progress log: median batch duration"
+        return (_median([t.trigger_s for t in timings[-20:]]),
+                "progress log: median of the last 20 batches")
     committed = ckpt.committed_batches[-12:]
     pending = ckpt.uncommitted_batches[:1]
     stamps = ckpt.load_offsets([*committed, *pending])
@@ -353,17 +354,16 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
 
 
 def _skip_seconds(timings: Sequence[BatchTiming] | None) -> tuple[float, str]:
-    """A re-planned batch that its sink already committed: it writes nothing, but as the
-    restart's first batch it plans cold — the overhead (``triggerExecution − addBatch``) of
-    a first batch after a start in the log; else the log's median; else a default."""
+    """A re-planned batch that its sink already committed. It writes nothing and, as the
+    restart's first batch, plans cold — but then the first new batch plans warm instead of
+    cold, so what the skip adds is what a *warm* batch spends outside ``addBatch`` (planning,
+    offset and commit log writes): the median over the log's batches that are not the first
+    after a start; else a default."""
     if not timings:
         return SKIPPED_BATCH_S, "default for a skipped batch"
-    firsts = [max(0.0, run[0].trigger_s - run[0].add_batch_s) for run in _runs(timings)
-              if run[0].run_id is not None]
-    if firsts:
-        return _median(firsts), "progress log: planning of the first batch after a start"
-    return (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in timings]),
-            "progress log: median planning and log writes")
+    warm = [t for run in _runs(timings) for t in run[1:]][-20:] or list(timings)
+    return (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in warm]),
+            "progress log: a warm batch's planning and log writes")
 
 
 def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,

@@ -128,6 +128,9 @@ def test_dry_run_counts_keys_per_new_partition_and_writes_nothing(reference_chec
     assert result["dry_run"] and not (tmp_path / "dst").exists()
     counts = result["plan"]["keys_per_partition"]["0/default"]
     assert len(counts) == 3 and sum(counts) == run.result.state_keys()
+    sizes = result["plan"]["bytes_per_partition"]["0/default"]
+    assert len(sizes) == 3 and all(s > 0 for s in sizes)
+    assert result["plan"]["estimate"]["seconds"] > 0 and result["plan"]["files_to_write"] > 3
 
 
 def test_refusals_write_nothing(reference_checkpoints, tmp_path, capsys):

@@ -73,7 +73,7 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
                                              shown=progress_log)
-        timings = timings[-20:] or None
+        timings = timings or None
         sink = sink or logged_sink
     model = default_model(ckpt)
     measured = None

@@ -142,12 +142,19 @@ def _render_plan(plan, verify: bool) -> None:
     out.print(f"to write: {plan.files_to_write} files, about {human_bytes(plan.read_bytes)} of "
               "state (the live state is at most what the source loads)"
               + (f"; estimated {seconds:.0f} s" if seconds is not None else ""))
+    sizes = plan.bytes_per_partition()
     for key, counts in plan.keys_per_partition.items():
         total = sum(counts)
         mean = total / len(counts) if counts else 0
         skew = max(counts) / mean if mean else 0
-        out.print(f"operator/store {key}: {total:,} keys; per new partition min "
-                  f"{min(counts):,}, max {max(counts):,} (max/mean {skew:.2f})")
+        table = Table(title=f"operator/store {key}: {total:,} keys in {len(counts)} new "
+                            f"partitions, max/mean {skew:.2f}", title_justify="left")
+        for name in ("new partition", "keys", "≈ bytes"):
+            table.add_column(name, justify="right")
+        for p, count in enumerate(counts):
+            size = sizes.get(key, [])
+            table.add_row(str(p), f"{count:,}", human_bytes(size[p]) if size else "-")
+        out.print(table)
 
 
 def _render_result(result) -> None:

@@ -113,6 +113,19 @@ class RepartitionPlan:
         """State files (one per new partition and store) plus the copied and new logs."""
         return self.to_partitions * len(self.stores) + len(self.copied_logs) + 2
 
+    def bytes_per_partition(self) -> dict[str, list[int]]:
+        """Per ``op/store``: bytes each new partition will hold, from its key count and the
+        source's bytes per key (the files it loads ÷ its keys: an upper bound for HDFS,
+        whose deltas repeat updated keys)."""
+        out = {}
+        for store in self.stores:
+            counts = self.keys_per_partition.get(f"{store.operator_id}/{store.store}")
+            if not counts or not sum(counts):
+                continue
+            per_key = store.bytes / sum(counts)
+            out[f"{store.operator_id}/{store.store}"] = [round(c * per_key) for c in counts]
+        return out
+
     def estimate(self, verify: bool = True) -> dict[str, float | None]:
         """Keys, bytes to write and seconds, from the dry run's counts (else the files')."""
         keys = sum(sum(c) for c in self.keys_per_partition.values()) if \
@@ -128,7 +141,7 @@ class RepartitionPlan:
         data = asdict(self)
         data.update(repartition_batch=self.repartition_batch, state_version=self.state_version,
                     read_bytes=self.read_bytes, files_to_write=self.files_to_write,
-                    estimate=self.estimate())
+                    estimate=self.estimate(), bytes_per_partition=self.bytes_per_partition())
         return data
 
 
