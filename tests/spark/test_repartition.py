@@ -240,3 +240,30 @@ def test_streaming_aggregation_repartitioned_restarts_identically(spark, tmp_pat
     expected = _run_aggregation(spark, input_dir, source, confs, tmp_path / "o1", before)
     got = _run_aggregation(spark, input_dir, tmp_path / "target", confs, tmp_path / "o2", after)
     assert got == expected and len(expected) > 10
+
+
+@pytest.mark.parametrize(("name", "provider"), [("dedup", "hdfs"), ("dedup-within-watermark",
+                                                                    "rocksdb")])
+def test_dedup_operators_repartition_verified(small_queries, tmp_path, name, provider):
+    query = small_queries.get(name, provider)
+    result = repartition(query.checkpoint, tmp_path / "dst", 3)
+    check = result["verification"]
+    assert check["ok"] and check["stores"][0]["target_rows"] > 0
+
+
+def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints, tmp_path):
+    run = reference_checkpoints.get("rocksdb", changelog=True)
+    result = repartition(run.checkpoint, tmp_path / "dst", 3)
+    assert result["verification"]["ok"]
+    assert result["verification"]["stores"][0]["target_rows"] == run.result.state_keys()
+
+
+@pytest.mark.parametrize("name", ["session-window", "join"])
+def test_unsupported_operators_are_refused_before_spark(small_queries, tmp_path, capsys, name):
+    query = small_queries.get(name)
+    before = tree_hash(query.checkpoint)
+    assert run_cli(_cli(), "statekit", ["repartition", str(query.checkpoint), "--partitions",
+                                        "3", "--out", str(tmp_path / "dst"), "--force"]) == 5
+    err = capsys.readouterr().err
+    assert "not supported" in err and "nothing was written" in err
+    assert tree_hash(query.checkpoint) == before and not (tmp_path / "dst").exists()
