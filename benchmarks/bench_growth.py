@@ -59,6 +59,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench_common import wait_static  # noqa: E402
 
 STATEKIT = str(ROOT / ".venv/bin/statekit")
 PROVIDER_CLASS = {
@@ -158,25 +159,6 @@ def write_input(folder: Path, batches: int, new_keys: int, seed: int) -> int:
         os.utime(target, (base + batch, base + batch))
         rows += len(lines)
     return rows
-
-
-def listing(checkpoint: Path) -> list[tuple[str, int]]:
-    state = checkpoint / "state"
-    return sorted((str(p), p.stat().st_size) for p in state.rglob("*") if p.is_file()) \
-        if state.exists() else []
-
-
-def wait_static(checkpoint: Path, timeout: float = 30.0) -> float:
-    """Wait until the checkpoint's state listing stops changing; seconds waited."""
-    started = time.monotonic()
-    previous = None
-    while time.monotonic() - started < timeout:
-        current = listing(checkpoint)
-        if current == previous:
-            break
-        previous = current
-        time.sleep(0.5)
-    return time.monotonic() - started
 
 
 def run_query(spark, source: Path, checkpoint: Path, provider: str, partitions: int) -> int:

@@ -151,6 +151,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench_common import wait_static  # noqa: E402
 
 STATEKIT = str(ROOT / ".venv/bin/statekit")
 MAINTENANCE = "1s"
@@ -425,24 +426,6 @@ def parse_event_log(folder: Path) -> dict[str, dict]:
 
 
 # -- plumbing ---------------------------------------------------------------------------------
-
-def listing(folder: Path) -> list[tuple[str, int]]:
-    return sorted((str(p), p.stat().st_size) for p in folder.rglob("*") if p.is_file()) \
-        if folder.exists() else []
-
-
-def wait_static(folder: Path, timeout: float = 30.0) -> float:
-    """Wait until the folder's listing (names and sizes) stops changing; seconds waited."""
-    started = time.monotonic()
-    previous = None
-    while time.monotonic() - started < timeout:
-        current = listing(folder)
-        if current == previous:
-            break
-        previous = current
-        time.sleep(0.5)
-    return time.monotonic() - started
-
 
 def run_child(mode: str, spec: dict, what: str) -> tuple[dict, float]:
     """A fresh process running ``child_<mode>(spec)``: its JSON result and its wall time."""

@@ -71,8 +71,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
 import bench_state_export as export_bench  # noqa: E402  (the data generator, reused)
+from bench_common import wait_static  # noqa: E402
 
 STATEKIT = str(ROOT / ".venv/bin/statekit")
 FROM_PARTITIONS = export_bench.PARTITIONS  # 8, like the demo checkpoint
@@ -100,25 +100,6 @@ print(json.dumps({"model_s": t1 - t0, "jvm_start_s": t2 - t1, "seconds": call,
 
 
 # -- data ---------------------------------------------------------------------------------------
-
-def listing(checkpoint: Path) -> list[tuple[str, int]]:
-    state = checkpoint / "state"
-    return sorted((str(p), p.stat().st_size) for p in state.rglob("*") if p.is_file()) \
-        if state.exists() else []
-
-
-def wait_static(checkpoint: Path, timeout: float = 30.0) -> float:
-    """Wait until the checkpoint's state listing stops changing; seconds waited."""
-    started = time.monotonic()
-    previous = None
-    while time.monotonic() - started < timeout:
-        current = listing(checkpoint)
-        if current == previous:
-            break
-        previous = current
-        time.sleep(0.5)
-    return time.monotonic() - started
-
 
 def wanted(keys: list[int], rocksdb_keys: int, providers: list[str]) -> list[tuple[str, int]]:
     """The (provider, keys) checkpoints a run needs."""
