@@ -134,14 +134,25 @@ def test_dry_run_counts_keys_per_new_partition_and_writes_nothing(reference_chec
 
 
 def test_refusals_write_nothing(reference_checkpoints, tmp_path, capsys):
-    run = reference_checkpoints.get("hdfs")
-    before = tree_hash(run.checkpoint)
-    args = ["repartition", str(run.checkpoint), "--out", str(tmp_path / "dst")]
+    import time
+
+    source = tmp_path / "src"
+    shutil.copytree(reference_checkpoints.get("hdfs").checkpoint, source)
+    # the newest batch started just now: the query looks live
+    newest = max(int(p.name) for p in (source / "offsets").iterdir() if p.name.isdigit())
+    lines = (source / "offsets" / str(newest)).read_text().split("\n")
+    meta = json.loads(lines[1])
+    meta["batchTimestampMs"] = int(time.time() * 1000) - 5_000
+    lines[1] = json.dumps(meta)
+    (source / "offsets" / str(newest)).write_text("\n".join(lines))
+    (source / "offsets" / f".{newest}.crc").unlink(missing_ok=True)
+    before = tree_hash(source)
+    args = ["repartition", str(source), "--out", str(tmp_path / "dst")]
     assert run_cli(_cli(), "statekit", [*args, "--partitions", "4", "--force"]) == 6
     assert "already has 4 partitions" in capsys.readouterr().err
     assert run_cli(_cli(), "statekit", [*args, "--partitions", "2"]) == 6
-    assert "looks live" in capsys.readouterr().err  # batches ran seconds ago
-    assert tree_hash(run.checkpoint) == before and not (tmp_path / "dst").exists()
+    assert "looks live" in capsys.readouterr().err
+    assert tree_hash(source) == before and not (tmp_path / "dst").exists()
 
 
 @pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
