@@ -31,6 +31,8 @@ COMMANDS = {
                  "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
     "repartition": ("toolkit.cli.repartition_cmd:repartition_command",
                     "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
+    "tui": ("toolkit.cli.tui_cmd:tui_command",
+            "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("toolkit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
     "pipeline": ("reference_pipeline.cli:cli",

@@ -1,0 +1,116 @@
+"""The TUI driven with Textual's Pilot on checkpoints the reference pipeline wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+
+from tui.app import StatekitApp
+from tui.panes import BatchesPane, GrowthPane, OperatorsPane, OverviewPane, RecoveryPane, Table
+
+pytestmark = [pytest.mark.spark]
+
+
+async def settle(pilot, app, condition, timeout: float = 30.0) -> None:
+    """Wait until ``condition()`` holds (workers finish in threads)."""
+    for _ in range(int(timeout / 0.1)):
+        await pilot.pause()
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the app did not get there in time")
+
+
+def cells(table: Table) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def test_overview_operators_drilldown_filter_and_back(reference_checkpoints):
+    run = reference_checkpoints.get("hdfs")
+
+    async def scenario():
+        app = StatekitApp(str(run.checkpoint))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            overview = app.query_one(OverviewPane)
+            assert str(app.snapshot.report.query_id) in str(overview.title_line.render())
+            await pilot.press("2")
+            await pilot.pause()
+            ops = app.query_one(OperatorsPane)
+            assert app.focused is ops.table
+            assert ops.table.row_count == len(app.snapshot.report.stores)
+            await pilot.press("enter")  # store → partitions
+            assert ops.path == ["0/default"] and ops.table.row_count == 4
+            await pilot.press("j", "enter")  # partition 1 → files
+            assert ops.path == ["0/default", "1"]
+            files = cells(ops.table)
+            assert any(row[1] == "delta" for row in files)
+            await pilot.press("slash")
+            await pilot.press(*"snapshot", "enter")  # filter the files
+            assert ops.table.row_count and all("snapshot" in r[1] for r in cells(ops.table))
+            await pilot.press("enter")  # a snapshot → its decoded records
+            await settle(pilot, app, lambda: ops.table.row_count > 0 and len(ops.path) == 3)
+            assert ops.table.columns and "records shown" in str(ops.status.render())
+            await pilot.press("escape", "escape")
+            assert ops.path == ["0/default"]
+            await pilot.press("escape")
+            assert ops.path == []
+
+    asyncio.run(scenario())
+
+
+def test_batches_growth_recovery_and_help(reference_checkpoints):
+    run = reference_checkpoints.get("rocksdb")
+
+    async def scenario():
+        app = StatekitApp(str(run.checkpoint))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            await pilot.press("3")
+            batches = app.query_one(BatchesPane)
+            assert batches.table.row_count == len(app.snapshot.timeline.rows)
+            await pilot.press("4")
+            growth = app.query_one(GrowthPane)
+            await settle(pilot, app, lambda: growth.result is not None)
+            assert growth.result.verdict and growth.table.row_count >= 1
+            await pilot.press("5")
+            recovery = app.query_one(RecoveryPane)
+            await settle(pilot, app, lambda: recovery.result is not None)
+            assert "estimated recovery" in str(recovery.title_line.render())
+            await pilot.press("question_mark")
+            assert app.screen.__class__.__name__ == "HelpScreen"
+            await pilot.press("escape")
+            assert app.screen.__class__.__name__ != "HelpScreen"
+
+    asyncio.run(scenario())
+
+
+def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoints, tmp_path):
+    source = reference_checkpoints.get("hdfs").checkpoint
+    copy = tmp_path / "ckpt"
+    shutil.copytree(source, copy)
+    newest = max(int(p.name) for p in (copy / "commits").iterdir() if p.name.isdigit())
+
+    async def scenario():
+        app = StatekitApp(str(copy))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            before = len(app.snapshot.timeline.rows)
+            # a new planned batch appears (a running query), then refresh
+            text = (copy / "offsets" / str(newest)).read_text()
+            (copy / "offsets" / str(newest + 1)).write_text(text)
+            await pilot.press("r")
+            await settle(pilot, app, lambda: app.refreshes >= 2)
+            assert len(app.snapshot.timeline.rows) == before + 1
+            await pilot.press("3")
+            assert "NOT committed" in str(cells(app.query_one(BatchesPane).table)[-1])
+            # a corrupt log: the error is shown in place, the app keeps running
+            (copy / "metadata").write_text("not json")
+            await pilot.press("r")
+            await settle(pilot, app, lambda: "✗" in str(
+                app.query_one(OverviewPane).status.render()))
+            assert app.is_running
+
+    asyncio.run(scenario())

@@ -1,0 +1,21 @@
+"""``statekit tui`` checks its checkpoint before starting the app (no terminal needed)."""
+
+from __future__ import annotations
+
+from toolkit.cli.main import cli
+from toolkit.cli.runner import run_cli
+
+
+def test_a_wrong_path_is_a_one_line_error_not_an_empty_app(tmp_path, capsys):
+    assert run_cli(cli, "statekit", ["tui", str(tmp_path / "missing")]) == 3
+    assert "no such file or folder" in capsys.readouterr().err
+    (tmp_path / "plain").mkdir()
+    assert run_cli(cli, "statekit", ["tui", str(tmp_path / "plain")]) == 3
+    assert run_cli(cli, "statekit", ["tui", str(tmp_path / "plain"), "--watch", "0.1"]) == 2
+
+
+def test_model_explains_findings():
+    from tui.model import explain
+
+    assert "restart" in explain("no-snapshot", "partition 3 has no snapshot")
+    assert explain("unknown-code", "as is") == "as is"

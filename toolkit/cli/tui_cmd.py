@@ -1,0 +1,30 @@
+"""``statekit tui``: the Textual app over one checkpoint (read-only unless --allow-write).
+
+The checkpoint is opened once here first, so a wrong path is a one-line error with an exit
+code rather than an app showing nothing.
+"""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli.options import checkpoint_options, open_from_cli, parse_storage_options
+
+
+@click.command("tui")
+@checkpoint_options
+@click.option("--watch", type=click.FloatRange(min=0.5), metavar="SECONDS",
+              help="Re-read the checkpoint every SECONDS (a running query's new batches).")
+@click.option("--allow-write", is_flag=True,
+              help="Allow actions that write (executing a repartition into a new checkpoint).")
+def tui_command(checkpoint, storage_option, watch, allow_write):
+    """Browse CKPT: overview, operators → partitions → files → records, batches, growth,
+    recovery. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
+
+    Example: statekit tui demo/checkpoint --watch 5
+    """
+    open_from_cli(checkpoint, storage_option)
+    from tui.app import run_tui
+
+    run_tui(checkpoint, storage_options=parse_storage_options(storage_option), watch=watch,
+            allow_write=allow_write)

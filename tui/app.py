@@ -1,0 +1,176 @@
+"""``statekit tui CKPT``: triage a checkpoint from the terminal.
+
+One app, one tab per question an on-call engineer asks — what is this query (Overview), where
+is the state (Operators → partitions → files → records), what ran when (Batches), is it
+growing (Growth), how long would a restart take (Recovery). Everything is read in thread
+workers from the headless core, so the first screen appears before anything slow finishes and
+the JVM never starts unless a screen that needs Spark is opened. Errors are shown where the
+data would have been; the rest keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import Hit, Hits, Provider
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+
+from tui.help import HelpScreen
+from tui.model import Snapshot, load_snapshot
+from tui.panes import (
+    BatchesPane,
+    GrowthPane,
+    OperatorsPane,
+    OverviewPane,
+    Pane,
+    RecoveryPane,
+)
+
+TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
+        ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
+        ("recovery", "Recovery", RecoveryPane))
+
+
+class ScreenCommands(Provider):
+    """The command palette: every screen and every action."""
+
+    async def search(self, query: str) -> Hits:
+        app = self.app
+        assert isinstance(app, StatekitApp)
+        matcher = self.matcher(query)
+        entries = [(f"Show {title}", lambda tab=tab: app.show_tab(tab), f"go to {title}")
+                   for tab, title, _ in TABS]
+        entries += [("Refresh", app.action_refresh, "re-read the checkpoint"),
+                    ("Filter", app.action_filter, "filter the current table"),
+                    ("Help", app.action_help, "every key"), ("Quit", app.action_quit, "")]
+        for name, callback, help_text in entries:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+
+
+class StatekitApp(App):
+    """The statekit TUI over one checkpoint."""
+
+    TITLE = "statekit"
+    CSS_PATH = "statekit.tcss"
+    COMMANDS = App.COMMANDS | {ScreenCommands}
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "back", "Back", show=False),
+        *(Binding(str(n), f"show_tab('{tab}')", title, show=False)
+          for n, (tab, title, _) in enumerate(TABS, 1)),
+    ]
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
+                 watch: float | None = None, allow_write: bool = False) -> None:
+        super().__init__()
+        self.url = url
+        self.storage_options = storage_options or {}
+        self.watch_seconds = watch
+        self.allow_write = allow_write
+        self.snapshot: Snapshot | None = None
+        self.refreshes = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(placeholder="filter rows (Enter to apply, Esc to clear)", id="filter")
+        with TabbedContent(id="tabs"):
+            for tab, title, pane in TABS:
+                with TabPane(title, id=tab):
+                    yield pane(id=f"{tab}-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.url
+        self.call_after_refresh(self.current_pane().focus_main)
+        self.load()
+        if self.watch_seconds:
+            self.set_interval(self.watch_seconds, self.action_refresh)
+
+    # ---------------------------------------------------------------- loading
+    @work(thread=True, exclusive=True, group="load")
+    def load(self) -> None:
+        from toolkit.errors import StatekitError
+
+        try:
+            snapshot = load_snapshot(self.url, self.storage_options)
+        except StatekitError as error:
+            self.call_from_thread(self._failed, str(error))
+            return
+        self.call_from_thread(self._loaded, snapshot)
+
+    def _loaded(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.refreshes += 1
+        for pane in self.query(Pane):
+            pane.show_snapshot(snapshot)
+
+    def _failed(self, message: str) -> None:
+        for pane in self.query(Pane):
+            pane.show_error(message)
+
+    # ---------------------------------------------------------------- actions
+    def show_tab(self, tab: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = tab
+        self.call_after_refresh(self.current_pane().focus_main)
+
+    def action_show_tab(self, tab: str) -> None:
+        self.show_tab(tab)
+
+    def current_pane(self) -> Pane:
+        active = self.query_one("#tabs", TabbedContent).active
+        return self.query_one(f"#{active}-pane", Pane)
+
+    def action_refresh(self) -> None:
+        self.load()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.BINDINGS, TABS))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def clear_filter_box(self) -> bool:
+        """Hide and empty the filter box; True if it was shown."""
+        box = self.query_one("#filter", Input)
+        if not box.has_class("shown"):
+            return False
+        with box.prevent(Input.Changed):
+            box.value = ""
+        box.remove_class("shown")
+        return True
+
+    def action_back(self) -> None:
+        if self.clear_filter_box():
+            self.current_pane().apply_filter("")
+            self.current_pane().focus_main()
+            return
+        self.current_pane().back()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.current_pane().apply_filter(event.value)
+        self.current_pane().focus_main()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.current_pane().apply_filter(event.value)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+        self.current_pane().activated()
+
+
+def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
+            watch: float | None = None, allow_write: bool = False) -> None:
+    StatekitApp(url, storage_options=storage_options, watch=watch,
+                allow_write=allow_write).run()

@@ -1,0 +1,44 @@
+"""``?``: every key of the app on one screen (Esc or ``q`` closes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+#: Keys handled by widgets rather than app bindings (tables, the filter box).
+WIDGET_KEYS = (
+    ("↑ ↓ ← → / h j k l", "move in a table"),
+    ("Enter", "drill down: store → partitions → files → decoded records"),
+    ("Esc", "back one level (or clear the filter)"),
+    ("ctrl+p", "command palette: every screen and action"),
+)
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def __init__(self, bindings: Sequence[Binding], tabs: Sequence[tuple[str, str, Any]]):
+        super().__init__()
+        self.bindings_shown = bindings
+        self.tabs = tabs
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static("statekit — keys", classes="title")
+            table = DataTable(cursor_type="none", id="help-keys")
+            table.add_columns("key", "does")
+            for binding in self.bindings_shown:
+                if binding.action.startswith("show_tab"):
+                    continue
+                table.add_row(binding.key_display or binding.key, binding.description)
+            for n, (_, title, _) in enumerate(self.tabs, 1):
+                table.add_row(str(n), f"show {title}")
+            for key, what in WIDGET_KEYS:
+                table.add_row(key, what)
+            yield table

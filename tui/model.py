@@ -1,0 +1,54 @@
+"""What the TUI shows, loaded from the checkpoint without Textual (so it is testable alone).
+
+Every screen reads the same snapshot: the opened checkpoint, its file-level report and its
+batch timeline — one listing of ``state/``, no JVM. A refresh (``r``, or ``--watch``) builds a
+new snapshot from a freshly opened checkpoint, so new batches and files appear.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.batches import BatchTimeline, batch_timeline
+from toolkit.checkpoint import open_checkpoint
+from toolkit.checkpoint.checkpoint import Checkpoint
+from toolkit.report import CheckpointReport, build_report
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    ckpt: Checkpoint
+    report: CheckpointReport
+    timeline: BatchTimeline
+    loaded_at: float
+    seconds: float
+
+
+def load_snapshot(url: str, storage_options: dict[str, Any] | None = None) -> Snapshot:
+    """Open ``url`` afresh and build the report and batch timeline (raises StatekitError)."""
+    started = time.perf_counter()
+    ckpt = open_checkpoint(url, storage_options)
+    report = build_report(ckpt)
+    timeline = batch_timeline(ckpt)
+    return Snapshot(ckpt, report, timeline, time.time(), time.perf_counter() - started)
+
+
+#: One-line explanations of the report's finding codes, for the Overview screen.
+FINDING_HELP = {
+    "snapshot-lag": "a restart replays every delta since the last snapshot: slower recovery",
+    "no-snapshot": "a restart replays every delta from version 1",
+    "missing-partitions": "Spark cannot load the stores of those partitions",
+    "cannot-load": "the files cannot rebuild the committed version: a restart would fail",
+    "orphan-files": "state files beyond the committed version (a crash or a running batch)",
+    "uncommitted-batch": "a planned batch has no commit: the restart re-runs it",
+    "unfinished-repartition": "a repartition batch was planned but not committed: Spark "
+                              "refuses to restart until it is finished or removed",
+}
+
+
+def explain(code: str, message: str) -> str:
+    """The finding's message plus what it means, when statekit knows."""
+    hint = FINDING_HELP.get(code)
+    return f"{message} — {hint}" if hint and hint not in message else message
