@@ -27,11 +27,12 @@ from tui.panes import (
     OverviewPane,
     Pane,
     RecoveryPane,
+    StatePane,
 )
 
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
         ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
-        ("recovery", "Recovery", RecoveryPane))
+        ("recovery", "Recovery", RecoveryPane), ("state", "State", StatePane))
 
 
 class ScreenCommands(Provider):

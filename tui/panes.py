@@ -464,7 +464,126 @@ class RecoveryPane(_LazyPane):
                                  human_bytes(w.snapshot_bytes_per_batch))) for w in e.what_if])
 
 
-PANES: tuple[type[Pane], ...] = (OverviewPane, OperatorsPane, BatchesPane, GrowthPane,
-                                 RecoveryPane)
-__all__ = ["PANES", "BatchesPane", "GrowthPane", "OperatorsPane", "OverviewPane", "Pane",
-           "RecoveryPane", "Table"]
+
+
+
+class StatePane(Pane):
+    """State rows through Spark's own reader: the JVM starts the first time this tab opens,
+    in a worker, with each step shown. Rows stream in pages (``n`` next, ``p`` previous);
+    ``o`` switches to the next operator."""
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("n", "page(1)", "Next page"), Binding("p", "page(-1)", "Previous page"),
+        Binding("o", "next_operator", "Next operator")]
+    PAGE = 100
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.started = False
+        self.operator: int | None = None
+        self.pages: list[list[tuple]] = []
+        self.columns: list[str] = []
+        self.page = 0
+        self.rows_iter: Any = None
+        self.exhausted = False
+        self.spark: Any = None
+
+    def render_snapshot(self) -> None:
+        self.title_line.update("state rows through Spark's statestore reader")
+        if not self.started:
+            self.status.update("opens Spark when shown (the JVM starts only here)")
+
+    def activated(self) -> None:
+        if not self.started and self.snapshot is not None:
+            self.started = True
+            self._open(self.operator)
+
+    def action_next_operator(self) -> None:
+        operators = sorted(self.snapshot.ckpt.operators) if self.snapshot else []
+        if not operators:
+            return
+        current = self.operator if self.operator is not None else operators[0]
+        later = [o for o in operators if o > current]
+        self._open(later[0] if later else operators[0])
+
+    def action_page(self, step: int) -> None:
+        target = self.page + step
+        if target < 0:
+            return
+        if target < len(self.pages):
+            self.page = target
+            self._show_page()
+        elif not self.exhausted and self.rows_iter is not None:
+            self._fetch()
+
+    @work(thread=True, exclusive=True, group="state")
+    def _open(self, operator: int | None) -> None:
+        from toolkit.errors import StatekitError
+
+        def say(message: str) -> None:
+            self.app.call_from_thread(self.status.update, message)
+
+        try:
+            from jobs.state_reader import flatten, read_state, reader_confs, resolve_target
+
+            target = resolve_target(self.snapshot.ckpt, operator=operator)
+            if self.spark is None:
+                say("starting Spark (the JVM takes a few seconds)…")
+                from jobs.session import build_session
+
+                self.spark = build_session("statekit-tui")
+                for key, value in reader_confs(self.snapshot.ckpt).items():
+                    self.spark.conf.set(key, value)
+            say(f"planning the read of {target.label}…")
+            frame = flatten(read_state(self.spark, target))
+            columns = list(frame.columns)
+            rows_iter = frame.toLocalIterator()
+        except StatekitError as error:
+            self.app.call_from_thread(self.show_error, str(error))
+            return
+        except Exception as error:  # a Spark failure: one line, shown in place
+            from jobs.errors import first_line
+
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._opened, target, columns, rows_iter)
+
+    def _opened(self, target: Any, columns: list[str], rows_iter: Any) -> None:
+        self.operator = target.operator_id
+        self.title_line.update(f"{target.label} — n/p: pages · o: next operator · /: filter")
+        self.columns, self.rows_iter = columns, rows_iter
+        self.pages, self.page, self.exhausted = [], 0, False
+        self._fetch()
+
+    @work(thread=True, exclusive=True, group="state-page")
+    def _fetch(self) -> None:
+        from itertools import islice
+
+        self.app.call_from_thread(self.status.update, "reading rows…")
+        try:
+            rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
+        except Exception as error:
+            from jobs.errors import first_line
+
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._fetched, rows)
+
+    def _fetched(self, rows: list[tuple]) -> None:
+        if len(rows) < self.PAGE:
+            self.exhausted = True
+        if rows or not self.pages:
+            self.pages.append(rows)
+            self.page = len(self.pages) - 1
+        self._show_page()
+
+    def _show_page(self) -> None:
+        rows = self.pages[self.page] if self.pages else []
+        first = self.page * self.PAGE
+        self.table.load(self.columns, [(str(first + n), r) for n, r in enumerate(rows)])
+        more = "" if self.exhausted and self.page == len(self.pages) - 1 else " · n: more"
+        self.status.update(f"rows {first + 1 if rows else 0}–{first + len(rows)}{more}")
+
+
+__all__ = ["BatchesPane", "GrowthPane", "OperatorsPane", "OverviewPane", "Pane",
+           "RecoveryPane", "StatePane", "Table"]

@@ -114,3 +114,34 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
             assert app.is_running
 
     asyncio.run(scenario())
+
+
+def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoints):
+    from tui.panes import StatePane
+
+    run = reference_checkpoints.get("hdfs")
+    keys = run.result.state_keys()
+
+    async def scenario():
+        app = StatekitApp(str(run.checkpoint))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            state = app.query_one(StatePane)
+            await pilot.press("2", "3")
+            assert state.spark is None and not state.started  # no JVM for other screens
+            await pilot.press("6")
+            await settle(pilot, app, lambda: state.pages, timeout=90)
+            assert state.table.row_count == min(StatePane.PAGE, keys)
+            assert "key.user_id" in state.columns or any(c.startswith("key") for c in
+                                                          state.columns)
+            shown = sum(len(p) for p in state.pages)
+            while not state.exhausted:
+                await pilot.press("n")
+                await settle(pilot, app, lambda n=shown: sum(len(p) for p in state.pages) > n
+                             or state.exhausted, timeout=60)
+                shown = sum(len(p) for p in state.pages)
+            assert shown == keys  # every key, page by page
+            await pilot.press("p")
+            assert state.page == max(0, len(state.pages) - 2)
+
+    asyncio.run(scenario())
