@@ -18,21 +18,16 @@ from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
+from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.help import HelpScreen
 from tui.model import Snapshot, load_snapshot
-from tui.panes import (
-    BatchesPane,
-    GrowthPane,
-    OperatorsPane,
-    OverviewPane,
-    Pane,
-    RecoveryPane,
-    StatePane,
-)
+from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Pane
+from tui.spark_panes import RepartitionPane, StatePane
 
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
         ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
-        ("recovery", "Recovery", RecoveryPane), ("state", "State", StatePane))
+        ("recovery", "Recovery", RecoveryPane), ("state", "State", StatePane),
+        ("repartition", "Repartition", RepartitionPane))
 
 
 class ScreenCommands(Provider):

@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
+from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
-from tui.panes import BatchesPane, GrowthPane, OperatorsPane, OverviewPane, RecoveryPane, Table
+from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
 
 pytestmark = [pytest.mark.spark]
 
@@ -117,7 +118,7 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
 
 
 def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoints):
-    from tui.panes import StatePane
+    from tui.spark_panes import StatePane
 
     run = reference_checkpoints.get("hdfs")
     keys = run.result.state_keys()
@@ -145,3 +146,44 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
             assert state.page == max(0, len(state.pages) - 2)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("allow_write", [False, True])
+def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_checkpoints,
+                                                                   tmp_path, allow_write):
+    from tests.spark.test_inspect_cli import tree_hash
+    from tui.spark_panes import RepartitionPane
+
+    source = reference_checkpoints.get("hdfs").checkpoint
+    before = tree_hash(source)
+    target = tmp_path / "new"
+
+    async def scenario():
+        app = StatekitApp(str(source), allow_write=allow_write)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            pane = app.query_one(RepartitionPane)
+            await pilot.press("7")
+            await pilot.pause()
+            pane.query_one("#rp-target").value = str(target)
+            pane.query_one("#rp-force").value = True
+            await pilot.click("#rp-partitions")
+            await pilot.press("2", "enter")
+            await settle(pilot, app, lambda: pane.plan is not None, timeout=90)
+            assert pane.table.row_count == 2  # keys per new partition
+            assert sum(int(str(pane.table.get_row_at(i)[2]).replace(",", ""))
+                       for i in range(2)) == reference_checkpoints.get("hdfs").result \
+                .state_keys()
+            await pilot.press("x")
+            if not allow_write:
+                assert "read-only" in str(pane.status.render())
+                assert app.screen.__class__.__name__ != "ConfirmScreen"
+                return
+            assert app.screen.__class__.__name__ == "ConfirmScreen"
+            await pilot.press("y")
+            await settle(pilot, app, lambda: pane.result is not None, timeout=120)
+            assert pane.result.verification.ok and "published" in str(pane.status.render())
+
+    asyncio.run(scenario())
+    assert tree_hash(source) == before
+    assert target.exists() == allow_write

@@ -1,0 +1,105 @@
+"""The analysis tabs: Growth (``statekit growth``) and Recovery (``statekit recovery``), each
+computed from the files in a worker the first time its tab opens — no JVM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Sparkline, Static
+
+from tui.model import Snapshot
+from tui.panes import LazyPane, Table, human_bytes
+
+
+class GrowthPane(LazyPane):
+    """Keys over versions per store, the verdict and its evidence (``statekit growth``)."""
+
+    loading_message = "replaying the state files for the key history…"
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="title")
+        yield Static("", classes="status")
+        yield Sparkline([], classes="chart")
+        yield Table(classes="main")
+
+    def compute(self, snapshot: Snapshot) -> Any:
+        from toolkit.growth import analyse
+
+        return analyse(snapshot.ckpt)
+
+    def show_result(self, report: Any) -> None:
+        self.title_line.update(Text.assemble(("verdict ", "dim"), (
+            report.verdict.upper(), "bold red" if report.is_growth else "bold green"),
+            ("  ", ""), (" ".join(report.summary), "")))
+        keys = report.total_keys.last_value if report.total_keys else None
+        size = report.total_bytes.last_value if report.total_bytes else None
+        self.status.update(f"{'-' if keys is None else f'{keys:,.0f}'} keys, "
+                           f"{human_bytes(size)} — the chart: the first store's keys per "
+                           "version")
+        rows = []
+        chart: list[float] = []
+        for store in report.stores:
+            history = store.history
+            keys = [v.keys for v in history.versions] if history else []
+            chart = chart or [float(k) for k in keys]
+            rows.append((store.label, (
+                store.label, Text(store.verdict, style="bold red" if store.verdict in
+                                  ("growing", "accelerating") else "green"),
+                "-" if store.keys.last_value is None else f"{store.keys.last_value:,.0f}",
+                _sparkline(keys), "; ".join(store.evidence[:2]))))
+        self.query_one(".chart", Sparkline).data = chart
+        self.table.load(("store", "verdict", "keys", "keys over versions", "evidence"), rows)
+
+
+def _sparkline(values: Sequence[float], width: int = 32) -> str:
+    bars = "▁▂▃▄▅▆▇█"
+    values = list(values)[-width:]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1
+    return "".join(bars[min(7, int((v - low) / span * 7.999))] for v in values)
+
+
+class RecoveryPane(LazyPane):
+    """The restart estimate, its slowest partitions and the minDeltasForSnapshot what-if."""
+
+    loading_message = "estimating the restart from the files…"
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="title")
+        yield Static("", classes="status")
+        yield Table(classes="main")
+        yield Table(classes="whatif")
+
+    def compute(self, snapshot: Snapshot) -> Any:
+        import os
+
+        from toolkit.recovery import estimate_recovery
+
+        return estimate_recovery(snapshot.ckpt, cores=len(os.sched_getaffinity(0)))
+
+    def show_result(self, e: Any) -> None:
+        self.title_line.update(Text.assemble(
+            ("estimated recovery ", "dim"), (f"{e.estimate_s:.2f} s", "bold"),
+            (f"  (state load {e.state_load_s:.2f} s + re-run {e.rerun_s:.2f} s) · "
+             f"{e.cores} task slots · version {e.version}", "")))
+        self.status.update(" · ".join(e.notes) or "no warnings")
+        rows = []
+        for stage in e.stages:
+            for w in stage.critical:
+                rows.append((f"{w.operator_id}/{w.store}/{w.partition}", (
+                    f"{w.operator_id}/{w.store}", str(w.partition),
+                    "-" if w.base_version is None else str(w.base_version), str(w.files),
+                    human_bytes(w.bytes), f"{w.records:,.0f}", str(w.changes),
+                    f"{w.seconds:.3f}")))
+        self.table.load(("operator/store", "partition", "base version", "files", "bytes",
+                         "records", "changes", "seconds"), rows)
+        whatif = self.query_one(".whatif", Table)
+        whatif.load(("minDeltasForSnapshot", "worst case", "typical",
+                     "snapshot bytes per batch"), [
+            (str(w.min_deltas), (str(w.min_deltas), f"{w.worst_s:.2f} s", f"{w.typical_s:.2f} s",
+                                 human_bytes(w.snapshot_bytes_per_batch))) for w in e.what_if])

@@ -1,0 +1,319 @@
+"""The tabs that need Spark: State (rows through Spark's ``statestore`` reader, paged) and
+Repartition (the dry-run plan, and execution only with ``--allow-write``). The JVM starts
+in a worker the first time one of them needs it, never for the other tabs."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Checkbox, Input, Static
+
+from tui.panes import Pane, Table, human_bytes
+
+
+class StatePane(Pane):
+    """State rows through Spark's own reader: the JVM starts the first time this tab opens,
+    in a worker, with each step shown. Rows stream in pages (``n`` next, ``p`` previous);
+    ``o`` switches to the next operator."""
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("n", "page(1)", "Next page"), Binding("p", "page(-1)", "Previous page"),
+        Binding("o", "next_operator", "Next operator")]
+    PAGE = 100
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.started = False
+        self.operator: int | None = None
+        self.pages: list[list[tuple]] = []
+        self.columns: list[str] = []
+        self.page = 0
+        self.rows_iter: Any = None
+        self.exhausted = False
+        self.spark: Any = None
+
+    def render_snapshot(self) -> None:
+        self.title_line.update("state rows through Spark's statestore reader")
+        if not self.started:
+            self.status.update("opens Spark when shown (the JVM starts only here)")
+
+    def activated(self) -> None:
+        if not self.started and self.snapshot is not None:
+            self.started = True
+            self._open(self.operator)
+
+    def action_next_operator(self) -> None:
+        operators = sorted(self.snapshot.ckpt.operators) if self.snapshot else []
+        if not operators:
+            return
+        current = self.operator if self.operator is not None else operators[0]
+        later = [o for o in operators if o > current]
+        self._open(later[0] if later else operators[0])
+
+    def action_page(self, step: int) -> None:
+        target = self.page + step
+        if target < 0:
+            return
+        if target < len(self.pages):
+            self.page = target
+            self._show_page()
+        elif not self.exhausted and self.rows_iter is not None:
+            self._fetch()
+
+    @work(thread=True, exclusive=True, group="state")
+    def _open(self, operator: int | None) -> None:
+        from toolkit.errors import StatekitError
+
+        def say(message: str) -> None:
+            self.app.call_from_thread(self.status.update, message)
+
+        try:
+            from jobs.state_reader import flatten, read_state, reader_confs, resolve_target
+
+            target = resolve_target(self.snapshot.ckpt, operator=operator)
+            if self.spark is None:
+                say("starting Spark (the JVM takes a few seconds)…")
+                from jobs.session import build_session
+
+                self.spark = build_session("statekit-tui")
+                for key, value in reader_confs(self.snapshot.ckpt).items():
+                    self.spark.conf.set(key, value)
+            say(f"planning the read of {target.label}…")
+            frame = flatten(read_state(self.spark, target))
+            columns = list(frame.columns)
+            rows_iter = frame.toLocalIterator()
+        except StatekitError as error:
+            self.app.call_from_thread(self.show_error, str(error))
+            return
+        except Exception as error:  # a Spark failure: one line, shown in place
+            from jobs.errors import first_line
+
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._opened, target, columns, rows_iter)
+
+    def _opened(self, target: Any, columns: list[str], rows_iter: Any) -> None:
+        self.operator = target.operator_id
+        self.title_line.update(f"{target.label} — n/p: pages · o: next operator · /: filter")
+        self.columns, self.rows_iter = columns, rows_iter
+        self.pages, self.page, self.exhausted = [], 0, False
+        self._fetch()
+
+    @work(thread=True, exclusive=True, group="state-page")
+    def _fetch(self) -> None:
+        from itertools import islice
+
+        self.app.call_from_thread(self.status.update, "reading rows…")
+        try:
+            rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
+        except Exception as error:
+            from jobs.errors import first_line
+
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._fetched, rows)
+
+    def _fetched(self, rows: list[tuple]) -> None:
+        if len(rows) < self.PAGE:
+            self.exhausted = True
+        if rows or not self.pages:
+            self.pages.append(rows)
+            self.page = len(self.pages) - 1
+        self._show_page()
+
+    def _show_page(self) -> None:
+        rows = self.pages[self.page] if self.pages else []
+        first = self.page * self.PAGE
+        self.table.load(self.columns, [(str(first + n), r) for n, r in enumerate(rows)])
+        more = "" if self.exhausted and self.page == len(self.pages) - 1 else " · n: more"
+        self.status.update(f"rows {first + 1 if rows else 0}–{first + len(rows)}{more}")
+
+
+
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """y / n for an action that writes."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("y", "answer(True)", "Yes"),
+                                         Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm"):
+            yield Static(self.question)
+            yield Static("y: yes · n / Esc: no", classes="status")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class RepartitionPane(Pane):
+    """The dry-run plan for a partition count (Enter in the inputs), and — only when the app
+    was started with ``--allow-write`` — its execution (``x``) after a confirmation, with
+    progress and the verification result. The source is only ever read."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("x", "execute", "Execute")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan: Any = None
+        self.result: Any = None
+        self.spark: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("repartition into a NEW checkpoint — partitions, target, Enter: plan "
+                     "(dry run); x: execute (needs --allow-write)", classes="title")
+        with Horizontal(classes="form"):
+            yield Input(placeholder="partitions", id="rp-partitions", type="integer")
+            yield Input(placeholder="target folder", id="rp-target")
+            yield Checkbox("force (the query is stopped)", id="rp-force")
+        yield Static("", classes="status")
+        yield Table(classes="main")
+
+    def render_snapshot(self) -> None:
+        target = self.query_one("#rp-target", Input)
+        if not target.value:
+            target.value = self.snapshot.ckpt.location.url.rstrip("/") + "-repartitioned"
+
+    def focus_main(self) -> None:
+        self.query_one("#rp-partitions", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.plan_dry_run()
+
+    def _request(self) -> tuple[int, str, bool] | None:
+        text = self.query_one("#rp-partitions", Input).value.strip()
+        if not text.isdigit() or int(text) < 1:
+            self.show_error("enter the new number of partitions")
+            return None
+        return (int(text), self.query_one("#rp-target", Input).value.strip(),
+                self.query_one("#rp-force", Checkbox).value)
+
+    def plan_dry_run(self) -> None:
+        request = self._request()
+        if request:
+            self.status.update("planning…")
+            self._dry_run(*request)
+
+    @work(thread=True, exclusive=True, group="repartition")
+    def _dry_run(self, partitions: int, target: str, force: bool) -> None:
+        from toolkit.checkpoint.location import resolve
+        from toolkit.errors import StatekitError
+        from toolkit.repartition.plan import plan_repartition
+
+        ckpt = self.snapshot.ckpt
+        options = dict(self.app.storage_options)
+        try:
+            plan = plan_repartition(ckpt, resolve(target, options), partitions, force=force)
+            self.app.call_from_thread(self.status.update,
+                                      "counting keys per new partition (starting Spark)…")
+            from jobs.repartition import _spark_url, count_per_new_partition, key_field_names
+
+            spark = self._session()
+            plan.keys_per_partition.update(count_per_new_partition(
+                spark, source_path=_spark_url(ckpt.location.url), plan=plan,
+                key_fields=key_field_names(ckpt)))
+        except StatekitError as error:
+            self.app.call_from_thread(self.show_error, str(error))
+            return
+        except Exception as error:
+            from jobs.errors import first_line
+
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._planned, plan)
+
+    def _session(self) -> Any:
+        if self.spark is None:
+            from jobs.session import build_session
+            from jobs.state_reader import reader_confs
+
+            self.spark = build_session("statekit-tui")
+            for key, value in reader_confs(self.snapshot.ckpt).items():
+                self.spark.conf.set(key, value)
+        return self.spark
+
+    def _planned(self, plan: Any) -> None:
+        self.plan = plan
+        estimate = plan.estimate()
+        sizes = plan.bytes_per_partition()
+        self.status.update(
+            f"batch {plan.last_committed} → repartition batch {plan.repartition_batch}, state "
+            f"version {plan.state_version}; {plan.from_partitions} → {plan.to_partitions} "
+            f"partitions; {plan.files_to_write} files to write; estimated "
+            f"{estimate['seconds'] or 0:.0f} s"
+            + ("" if self.app.allow_write else " · read-only: start with --allow-write to "
+               "execute"))
+        rows = []
+        for key, counts in plan.keys_per_partition.items():
+            mean = sum(counts) / len(counts) if counts else 0
+            for p, count in enumerate(counts):
+                size = sizes.get(key)
+                rows.append((f"{key}/{p}", (key, str(p), f"{count:,}",
+                                            human_bytes(size[p]) if size else "-",
+                                            f"{count / mean:.2f}" if mean else "-")))
+        self.table.load(("operator/store", "new partition", "keys", "≈ bytes", "÷ mean"),
+                        rows)
+        self.table.focus()  # so x (execute) reaches the pane
+
+    def action_execute(self) -> None:
+        if not self.app.allow_write:
+            self.show_error("read-only: start statekit tui with --allow-write to execute a "
+                            "repartition")
+            return
+        if self.plan is None:
+            self.show_error("plan first (Enter in the inputs): the dry run shows what will "
+                            "be written")
+            return
+        plan = self.plan
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._execute(plan)
+
+        self.app.push_screen(ConfirmScreen(
+            f"Write a new checkpoint {plan.target} with {plan.to_partitions} partitions from "
+            f"{plan.source}? The source is only read."), answered)
+
+    @work(thread=True, exclusive=True, group="repartition")
+    def _execute(self, plan: Any) -> None:
+        from toolkit.checkpoint.location import resolve
+        from toolkit.errors import StatekitError
+        from toolkit.repartition.staging import Staging
+
+        ckpt = self.snapshot.ckpt
+        options = dict(self.app.storage_options)
+
+        def say(message: str) -> None:
+            self.app.call_from_thread(self.status.update, message)
+
+        try:
+            from jobs.repartition import run_repartition
+
+            result = run_repartition(self._session(), ckpt, plan,
+                                     Staging(resolve(plan.target, options), ckpt.location.url),
+                                     storage_options=options, progress=say)
+        except StatekitError as error:
+            self.app.call_from_thread(self.show_error, str(error))
+            return
+        self.app.call_from_thread(self._executed, result)
+
+    def _executed(self, result: Any) -> None:
+        self.result = result
+        check = result.verification
+        verdict = "verified: identical rows, all in place, state-metadata agrees" if \
+            check is not None and check.ok else "NOT verified"
+        self.status.update(Text(f"published {result.target} in {result.seconds:.1f} s — "
+                                f"{verdict}", style="bold green"))
+        self.plan = None
