@@ -18,17 +18,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from toolkit.cli.render import human_bytes
 from tui.model import Snapshot, explain
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def when(ms: int | None) -> str:
@@ -373,4 +364,5 @@ class LazyPane(Pane):
         raise NotImplementedError
 
 
-__all__ = ["BatchesPane", "LazyPane", "OperatorsPane", "OverviewPane", "Pane", "Table"]
+__all__ = ["BatchesPane", "LazyPane", "OperatorsPane", "OverviewPane", "Pane", "Table",
+           "human_bytes"]
