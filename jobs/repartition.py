@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobs.state_reader import spark_url
 from toolkit.errors import UnsupportedFormat
 
 if TYPE_CHECKING:
@@ -197,6 +198,14 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
     return sorted(written, key=lambda w: w.partition)
 
 
+def placement(key_names: list[str], partitions: int) -> str:
+    """Spark SQL for the new partition of a ``statestore`` row: ``pmod(hash(key.*), n)``."""
+    if not key_names:
+        return "0"
+    columns = ", ".join(f"key.`{name}`" for name in key_names)
+    return f"pmod(hash({columns}), {partitions})"
+
+
 def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
                             key_fields: dict[tuple[int, str], list[str]]
                             ) -> dict[str, list[int]]:
@@ -211,9 +220,7 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
         rows = read_state(spark, StateTarget(source_path, store.operator_id,
                                              store.operator_name, store.store,
                                              batch_id=plan.last_committed))
-        names = key_fields[(store.operator_id, store.store)]
-        columns = ", ".join(f"key.`{name}`" for name in names)
-        expr = f"pmod(hash({columns}), {plan.to_partitions})" if names else "0"
+        expr = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
         counts = dict(rows.groupBy(F.expr(expr).alias("p")).count().collect())
         out[f"{store.operator_id}/{store.store}"] = [int(counts.get(p, 0))
                                                      for p in range(plan.to_partitions)]
@@ -276,9 +283,7 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan,
         source, target = rows(source_path, n), rows(target_path, n + 1)
         as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
         src, tgt = source.select(as_json), target.select(as_json)
-        names = key_fields[(store.operator_id, store.store)]
-        columns = ", ".join(f"key.`{name}`" for name in names)
-        expected = f"pmod(hash({columns}), {plan.to_partitions})" if names else "0"
+        expected = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
         misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
         checks.append(StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
                                  src.exceptAll(tgt).count(), tgt.exceptAll(src).count(),
@@ -314,14 +319,6 @@ class RepartitionResult:
                     "metadata_partitions": list(self.verification.metadata_partitions)}}
 
 
-def _spark_url(url: str) -> str:
-    import os
-
-    if "://" not in url:
-        return os.path.abspath(url)
-    return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
-
-
 def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
                         ) -> dict[str, list[WrittenPartition]]:
     """Spark's own offline repartition, on a staged copy of what loading batch N needs.
@@ -345,7 +342,7 @@ def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
         for file in needed:
             staging.write(ckpt.location.relative(file.path), ckpt.read_bytes(file.path))
     staging.on_step("spark repartition")
-    spark._streamingCheckpointManager.repartition(_spark_url(staging.url), plan.to_partitions,
+    spark._streamingCheckpointManager.repartition(spark_url(staging.url), plan.to_partitions,
                                                   True)
     staged = open_checkpoint(staging.url)
     target_version = plan.state_version
@@ -435,8 +432,8 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
         verification = None
         if check:
             progress("verifying through Spark's state readers")
-            verification = verify(spark, source_path=_spark_url(ckpt.location.url),
-                                  target_path=_spark_url(staging.url), plan=plan,
+            verification = verify(spark, source_path=spark_url(ckpt.location.url),
+                                  target_path=spark_url(staging.url), plan=plan,
                                   key_fields=key_field_names(ckpt))
             if not verification.ok:
                 raise JobFailed("verification failed, nothing published: "

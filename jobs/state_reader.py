@@ -84,7 +84,11 @@ class StateTarget:
 
 def spark_path(ckpt: Checkpoint) -> str:
     """The checkpoint URL for Spark: absolute local paths; ``s3://`` becomes ``s3a://``."""
-    url = ckpt.location.url
+    return spark_url(ckpt.location.url)
+
+
+def spark_url(url: str) -> str:
+    """Any statekit URL as Spark's Hadoop filesystems expect it."""
     if "://" not in url:
         return os.path.abspath(url)
     if url.startswith("s3://"):

@@ -17,6 +17,18 @@ from textual.widgets import Checkbox, Input, Static
 from tui.panes import Pane, Table, human_bytes
 
 
+def spark_session(snapshot: Any) -> Any:
+    """The TUI's Spark session (started on first use, in a worker), with the reader confs
+    this checkpoint needs."""
+    from jobs.session import build_session
+    from jobs.state_reader import reader_confs
+
+    spark = build_session("statekit-tui")
+    for key, value in reader_confs(snapshot.ckpt).items():
+        spark.conf.set(key, value)
+    return spark
+
+
 class StatePane(Pane):
     """State rows through Spark's own reader: the JVM starts the first time this tab opens,
     in a worker, with each step shown. Rows stream in pages (``n`` next, ``p`` previous);
@@ -74,16 +86,12 @@ class StatePane(Pane):
             self.app.call_from_thread(self.status.update, message)
 
         try:
-            from jobs.state_reader import flatten, read_state, reader_confs, resolve_target
+            from jobs.state_reader import flatten, read_state, resolve_target
 
             target = resolve_target(self.snapshot.ckpt, operator=operator)
             if self.spark is None:
                 say("starting Spark (the JVM takes a few seconds)…")
-                from jobs.session import build_session
-
-                self.spark = build_session("statekit-tui")
-                for key, value in reader_confs(self.snapshot.ckpt).items():
-                    self.spark.conf.set(key, value)
+                self.spark = spark_session(self.snapshot)
             say(f"planning the read of {target.label}…")
             frame = flatten(read_state(self.spark, target))
             columns = list(frame.columns)
@@ -218,11 +226,12 @@ class RepartitionPane(Pane):
             plan = plan_repartition(ckpt, resolve(target, options), partitions, force=force)
             self.app.call_from_thread(self.status.update,
                                       "counting keys per new partition (starting Spark)…")
-            from jobs.repartition import _spark_url, count_per_new_partition, key_field_names
+            from jobs.repartition import count_per_new_partition, key_field_names
+            from jobs.state_reader import spark_path
 
             spark = self._session()
             plan.keys_per_partition.update(count_per_new_partition(
-                spark, source_path=_spark_url(ckpt.location.url), plan=plan,
+                spark, source_path=spark_path(ckpt), plan=plan,
                 key_fields=key_field_names(ckpt)))
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
@@ -236,12 +245,7 @@ class RepartitionPane(Pane):
 
     def _session(self) -> Any:
         if self.spark is None:
-            from jobs.session import build_session
-            from jobs.state_reader import reader_confs
-
-            self.spark = build_session("statekit-tui")
-            for key, value in reader_confs(self.snapshot.ckpt).items():
-                self.spark.conf.set(key, value)
+            self.spark = spark_session(self.snapshot)
         return self.spark
 
     def _planned(self, plan: Any) -> None:

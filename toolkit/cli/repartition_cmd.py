@@ -75,13 +75,12 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
         sink = resolve(file_sink, options)
         sink_entry = repartition_entry(sink, plan.repartition_batch)
     from jobs.repartition import (
-        _spark_url,
         count_per_new_partition,
         key_field_names,
         run_repartition,
     )
     from jobs.session import build_session, parse_conf_pairs
-    from jobs.state_reader import reader_confs, session_confs
+    from jobs.state_reader import reader_confs, session_confs, spark_path
     from toolkit.repartition.staging import Staging
 
     with _status(not as_json) as progress:
@@ -90,7 +89,7 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
         with session_confs(spark, reader_confs(ckpt)):
             if dry_run:
                 progress("counting keys per new partition…")
-                counts = count_per_new_partition(spark, source_path=_spark_url(ckpt.location.url),
+                counts = count_per_new_partition(spark, source_path=spark_path(ckpt),
                                                  plan=plan, key_fields=key_field_names(ckpt))
                 plan.keys_per_partition.update(counts)
                 result = None
