@@ -24,6 +24,14 @@ class GrowthPane(LazyPane):
         yield Static("", classes="status")
         yield Sparkline([], classes="chart")
         yield Table(classes="main")
+        yield Static("", classes="detail")
+
+    def describe(self, key: str) -> str | None:
+        for store in self.result.stores if self.result else ():
+            if store.label == key:
+                return "\n".join([f"{store.label}: {store.verdict}",
+                                  *(f"• {line}" for line in store.evidence)])
+        return None
 
     def compute(self, snapshot: Snapshot) -> Any:
         from toolkit.growth import analyse
@@ -72,15 +80,17 @@ class RecoveryPane(LazyPane):
     def compose(self) -> ComposeResult:
         yield Static("", classes="title")
         yield Static("", classes="status")
+        yield Static("slowest partitions: the critical path of each stateful stage",
+                     classes="caption")
         yield Table(classes="main")
+        yield Static("what if minDeltasForSnapshot were… (restart time and snapshot bytes "
+                     "written per batch)", classes="caption")
         yield Table(classes="whatif")
 
     def compute(self, snapshot: Snapshot) -> Any:
-        import os
-
         from toolkit.recovery import estimate_recovery
 
-        return estimate_recovery(snapshot.ckpt, cores=len(os.sched_getaffinity(0)))
+        return estimate_recovery(snapshot.ckpt, cores=self.app.cores)
 
     def show_result(self, e: Any) -> None:
         self.title_line.update(Text.assemble(

@@ -10,6 +10,7 @@ data would have been; the rest keeps working.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -65,11 +66,13 @@ class StatekitApp(App):
     ]
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
-                 watch: float | None = None, allow_write: bool = False) -> None:
+                 watch: float | None = None, cores: int | None = None,
+                 allow_write: bool = False) -> None:
         super().__init__()
         self.url = url
         self.storage_options = storage_options or {}
         self.watch_seconds = watch
+        self.cores = cores or len(os.sched_getaffinity(0))
         self.allow_write = allow_write
         self.snapshot: Snapshot | None = None
         self.refreshes = 0
@@ -167,6 +170,7 @@ class StatekitApp(App):
 
 
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
-            watch: float | None = None, allow_write: bool = False) -> None:
-    StatekitApp(url, storage_options=storage_options, watch=watch,
+            watch: float | None = None, cores: int | None = None,
+            allow_write: bool = False) -> None:
+    StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
                 allow_write=allow_write).run()

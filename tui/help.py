@@ -14,7 +14,8 @@ from textual.widgets import DataTable, Static
 #: Keys handled by widgets rather than app bindings (tables, the filter box).
 WIDGET_KEYS = (
     ("↑ ↓ ← → / h j k l", "move in a table"),
-    ("Enter", "drill down: store → partitions → files → decoded records"),
+    ("Enter", "drill down: store → partitions → files → decoded records; "
+              "Repartition: plan (dry run)"),
     ("Esc", "back one level (or clear the filter)"),
     ("ctrl+p", "command palette: every screen and action"),
 )
@@ -34,11 +35,16 @@ class HelpScreen(ModalScreen):
             table = DataTable(cursor_type="none", id="help-keys")
             table.add_columns("key", "does")
             for binding in self.bindings_shown:
-                if binding.action.startswith("show_tab"):
-                    continue
+                if binding.action.startswith("show_tab") or binding.action == "back":
+                    continue  # tabs are listed by number below, Esc with the table keys
                 table.add_row(binding.key_display or binding.key, binding.description)
             for n, (_, title, _) in enumerate(self.tabs, 1):
                 table.add_row(str(n), f"show {title}")
             for key, what in WIDGET_KEYS:
                 table.add_row(key, what)
+            for _, title, pane in self.tabs:
+                for binding in vars(pane).get("BINDINGS", ()):
+                    table.add_row(binding.key_display or binding.key,
+                                  f"{binding.description} ({title} screen)")
+            table.add_row("y / n", "answer a confirmation (Repartition: execute)")
             yield table

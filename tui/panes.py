@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -18,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from toolkit.cli.render import human_bytes
+from toolkit.cli.render import human_bytes, human_duration
 from tui.model import Snapshot, explain
 
 
@@ -26,6 +27,13 @@ def when(ms: int | None) -> str:
     if ms is None:
         return "-"
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+MAX_COLUMN_WIDTH = 120
+
+
+def _cell_width(cell: Any) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 
 
 class Table(DataTable):
@@ -43,8 +51,13 @@ class Table(DataTable):
     def load(self, columns: Sequence[str], rows: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Replace columns and rows (``(row key, cells)``), keeping the current filter."""
         self.clear(columns=True)
-        self.add_columns(*columns)
         self.all_rows = [(key, tuple(cells)) for key, cells in rows]
+        # Explicit widths: DataTable's auto width, after clear(columns=True), renders the first
+        # frame of Text cells at the previous table's column widths and keeps that cut.
+        for n, label in enumerate(columns):
+            widest = max((_cell_width(cells[n]) for _, cells in self.all_rows
+                          if n < len(cells)), default=0)
+            self.add_column(label, width=min(max(len(label), widest), MAX_COLUMN_WIDTH))
         self._show()
 
     def apply_filter(self, text: str) -> None:
@@ -66,7 +79,12 @@ class Table(DataTable):
 
 
 class Pane(Vertical):
-    """One tab: a title line, a status line, and a table."""
+    """One tab: a title line, a status line, a table, and the highlighted row in full.
+
+    Table cells are cut to the column width; a finding's explanation or a record's value is
+    only useful whole, so panes that have such rows describe the highlighted one below the
+    table (:meth:`describe`).
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,6 +94,7 @@ class Pane(Vertical):
         yield Static("", classes="title")
         yield Static("loading the checkpoint…", classes="status")
         yield Table(classes="main")
+        yield Static("", classes="detail")
 
     @property
     def title_line(self) -> Static:
@@ -94,13 +113,31 @@ class Pane(Vertical):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+        self.clear_detail()
         self.render_snapshot()
+
+    def clear_detail(self) -> None:
+        for detail in self.query(".detail").results(Static):
+            detail.update("")
+            detail.display = False
 
     def render_snapshot(self) -> None:
         raise NotImplementedError
 
     def show_error(self, message: str) -> None:
         self.status.update(Text(f"✗ {message}", style="bold red"))
+
+    def describe(self, key: str) -> str | Text | None:
+        """The whole of the highlighted row, for rows cut short in the table (or None)."""
+        return None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        details = self.query(".detail")
+        if not details:
+            return
+        text = self.describe(event.row_key.value) if event.row_key.value else None
+        details.first(Static).update(text or "")
+        details.first(Static).display = bool(text)
 
     def apply_filter(self, text: str) -> None:
         self.table.apply_filter(text)
@@ -114,6 +151,13 @@ class Pane(Vertical):
 
 class OverviewPane(Pane):
     """The query at a glance and every warning of ``statekit report``, explained."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.explained: dict[str, Text] = {}
+
+    def describe(self, key: str) -> Text | None:
+        return self.explained.get(key)
 
     def render_snapshot(self) -> None:
         r = self.snapshot.report
@@ -133,9 +177,13 @@ class OverviewPane(Pane):
         ]
         self.status.update("  ·  ".join(facts))
         severity = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        findings = self.snapshot.report.findings
+        self.explained = {f"finding-{n}": Text.assemble(
+            (f"{f.severity} {f.code}: ", severity.get(f.severity, "")),
+            explain(f.code, f.message)) for n, f in enumerate(findings)}
         rows = [(f"finding-{n}", (Text(f.severity, style=severity.get(f.severity, "")),
                                   f.code, explain(f.code, f.message)))
-                for n, f in enumerate(self.snapshot.report.findings)]
+                for n, f in enumerate(findings)]
         if not rows:
             rows = [("finding-none", (Text("ok", style="green"), "-", "no warnings"))]
         self.table.load(("severity", "finding", "what it means"), rows)
@@ -149,6 +197,10 @@ class OperatorsPane(Pane):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.path: list[str] = []  # the selected store, partition, file (row keys)
+        self.records: dict[str, str] = {}  # row key → the whole decoded record
+
+    def describe(self, key: str) -> str | None:
+        return self.records.get(key) if len(self.path) == 3 else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -166,6 +218,7 @@ class OperatorsPane(Pane):
     def render_snapshot(self) -> None:
         if self.snapshot is None:
             return
+        self.clear_detail()
         level = len(self.path)
         if level == 0:
             self._stores()
@@ -253,24 +306,31 @@ class OperatorsPane(Pane):
         url = ckpt.location.display(path)
         try:
             opened = open_state_file(url, dict(self.app.storage_options))
-            rows = []
+            rows, whole = [], {}
             for n, r in enumerate(islice(opened.records, RECORD_LIMIT), 1):
                 key = render_value(r.key) if r.key is not None else hex_preview(r.key_bytes)
-                value = (render_value(r.value, max_len=200) if r.value is not None else
-                         "" if r.value_bytes is None else hex_preview(r.value_bytes))
-                rows.append((str(n), (str(n), r.op, key, value)))
+                value = (render_value(r.value, max_len=DETAIL_LIMIT) if r.value is not None
+                         else "" if r.value_bytes is None else hex_preview(r.value_bytes))
+                rows.append((str(n), (str(n), r.op, key, _cut(value, 200))))
+                whole[str(n)] = f"#{n} {r.op} key {key}\nvalue {value}"
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
             return
-        self.app.call_from_thread(self._records_loaded, rows)
+        self.app.call_from_thread(self._records_loaded, rows, whole)
 
-    def _records_loaded(self, rows) -> None:
+    def _records_loaded(self, rows, whole: dict[str, str]) -> None:
         if len(self.path) == 3:
+            self.records = whole
             self.table.load(("#", "op", "key", "value"), rows)
             self.status.update(f"{len(rows)} records shown")
 
 
 RECORD_LIMIT = 500
+DETAIL_LIMIT = 2000
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _lag_text(lag: int | None, warn: int) -> Text:
@@ -298,16 +358,17 @@ class BatchesPane(Pane):
         previous = None
         out = []
         for r in rows:
-            moved = "" if previous is None or r.watermark_ms is None or \
-                r.watermark_ms == previous else f"+{(r.watermark_ms - previous) / 1000:.0f} s"
-            previous = r.watermark_ms if r.watermark_ms is not None else previous
+            watermark = r.watermark_ms
+            moved = "" if previous is None or watermark is None or watermark == previous \
+                else f"+{human_duration((watermark - previous) / 1000)}"
+            previous = watermark if watermark is not None else previous
             out.append((str(r.batch_id), (
                 str(r.batch_id),
                 Text("committed", style="green") if r.committed else
                 Text("NOT committed", style="bold red"),
                 when(r.timestamp_ms),
                 "-" if r.interval_ms is None else f"{r.interval_ms / 1000:.1f} s",
-                when(r.watermark_ms), moved, str(r.shuffle_partitions or "-"),
+                when(watermark), moved, str(r.shuffle_partitions or "-"),
                 "; ".join(r.sources))))
         self.table.load(("batch", "state", "started", "interval", "watermark",
                          "watermark moved", "partitions", "sources"), out)

@@ -15,9 +15,11 @@ from toolkit.cli.options import checkpoint_options, open_from_cli, parse_storage
 @checkpoint_options
 @click.option("--watch", type=click.FloatRange(min=0.5), metavar="SECONDS",
               help="Re-read the checkpoint every SECONDS (a running query's new batches).")
+@click.option("--cores", type=click.IntRange(min=1),
+              help="Task slots the Recovery screen assumes (default: this machine's cores).")
 @click.option("--allow-write", is_flag=True,
               help="Allow actions that write (executing a repartition into a new checkpoint).")
-def tui_command(checkpoint, storage_option, watch, allow_write):
+def tui_command(checkpoint, storage_option, watch, cores, allow_write):
     """Browse CKPT: overview, operators → partitions → files → records, batches, growth,
     recovery. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
 
@@ -27,4 +29,4 @@ def tui_command(checkpoint, storage_option, watch, allow_write):
     from tui.app import run_tui
 
     run_tui(checkpoint, storage_options=parse_storage_options(storage_option), watch=watch,
-            allow_write=allow_write)
+            cores=cores, allow_write=allow_write)

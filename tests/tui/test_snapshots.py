@@ -1,0 +1,196 @@
+"""Snapshot tests: the main screens rendered as SVG and compared with the stored ones.
+
+The Pilot tests (``test_app.py``) check what the screens *do*; these catch what they *look
+like* — a column lost, a colour gone, a layout that no longer fits 120×36. Each test drives the
+app headless to a screen, exports Textual's SVG screenshot and compares it with
+``snapshots/<name>.svg``. The checkpoint is ``tests/data/tui/reference_hdfs``, written once by
+the reference pipeline and kept as written (see its generator), so the screens are
+reproducible; no JVM starts.
+
+The id Rich derives from the SVG's content is normalised before comparing, and the clock
+behind the Overview's "read in 0.04 s" is held still.
+
+On a mismatch the test writes the new SVG next to pytest's temporary files and shows a line
+diff of the screen's text. To accept intended changes, run
+``STATEKIT_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_snapshots.py`` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import html
+import os
+import re
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tui.analysis_panes import GrowthPane, RecoveryPane
+from tui.app import StatekitApp
+from tui.panes import OperatorsPane, Table
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = "tests/data/tui/reference_hdfs"
+STORED = Path(__file__).resolve().parent / "snapshots"
+SIZE = (120, 36)
+CHAR_WIDTH = 12.2
+UPDATE = os.environ.get("STATEKIT_UPDATE_SNAPSHOTS") == "1"
+
+
+def normalise(svg: str) -> str:
+    return re.sub(r"\bterminal-\d+", "terminal", svg)
+
+
+@pytest.fixture(autouse=True)
+def still_clock(monkeypatch):
+    monkeypatch.setattr("tui.model.clock", lambda: 0.0)
+
+
+def screen_text(svg: str) -> list[str]:
+    """The SVG's text, one line per row of the terminal (for a readable diff)."""
+    rows: dict[float, list[str]] = {}
+    for x, y, text in re.findall(r'<text[^>]*\bx="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>',
+                                 svg):
+        line = rows.setdefault(float(y), [])
+        column = round(float(x) / CHAR_WIDTH)  # Rich's SVG: one cell = 0.61 × 20 px
+        line.extend(" " * (column - len(line)))
+        line[column:column + len(text)] = html.unescape(text).replace("\xa0", " ")
+    return ["".join(line).rstrip() for _, line in sorted(rows.items())]
+
+
+def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
+    stored = STORED / f"{name}.svg"
+    actual = normalise(svg)
+    if UPDATE:
+        stored.parent.mkdir(exist_ok=True)
+        stored.write_text(actual, encoding="utf-8")
+        return
+    assert stored.exists(), (f"no stored snapshot {stored}: run with "
+                             "STATEKIT_UPDATE_SNAPSHOTS=1 and review the SVG")
+    expected = stored.read_text(encoding="utf-8")
+    if actual != expected:
+        (tmp_path / f"{name}.svg").write_text(actual, encoding="utf-8")
+        diff = "\n".join(difflib.unified_diff(screen_text(expected), screen_text(actual),
+                                              "stored", "now", lineterm=""))
+        pytest.fail(f"screen {name!r} differs from {stored} (new SVG: "
+                    f"{tmp_path / (name + '.svg')}):\n{diff or '(same text, styles differ)'}")
+
+
+async def settle(pilot, app: StatekitApp) -> None:
+    """Let loading, workers and animations finish before the screenshot."""
+    for _ in range(300):
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.wait_for_scheduled_animations()
+        if app.snapshot is not None and not any(w.is_running for w in app.workers):
+            await pilot.pause()
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the app kept working")
+
+
+def shoot(url: str, steps: Callable[[object, StatekitApp], Awaitable[None]], **kwargs) -> str:
+    async def scenario() -> str:
+        app = StatekitApp(url, cores=2, **kwargs)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await steps(pilot, app)
+            await settle(pilot, app)
+            return app.export_screenshot()
+
+    return asyncio.run(scenario())
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    """Open the fixture by a relative path, so no machine-specific path is on screen."""
+    monkeypatch.chdir(ROOT)
+
+
+def keys(*pressed: str) -> Callable[[object, StatekitApp], Awaitable[None]]:
+    async def steps(pilot, app: StatekitApp) -> None:
+        for key in pressed:
+            await pilot.press(key)
+            await settle(pilot, app)
+
+    return steps
+
+
+@pytest.mark.parametrize(("name", "pressed"), [
+    ("overview", ()),
+    ("operators", ("2",)),
+    ("partitions", ("2", "enter")),
+    ("files-filtered", ("2", "enter", "j", "enter", "slash", *"11.delta", "enter")),
+    ("records", ("2", "enter", "j", "enter", "slash", *"11.delta", "enter", "enter")),
+    ("batches", ("3",)),
+    ("growth", ("4",)),
+    ("recovery", ("5",)),
+    ("help", ("question_mark",)),
+])
+def test_screen(name, pressed, in_repo, tmp_path):
+    svg = shoot(FIXTURE, keys(*pressed))
+    check_snapshot(name, svg, tmp_path)
+
+
+def test_screens_show_the_fixture(in_repo):
+    """The snapshots are only worth keeping if the screens really hold the fixture's data."""
+
+    async def scenario():
+        app = StatekitApp(FIXTURE, cores=2)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            assert app.snapshot.report.shuffle_partitions == 4
+            await pilot.press("4")
+            await settle(pilot, app)
+            assert app.query_one(GrowthPane).result.is_growth  # the leaky variant grows
+            await pilot.press("5")
+            await settle(pilot, app)
+            assert app.query_one(RecoveryPane).result.cores == 2
+            await keys("2", "enter")(pilot, app)
+            table = app.query_one(OperatorsPane).query_one(".main", Table)
+            assert table.row_count == 4
+            # Every cell whole on screen (auto widths once cut Text cells to the last table's).
+            for row in range(table.row_count):
+                shown = table.render_line(row + 1).text
+                assert all(str(cell) in shown for cell in table.get_row_at(row))
+
+    asyncio.run(scenario())
+
+
+def test_repartition_without_allow_write(in_repo, tmp_path):
+    async def steps(pilot, app: StatekitApp) -> None:
+        await pilot.press("7")
+        await settle(pilot, app)
+        await pilot.press(*"2", "tab")
+        target = app.query_one("#rp-target")
+        target.value = "reference_hdfs-2-partitions"
+        await pilot.press("tab", "tab", "x")  # past the target and the checkbox, then execute
+
+    check_snapshot("repartition-read-only", shoot(FIXTURE, steps), tmp_path)
+
+
+def test_error_in_place(tmp_path, monkeypatch):
+    """A checkpoint whose ``metadata`` is not JSON: the error is on screen, the app runs."""
+    shutil.copytree(ROOT / FIXTURE, tmp_path / "checkpoint")
+    (tmp_path / "checkpoint" / "metadata").write_text("{not json")
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario() -> str:
+        app = StatekitApp("checkpoint", cores=2)
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(100):
+                await pilot.pause()
+                await app.workers.wait_for_complete()
+                if "metadata" in str(app.query_one(OperatorsPane).status.render()):
+                    break
+                await asyncio.sleep(0.05)
+            await pilot.press("2")  # the other tabs still answer
+            await pilot.press("1")
+            await pilot.pause()
+            assert app.is_running
+            return app.export_screenshot()
+
+    check_snapshot("error-in-place", asyncio.run(scenario()), tmp_path)
