@@ -7,6 +7,7 @@ with a visible message. A failure is shown in the pane; the other panes keep wor
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowDoesNotExist
 
 from toolkit.cli.render import human_bytes, human_duration
 from tui.model import Snapshot, explain
@@ -70,6 +72,11 @@ class Table(DataTable):
             if self.filter_text and not any(self.filter_text in str(c).lower() for c in cells):
                 continue
             self.add_row(*cells, key=key)
+
+    def select_key(self, key: str) -> None:
+        """Put the cursor on the row ``key`` (if shown)."""
+        with contextlib.suppress(RowDoesNotExist):  # filtered out, or gone after a refresh
+            self.move_cursor(row=self.get_row_index(key))
 
     def selected_key(self) -> str | None:
         if not self.row_count:
@@ -198,6 +205,12 @@ class OperatorsPane(Pane):
         super().__init__(**kwargs)
         self.path: list[str] = []  # the selected store, partition, file (row keys)
         self.records: dict[str, str] = {}  # row key → the whole decoded record
+        #: store → live keys per partition in this snapshot, or why they cannot be counted
+        self.key_counts: dict[str, dict[int, int] | str] = {}
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        self.key_counts = {}
+        super().show_snapshot(snapshot)
 
     def describe(self, key: str) -> str | None:
         return self.records.get(key) if len(self.path) == 3 else None
@@ -212,8 +225,9 @@ class OperatorsPane(Pane):
 
     def back(self) -> None:
         if self.path:
-            self.path.pop()
+            came_from = self.path.pop()
             self.render_snapshot()
+            self.table.select_key(came_from)  # the cursor returns to the row left
 
     def render_snapshot(self) -> None:
         if self.snapshot is None:
@@ -260,20 +274,57 @@ class OperatorsPane(Pane):
         self.title_line.update(f"operator {key}: partitions — Enter: files · Esc: back")
         sizes = [p.bytes for p in store.partitions]
         mean = sum(sizes) / len(sizes) if sizes else 0
+        counted = self.key_counts.get(key)
+        keys_note = ""
+        if any(p.keys is None for p in store.partitions):
+            if counted is None:
+                keys_note = " · counting keys (replaying the state files)…"
+                self._count_keys(self.snapshot, key)
+            elif isinstance(counted, str):
+                keys_note = f" · keys: {counted}"
         self.status.update(f"{len(store.partitions)} partitions, committed version "
-                           f"{store.committed_version}")
+                           f"{store.committed_version}{keys_note}")
         rows = []
         for p in store.partitions:
+            keys = p.keys if p.keys is not None else (
+                counted.get(p.partition) if isinstance(counted, dict) else None)
             big = mean and p.bytes > 1.5 * mean
             rows.append((str(p.partition), (
                 str(p.partition), str(p.deltas), str(p.snapshots),
                 _lag_text(p.versions_since_snapshot, self.LAG_WARN),
                 Text(human_bytes(p.bytes), style="yellow" if big else ""),
-                "-" if p.keys is None else f"{p.keys:,}",
+                "-" if keys is None else f"{keys:,}",
                 Text("yes" if p.loadable else "NO", style="" if p.loadable else "bold red"),
                 str(p.orphans))))
         self.table.load(("partition", "deltas", "snapshots", "deltas since snapshot", "bytes",
                          "keys", "loadable", "orphans"), rows)
+
+    @work(thread=True, exclusive=True, group="keys")
+    def _count_keys(self, snapshot: Snapshot, key: str) -> None:
+        """Live keys per partition at the committed version, from a replay of the files
+        (the report knows them only for RocksDB zips)."""
+        from toolkit.errors import StatekitError
+        from toolkit.state_history import store_history
+
+        op, store = key.split("/", 1)
+        try:
+            history = store_history(snapshot.ckpt, int(op), store)
+            counted: dict[int, int] | str = (
+                {p: keys[-1] for p, keys in history.partition_keys.items() if keys}
+                if history.partition_keys else "; ".join(history.notes) or "unknown")
+        except StatekitError as error:
+            counted = str(error)
+        self.app.call_from_thread(self._keys_counted, snapshot, key, counted)
+
+    def _keys_counted(self, snapshot: Snapshot, key: str, counted: dict[int, int] | str
+                      ) -> None:
+        if snapshot is not self.snapshot:
+            return  # a refresh came first: its own count is under way
+        self.key_counts[key] = counted
+        if self.path == [key]:
+            row = self.table.cursor_row
+            self._partitions(key)
+            self.table.move_cursor(row=row)
 
     def _files(self, key: str, partition: int) -> None:
         op, store = key.split("/", 1)

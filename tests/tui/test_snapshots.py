@@ -156,6 +156,10 @@ def test_screens_show_the_fixture(in_repo):
             for row in range(table.row_count):
                 shown = table.render_line(row + 1).text
                 assert all(str(cell) in shown for cell in table.get_row_at(row))
+            # Keys per partition (replayed for HDFS) add up to the growth history's last count.
+            counted = [int(str(table.get_row_at(r)[5])) for r in range(table.row_count)]
+            growth = app.query_one(GrowthPane).result
+            assert sum(counted) == growth.stores[0].history.versions[-1].keys
 
     asyncio.run(scenario())
 

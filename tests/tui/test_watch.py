@@ -1,0 +1,74 @@
+"""``--watch``: a running query's checkpoint grows under the open app, and the app follows.
+
+The "running query" is replayed from the frozen reference checkpoint (tests/data/tui): the app
+opens a copy holding only the first batches, then the later batches' files arrive in the order
+Spark writes them (state files, offsets, commits) while the watch timer re-reads the folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from tui.analysis_panes import GrowthPane
+from tui.app import StatekitApp
+from tui.panes import BatchesPane
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"
+FIRST = 7  # batches 0..6 at the start: state versions 1..7
+
+
+def _later(path: Path) -> bool:
+    """Files of batches ≥ FIRST (state versions > FIRST) in the fixture."""
+    rel = path.relative_to(FIXTURE)
+    number = path.name.lstrip(".").split(".")[0]
+    if not number.isdigit():
+        return False
+    if rel.parts[0] in ("offsets", "commits"):
+        return int(number) >= FIRST
+    return rel.parts[0] == "state" and int(number) > FIRST
+
+
+def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
+    later = sorted((p for p in FIXTURE.rglob("*") if p.is_file() and _later(p)),
+                   key=lambda p: (p.parts[len(FIXTURE.parts)] != "state",
+                                  p.parts[len(FIXTURE.parts)] == "commits", str(p)))
+    target = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURE, target, ignore=lambda folder, names: [
+        n for n in names if (Path(folder) / n).is_file() and _later(Path(folder) / n)])
+
+    async def scenario():
+        app = StatekitApp(str(target), watch=0.5, cores=2)
+        async with app.run_test(size=(120, 36)) as pilot:
+            async def until(condition, what: str) -> None:
+                for _ in range(200):
+                    await pilot.pause()
+                    if condition():
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"never saw {what}")
+
+            await until(lambda: app.snapshot is not None, "the first load")
+            await pilot.press("4")
+            growth = app.query_one(GrowthPane)
+            await until(lambda: growth.result is not None, "the growth analysis")
+            first_versions = len(growth.result.stores[0].history.versions)
+            first_chart = list(growth.query_one(".chart").data)
+            assert first_versions == FIRST and len(first_chart) == FIRST
+            assert app.query_one(BatchesPane).table.row_count == FIRST
+
+            for path in later:  # the query runs on: state files, then offsets, then commits
+                copy = target / path.relative_to(FIXTURE)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, copy)
+
+            await until(lambda: app.snapshot.timeline.last_committed == 11, "batch 11")
+            await until(lambda: growth.result is not None and
+                        len(growth.result.stores[0].history.versions) == 12,
+                        "the growth chart extended to version 12")
+            chart = list(growth.query_one(".chart").data)
+            assert len(chart) == 12 and chart[:FIRST] == first_chart
+            assert app.query_one(BatchesPane).table.row_count == 12
+
+    asyncio.run(scenario())
