@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from tests.tui.helpers import until
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
 from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
@@ -16,12 +17,7 @@ pytestmark = [pytest.mark.spark]
 
 async def settle(pilot, app, condition, timeout: float = 30.0) -> None:
     """Wait until ``condition()`` holds (workers finish in threads)."""
-    for _ in range(int(timeout / 0.1)):
-        await pilot.pause()
-        if condition():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the app did not get there in time")
+    await until(pilot, condition, "the app get there", timeout)
 
 
 def cells(table: Table) -> list[list[str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.tui.helpers import until
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
 from tui.panes import OperatorsPane
@@ -22,26 +23,19 @@ def test_tui_on_s3_with_a_corrupt_delta(s3_server):
     async def scenario():
         app = StatekitApp(url, storage_options=s3_server.storage_options(), cores=2)
         async with app.run_test(size=(120, 36)) as pilot:
-            async def until(condition, what: str) -> None:
-                for _ in range(300):
-                    await pilot.pause()
-                    if condition():
-                        return
-                    await asyncio.sleep(0.05)
-                raise AssertionError(f"never saw {what}")
 
-            await until(lambda: app.snapshot is not None, "the first load")
+            await until(pilot, lambda: app.snapshot is not None, "the first load")
             assert app.snapshot.report.shuffle_partitions == 4
             assert app.sub_title == url
 
             ops = app.query_one(OperatorsPane)
             await pilot.press("2")
-            await until(lambda: app.focused is ops.table, "the Operators table")
+            await until(pilot, lambda: app.focused is ops.table, "the Operators table")
             await pilot.press("enter")  # partitions
             await pilot.press("j", "enter")  # partition 1: its files, read over S3
             assert ops.path == ["0/default", "1"]
             await pilot.press("end", "enter")  # its last file → records, decoded over S3
-            await until(lambda: "records shown" in str(ops.status.render()), "records")
+            await until(pilot, lambda: "records shown" in str(ops.status.render()), "records")
             assert ops.table.row_count > 0
 
             await pilot.press("escape", "escape")  # back to the partitions, on partition 1
@@ -49,16 +43,16 @@ def test_tui_on_s3_with_a_corrupt_delta(s3_server):
             await pilot.press("j", "enter")  # partition 2: the bad file
             assert ops.path == ["0/default", "2"]
             await pilot.press("slash", *"5.delta", "enter", "enter")
-            await until(lambda: "✗" in str(ops.status.render()), "the error in place")
+            await until(pilot, lambda: "✗" in str(ops.status.render()), "the error in place")
             assert "5.delta" in str(ops.status.render())
             assert ops.path[-1].endswith("state/0/2/5.delta")
 
             await pilot.press("5")  # the rest keeps working
             recovery = app.query_one(RecoveryPane)
-            await until(lambda: recovery.result is not None, "the recovery estimate")
+            await until(pilot, lambda: recovery.result is not None, "the recovery estimate")
             await pilot.press("4")  # the growth replay meets the bad file: said in place
             growth = app.query_one(GrowthPane)
-            await until(lambda: "✗" in str(growth.status.render()), "the growth error")
+            await until(pilot, lambda: "✗" in str(growth.status.render()), "the growth error")
             assert "5.delta" in str(growth.status.render()) and growth.result is None
             assert app.is_running
 

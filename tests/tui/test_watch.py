@@ -11,6 +11,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
+from tests.tui.helpers import until
 from tui.analysis_panes import GrowthPane
 from tui.app import StatekitApp
 from tui.panes import BatchesPane
@@ -41,18 +42,11 @@ def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
     async def scenario():
         app = StatekitApp(str(target), watch=0.5, cores=2)
         async with app.run_test(size=(120, 36)) as pilot:
-            async def until(condition, what: str) -> None:
-                for _ in range(200):
-                    await pilot.pause()
-                    if condition():
-                        return
-                    await asyncio.sleep(0.05)
-                raise AssertionError(f"never saw {what}")
 
-            await until(lambda: app.snapshot is not None, "the first load")
+            await until(pilot, lambda: app.snapshot is not None, "the first load")
             await pilot.press("4")
             growth = app.query_one(GrowthPane)
-            await until(lambda: growth.result is not None, "the growth analysis")
+            await until(pilot, lambda: growth.result is not None, "the growth analysis")
             first_versions = len(growth.result.stores[0].history.versions)
             first_chart = list(growth.query_one(".chart").data)
             assert first_versions == FIRST and len(first_chart) == FIRST
@@ -63,8 +57,8 @@ def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, copy)
 
-            await until(lambda: app.snapshot.timeline.last_committed == 11, "batch 11")
-            await until(lambda: growth.result is not None and
+            await until(pilot, lambda: app.snapshot.timeline.last_committed == 11, "batch 11")
+            await until(pilot, lambda: growth.result is not None and
                         len(growth.result.stores[0].history.versions) == 12,
                         "the growth chart extended to version 12")
             chart = list(growth.query_one(".chart").data)
