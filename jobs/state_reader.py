@@ -280,6 +280,16 @@ def flatten(df: DataFrame) -> DataFrame:
     return df.select(*columns)
 
 
+def rows_containing(df: DataFrame, text: str) -> DataFrame:
+    """The rows where any column, rendered as a string, contains ``text`` (case-insensitive):
+    the TUI's ``/`` filter over the whole state, evaluated by Spark."""
+    from pyspark.sql import functions as F
+
+    rendered = F.concat_ws("\u0001", *[F.col(f"`{name}`").cast("string")
+                                        for name in df.columns])
+    return df.where(F.lower(rendered).contains(text.lower()))
+
+
 def to_arrow(df: DataFrame, limit: int | None = None) -> pa.Table:
     """Collect (at most ``limit`` rows of) ``df`` as an Arrow table."""
     if limit is not None:

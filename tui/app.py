@@ -162,7 +162,7 @@ class StatekitApp(App):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.current_pane().apply_filter(event.value)
+        self.current_pane().filter_typed(event.value)
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, _event: TabbedContent.TabActivated) -> None:

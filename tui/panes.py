@@ -147,7 +147,12 @@ class Pane(Vertical):
         details.first(Static).display = bool(text)
 
     def apply_filter(self, text: str) -> None:
+        """The filter was submitted (Enter) or cleared (Esc)."""
         self.table.apply_filter(text)
+
+    def filter_typed(self, text: str) -> None:
+        """The filter box changed: panes whose table holds everything filter as you type."""
+        self.apply_filter(text)
 
     def back(self) -> None:
         """Esc: one level up (panes with drill-down override it)."""

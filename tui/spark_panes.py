@@ -49,6 +49,21 @@ class StatePane(Pane):
         self.rows_iter: Any = None
         self.exhausted = False
         self.spark: Any = None
+        self.spark_filter = ""  # rows shown contain this (evaluated by Spark over all rows)
+
+    def filter_typed(self, text: str) -> None:
+        self.table.apply_filter(text)  # as you type: this page only; Enter asks Spark
+
+    def apply_filter(self, text: str) -> None:
+        text = text.strip()
+        self.table.apply_filter("")
+        if text != self.spark_filter and self.started:
+            self.spark_filter = text
+            self.pages, self.page, self.exhausted = [], 0, False
+            self._open(self.operator)
+
+    def back(self) -> None:
+        self.apply_filter("")  # Esc: all rows again
 
     def render_snapshot(self) -> None:
         self.title_line.update("state rows through Spark's statestore reader")
@@ -86,14 +101,18 @@ class StatePane(Pane):
             self.app.call_from_thread(self.status.update, message)
 
         try:
-            from jobs.state_reader import flatten, read_state, resolve_target
+            from jobs.state_reader import flatten, read_state, resolve_target, rows_containing
 
             target = resolve_target(self.snapshot.ckpt, operator=operator)
             if self.spark is None:
                 say("starting Spark (the JVM takes a few seconds)…")
                 self.spark = spark_session(self.snapshot)
-            say(f"planning the read of {target.label}…")
+            wanted = self.spark_filter
+            say(f"planning the read of {target.label}"
+                + (f" (rows containing {wanted!r})" if wanted else "") + "…")
             frame = flatten(read_state(self.spark, target))
+            if wanted:
+                frame = rows_containing(frame, wanted)
             columns = list(frame.columns)
             rows_iter = frame.toLocalIterator()
         except StatekitError as error:
@@ -108,7 +127,9 @@ class StatePane(Pane):
 
     def _opened(self, target: Any, columns: list[str], rows_iter: Any) -> None:
         self.operator = target.operator_id
-        self.title_line.update(f"{target.label} — n/p: pages · o: next operator · /: filter")
+        shown = (f"rows containing {self.spark_filter!r} (Esc: all rows)" if self.spark_filter
+                 else "/: rows containing a text, searched by Spark")
+        self.title_line.update(f"{target.label} — n/p: pages · o: next operator · {shown}")
         self.columns, self.rows_iter = columns, rows_iter
         self.pages, self.page, self.exhausted = [], 0, False
         self._fetch()

@@ -129,8 +129,7 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
             await pilot.press("6")
             await settle(pilot, app, lambda: state.pages, timeout=90)
             assert state.table.row_count == min(StatePane.PAGE, keys)
-            assert "key.user_id" in state.columns or any(c.startswith("key") for c in
-                                                          state.columns)
+            assert "key.user_id" in state.columns
             shown = sum(len(p) for p in state.pages)
             while not state.exhausted:
                 await pilot.press("n")
@@ -140,6 +139,15 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
             assert shown == keys  # every key, page by page
             await pilot.press("p")
             assert state.page == max(0, len(state.pages) - 2)
+            # "/" + Enter: Spark searches every row, not just this page
+            user = str(state.pages[-1][-1][state.columns.index("key.user_id")])
+            await pilot.press("slash", *user, "enter")
+            await settle(pilot, app, lambda: state.spark_filter == user and state.pages
+                         and state.exhausted, timeout=60)
+            assert [r[state.columns.index("key.user_id")] for r in state.pages[0]] == [user]
+            await pilot.press("escape")  # all rows again
+            await settle(pilot, app, lambda: not state.spark_filter and state.pages and
+                         len(state.pages[0]) == min(StatePane.PAGE, keys), timeout=60)
 
     asyncio.run(scenario())
 
