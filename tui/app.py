@@ -42,7 +42,14 @@ class ScreenCommands(Provider):
                    for tab, title, _ in TABS]
         entries += [("Refresh", app.action_refresh, "re-read the checkpoint"),
                     ("Filter", app.action_filter, "filter the current table"),
+                    ("Back", app.action_back, "one level up, or clear the filter"),
                     ("Help", app.action_help, "every key"), ("Quit", app.action_quit, "")]
+        for tab, title, pane in TABS:  # each screen's own actions (State paging, execute…)
+            for binding in vars(pane).get("BINDINGS", ()):
+                entries.append((f"{title}: {binding.description}",
+                                lambda tab=tab, action=binding.action: app.pane_action(tab,
+                                                                                       action),
+                                f"key {binding.key_display or binding.key}"))
         for name, callback, help_text in entries:
             score = matcher.match(name)
             if score > 0:
@@ -119,6 +126,11 @@ class StatekitApp(App):
     def show_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
         self.call_after_refresh(self.current_pane().focus_main)
+
+    def pane_action(self, tab: str, action: str) -> None:
+        """Run a screen's own action (from the command palette), showing the screen first."""
+        self.show_tab(tab)
+        self.call_after_refresh(self.run_action, action, self.query_one(f"#{tab}-pane"))
 
     def action_show_tab(self, tab: str) -> None:
         self.show_tab(tab)

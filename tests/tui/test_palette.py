@@ -1,0 +1,45 @@
+"""The command palette reaches every screen and every action, including each screen's own
+(State paging, Repartition execute) — driven through ctrl+p like a user. No JVM."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.command import CommandPalette
+
+from tests.tui.helpers import until
+from tui.app import TABS, StatekitApp
+from tui.spark_panes import RepartitionPane
+
+FIXTURE = str(Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs")
+
+
+async def run_command(pilot, app: StatekitApp, text: str) -> None:
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+    await pilot.press(*text)
+    await pilot.pause(0.5)  # the palette searches asynchronously
+    await pilot.press("enter")
+    await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette close")
+
+
+def test_palette_shows_every_screen_and_runs_screen_actions():
+    async def scenario():
+        app = StatekitApp(FIXTURE, cores=2)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: app.snapshot is not None, "the first load")
+            tabs = app.query_one("#tabs")
+            for tab, title, _ in TABS:
+                if tab == "state":
+                    continue  # opening it starts Spark (tested in test_app.py)
+                await run_command(pilot, app, f"show {title}")
+                assert tabs.active == tab
+            await run_command(pilot, app, "show overview")
+            await run_command(pilot, app, "repartition execute")  # a screen's own action
+            pane = app.query_one(RepartitionPane)
+            await until(pilot, lambda: "read-only" in str(pane.status.render()),
+                        "the read-only refusal")
+            assert tabs.active == "repartition"
+
+    asyncio.run(scenario())
