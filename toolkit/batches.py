@@ -84,8 +84,7 @@ def batch_timeline(ckpt: Checkpoint) -> BatchTimeline:
             batch_id=batch,
             planned=batch in planned,
             committed=batch in committed,
-            # Spark writes batchWatermarkMs 0 until the first watermark: that is "none yet".
-            watermark_ms=(entry.watermark_ms or None) if entry else None,
+            watermark_ms=entry.watermark_ms if entry else None,
             timestamp_ms=ts,
             interval_ms=(ts - previous_ts) if ts is not None and previous_ts is not None
             else None,

@@ -25,6 +25,11 @@ from toolkit.cli.render import human_bytes, human_duration
 from tui.model import Snapshot, explain
 
 
+def watermark_text(ms: int | None) -> str:
+    """Spark's watermark: 0 until the first one exists (the query's progress says 1970)."""
+    return "none yet (0)" if ms == 0 else when(ms)
+
+
 def when(ms: int | None) -> str:
     if ms is None:
         return "-"
@@ -180,7 +185,7 @@ class OverviewPane(Pane):
             (str(r.shuffle_partitions or "-"), "bold")))
         facts = [
             f"last committed batch {r.last_committed_batch} at {when(r.last_batch_timestamp_ms)}",
-            f"watermark {when(r.watermark_ms)}",
+            f"watermark {watermark_text(r.watermark_ms)}",
             f"{len(r.planned_batches)} batches retained",
             f"uncommitted: {', '.join(map(str, pending)) or 'none'}",
             f"{r.state_files:,} state files, {human_bytes(r.state_bytes)}",
@@ -414,7 +419,7 @@ class BatchesPane(Pane):
         previous = None
         out = []
         for r in rows:
-            watermark = r.watermark_ms
+            watermark = r.watermark_ms or None  # 0: no watermark yet, nothing moved
             moved = "" if previous is None or watermark is None or watermark == previous \
                 else f"+{human_duration((watermark - previous) / 1000)}"
             previous = watermark if watermark is not None else previous
@@ -424,7 +429,7 @@ class BatchesPane(Pane):
                 Text("NOT committed", style="bold red"),
                 when(r.timestamp_ms),
                 "-" if r.interval_ms is None else f"{r.interval_ms / 1000:.1f} s",
-                when(watermark), moved, str(r.shuffle_partitions or "-"),
+                watermark_text(r.watermark_ms), moved, str(r.shuffle_partitions or "-"),
                 "; ".join(r.sources))))
         self.table.load(("batch", "state", "started", "interval", "watermark",
                          "watermark moved", "partitions", "sources"), out)

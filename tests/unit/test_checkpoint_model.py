@@ -217,18 +217,3 @@ def test_unreadable_file_is_a_one_line_error(tmp_path):
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip() == f"statekit: error: {ck}/offsets/1: permission denied"
 
-
-def test_watermark_zero_means_none_yet(memory_root):
-    """Spark writes batchWatermarkMs 0 until a watermark exists; shown as none, not 1970."""
-    from tests.unit.checkpoint_builder import offsets_text
-    from toolkit.batches import batch_timeline
-
-    fs = fsspec.filesystem("memory")
-    write_checkpoint(fs, memory_root, planned=2, committed=2)
-    ckpt = open_checkpoint(f"memory://{memory_root}")
-    assert [r.watermark_ms for r in batch_timeline(ckpt).rows] == [None, None]
-    assert build_report(ckpt).watermark_ms is None
-    fs.pipe(f"{memory_root}/offsets/1", offsets_text(1, watermark=1767600281000).encode())
-    ckpt = open_checkpoint(f"memory://{memory_root}")
-    assert [r.watermark_ms for r in batch_timeline(ckpt).rows] == [None, 1767600281000]
-    assert build_report(ckpt).watermark_ms == 1767600281000
