@@ -337,8 +337,7 @@ def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
         files = instance.files_to_load(version)
         bases = [f for f in files if f.kind == "zip"]
         ssts = {s.dfs_name for m in zip_metadata(ckpt, bases).values() for s in m.sst_files}
-        needed = files + [f for f in instance.of_kind("sst")
-                          if f.path.rsplit("/", 1)[-1] in ssts]
+        needed = files + instance.ssts_named(ssts)
         for file in needed:
             staging.write(ckpt.location.relative(file.path), ckpt.read_bytes(file.path))
     staging.on_step("spark repartition")
@@ -354,8 +353,7 @@ def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
             bases = [f for f in files if f.kind == "zip"]
             metas = zip_metadata(staged, bases)
             names = {s.dfs_name for m in metas.values() for s in m.sst_files}
-            kept = files + [f for f in instance.of_kind("sst")
-                            if f.path.rsplit("/", 1)[-1] in names]
+            kept = files + instance.ssts_named(names)
             keep = {f.path for f in kept}
             keys = sum(m.num_keys or 0 for m in metas.values())
             written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
@@ -381,11 +379,14 @@ def _is_spark_error(error: BaseException) -> bool:
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
-def key_field_names(ckpt) -> dict[tuple[int, str], list[str]]:
+def key_field_names(ckpt, schemas: dict | None = None) -> dict[tuple[int, str], list[str]]:
+    """Key column names per (operator, store); ``schemas``: :func:`store_schemas` of ``ckpt``
+    when the caller has read them already."""
     from toolkit.checkpoint.state_data import store_schemas
 
+    schemas = schemas if schemas is not None else store_schemas(ckpt)
     return {key: list(schema.key.names) if schema.key else []
-            for key, schema in store_schemas(ckpt).items()}
+            for key, schema in schemas.items()}
 
 
 def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options: dict,
@@ -408,8 +409,8 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
         progress("copying logs and metadata")
         write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs")
         written: dict[str, list[WrittenPartition]] = {}
+        schemas = store_schemas(ckpt)  # read once: the HDFS job and the verification use them
         if plan.provider == "hdfs":
-            schemas = store_schemas(ckpt)
             for store in plan.stores:
                 progress(f"re-bucketing operator {store.operator_id} store {store.store} "
                          f"({store.partitions} → {plan.to_partitions} partitions)")
@@ -434,7 +435,7 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
             progress("verifying through Spark's state readers")
             verification = verify(spark, source_path=spark_url(ckpt.location.url),
                                   target_path=spark_url(staging.url), plan=plan,
-                                  key_fields=key_field_names(ckpt))
+                                  key_fields=key_field_names(ckpt, schemas))
             if not verification.ok:
                 raise JobFailed("verification failed, nothing published: "
                                 + "; ".join(verification.problems()), path=plan.target)

@@ -185,7 +185,7 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
     base = files[0] if files[0].kind in ("snapshot", "zip") else None
     base_files = [base] if base is not None else []
     if base is not None and base.kind == "zip":
-        base_files += _referenced_ssts(instance, base, referenced or {})
+        base_files += instance.ssts_named((referenced or {}).get(base.path))
     changes = [f for f in files if f.kind in ("delta", "changelog")]
     size = sum(f.size for f in base_files + changes)
     record_bytes = sum(f.size for f in files if f.kind in ("snapshot", "delta", "changelog"))
@@ -194,14 +194,6 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
                         base.version if base else None, len(base_files) + len(changes), size,
                         records, len(changes),
                         model.seconds(len(base_files), len(changes), size, records))
-
-
-def _referenced_ssts(instance: StoreInstance, zip_file, referenced: dict[str, set[str]]
-                     ) -> list:
-    """The SST files the base zip's metadata lists (all of the instance's when unknown)."""
-    names = referenced.get(zip_file.path)
-    return [f for f in instance.of_kind("sst")
-            if names is None or f.path.rsplit("/", 1)[-1] in names]
 
 
 def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0) -> float:

@@ -13,7 +13,7 @@ version arithmetic every analysis needs: which versions exist, the latest snapsh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from toolkit.checkpoint.layout import MetaFile, StateFile, classify
@@ -80,6 +80,12 @@ class StoreInstance:
         if len(changes) != version - start:
             return []
         return snapshot_files + [changes[v] for v in sorted(changes)]
+
+    def ssts_named(self, names: Collection[str] | None) -> list[StateFile]:
+        """The instance's SST files whose names a zip's metadata lists (all of them when the
+        names are unknown): with :meth:`files_to_load`, everything a RocksDB load reads."""
+        return [f for f in self.of_kind("sst")
+                if names is None or f.path.rsplit("/", 1)[-1] in names]
 
     @property
     def total_bytes(self) -> int:
