@@ -262,11 +262,20 @@ def test_dedup_operators_repartition_verified(small_queries, tmp_path, name, pro
     assert check["ok"] and check["stores"][0]["target_rows"] > 0
 
 
-def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints, tmp_path):
-    run = reference_checkpoints.get("rocksdb", changelog=True)
+@pytest.mark.parametrize("variant", [None, "format-v2"])
+def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints, tmp_path,
+                                                           variant):
+    """Changelog checkpointing, also with checkpointFormatVersion 2 (``<v>_<uuid>`` files and
+    commit-log unique ids)."""
+    run = reference_checkpoints.get("rocksdb", changelog=True, variant=variant)
+    before = tree_hash(run.checkpoint)
     result = repartition(run.checkpoint, tmp_path / "dst", 3)
     assert result["verification"]["ok"]
     assert result["verification"]["stores"][0]["target_rows"] == run.result.state_keys()
+    assert tree_hash(run.checkpoint) == before
+    target = open_checkpoint(str(tmp_path / "dst"))
+    assert target.last_committed_batch == result["plan"]["repartition_batch"]
+    assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("name", ["session-window", "join"])
