@@ -15,3 +15,11 @@ async def until(pilot, condition: Callable[[], object], what: str = "the conditi
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"never saw {what} within {timeout:.0f} s")
+
+
+async def show_tab(pilot, app, key: str) -> None:
+    """Press a tab's number and wait until the tab has the focus (it moves after a refresh,
+    so an Enter pressed too early would go to the previous tab)."""
+    await pilot.press(key)
+    await until(pilot, lambda: app.focused is not None
+                and app.current_pane() in app.focused.ancestors_with_self, f"tab {key} focused")

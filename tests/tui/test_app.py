@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.tui.helpers import until
+from tests.tui.helpers import show_tab, until
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
 from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
@@ -33,8 +33,7 @@ def test_overview_operators_drilldown_filter_and_back(reference_checkpoints):
             await settle(pilot, app, lambda: app.snapshot is not None)
             overview = app.query_one(OverviewPane)
             assert str(app.snapshot.report.query_id) in str(overview.title_line.render())
-            await pilot.press("2")
-            await pilot.pause()
+            await show_tab(pilot, app, "2")
             ops = app.query_one(OperatorsPane)
             assert app.focused is ops.table
             assert ops.table.row_count == len(app.snapshot.report.stores)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.tui.helpers import until
+from tests.tui.helpers import show_tab, until
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
 from tui.panes import OperatorsPane
@@ -29,8 +29,8 @@ def test_tui_on_s3_with_a_corrupt_delta(s3_server):
             assert app.sub_title == url
 
             ops = app.query_one(OperatorsPane)
-            await pilot.press("2")
-            await until(pilot, lambda: app.focused is ops.table, "the Operators table")
+            await show_tab(pilot, app, "2")
+            assert app.focused is ops.table
             await pilot.press("enter")  # partitions
             await pilot.press("j", "enter")  # partition 1: its files, read over S3
             assert ops.path == ["0/default", "1"]

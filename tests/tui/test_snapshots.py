@@ -27,7 +27,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
+from tests.tui.helpers import show_tab
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.app import StatekitApp
 from tui.panes import OperatorsPane, Table
@@ -113,7 +115,10 @@ def in_repo(monkeypatch):
 def keys(*pressed: str) -> Callable[[object, StatekitApp], Awaitable[None]]:
     async def steps(pilot, app: StatekitApp) -> None:
         for key in pressed:
-            await pilot.press(key)
+            if key.isdigit() and not isinstance(app.focused, Input):  # a tab, not typing
+                await show_tab(pilot, app, key)
+            else:
+                await pilot.press(key)
             await settle(pilot, app)
 
     return steps
@@ -166,7 +171,7 @@ def test_screens_show_the_fixture(in_repo):
 
 def test_repartition_without_allow_write(in_repo, tmp_path):
     async def steps(pilot, app: StatekitApp) -> None:
-        await pilot.press("7")
+        await show_tab(pilot, app, "7")  # the focus lands in the partitions input
         await settle(pilot, app)
         await pilot.press(*"2", "tab")
         target = app.query_one("#rp-target")
