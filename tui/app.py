@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
 from tui.analysis_panes import GrowthPane, RecoveryPane
 from tui.help import HelpScreen
@@ -94,6 +94,9 @@ class StatekitApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Tabs are switched with 1-7 and the palette. A focusable tab bar would take the focus
+        # whenever the focused table's tab is hidden, after the new tab's table got it.
+        self.query_one("#tabs", TabbedContent).query_one(Tabs).can_focus = False
         self.sub_title = self.url
         self.call_after_refresh(self.current_pane().focus_main)
         self.load()
@@ -179,6 +182,7 @@ class StatekitApp(App):
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, _event: TabbedContent.TabActivated) -> None:
         self.current_pane().activated()
+        self.call_after_refresh(self.current_pane().focus_main)
 
 
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,

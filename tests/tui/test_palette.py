@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 
 from tests.tui.helpers import until
 from tui.app import TABS, StatekitApp
@@ -19,7 +19,15 @@ async def run_command(pilot, app: StatekitApp, text: str) -> None:
     await pilot.press("ctrl+p")
     await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
     await pilot.press(*text)
-    await pilot.pause(0.5)  # the palette searches asynchronously
+
+    def best_match() -> str:  # the palette searches asynchronously; wait for its results
+        found = app.screen.query(CommandList)
+        if not found or not found.first().option_count:
+            return ""
+        return str(found.first().get_option_at_index(0).prompt).lower()
+
+    await until(pilot, lambda: all(word in best_match() for word in text.lower().split()),
+                f"{text!r} offered first")
     await pilot.press("enter")
     await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette close")
 
