@@ -194,13 +194,12 @@ class OverviewPane(Pane):
         ]
         self.status.update("  ·  ".join(facts))
         severity = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-        findings = self.snapshot.report.findings
-        self.explained = {f"finding-{n}": Text.assemble(
-            (f"{f.severity} {f.code}: ", severity.get(f.severity, "")),
-            explain(f.code, f.message)) for n, f in enumerate(findings)}
-        rows = [(f"finding-{n}", (Text(f.severity, style=severity.get(f.severity, "")),
-                                  f.code, explain(f.code, f.message)))
-                for n, f in enumerate(findings)]
+        self.explained, rows = {}, []
+        for n, f in enumerate(self.snapshot.report.findings):
+            style, meaning = severity.get(f.severity, ""), explain(f.code, f.message)
+            self.explained[f"finding-{n}"] = Text.assemble((f"{f.severity} {f.code}: ", style),
+                                                           meaning)
+            rows.append((f"finding-{n}", (Text(f.severity, style=style), f.code, meaning)))
         if not rows:
             rows = [("finding-none", (Text("ok", style="green"), "-", "no warnings"))]
         self.table.load(("severity", "finding", "what it means"), rows)
@@ -360,7 +359,7 @@ class OperatorsPane(Pane):
         from itertools import islice
 
         from toolkit.errors import StatekitError
-        from toolkit.formats.values import hex_preview, render_value
+        from toolkit.formats.values import hex_preview, render_value, shorten
         from toolkit.state_files import open_state_file
 
         ckpt = self.snapshot.ckpt
@@ -372,7 +371,7 @@ class OperatorsPane(Pane):
                 key = render_value(r.key) if r.key is not None else hex_preview(r.key_bytes)
                 value = (render_value(r.value, max_len=DETAIL_LIMIT) if r.value is not None
                          else "" if r.value_bytes is None else hex_preview(r.value_bytes))
-                rows.append((str(n), (str(n), r.op, key, _cut(value, 200))))
+                rows.append((str(n), (str(n), r.op, key, shorten(value, 200))))
                 whole[str(n)] = f"#{n} {r.op} key {key}\nvalue {value}"
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
@@ -388,10 +387,6 @@ class OperatorsPane(Pane):
 
 RECORD_LIMIT = 500
 DETAIL_LIMIT = 2000
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _lag_text(lag: int | None, warn: int) -> Text:

@@ -29,7 +29,11 @@ class RawValue:
 
 def render_value(v: Any, *, max_len: int | None = 200) -> str:
     """Render a decoded value for a person: ``null``, ISO times, ``{a: 1, b: x}``, hex bytes."""
-    text = _render(v, top=True)
+    return shorten(_render(v, top=True), max_len)
+
+
+def shorten(text: str, max_len: int | None) -> str:
+    """``text`` cut to ``max_len`` characters, the last one an ellipsis (None: whole)."""
     if max_len is not None and len(text) > max_len:
         return text[: max_len - 1] + "…"
     return text
