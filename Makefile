@@ -18,19 +18,19 @@ help:
 check-java:
 	@$(PYTHON) jobs/java_check.py
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; statekit needs Python 3.10+"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
 
 demo: check-java venv
 	rm -rf $(DEMO_DIR)
-	$(BIN)/python -m reference_pipeline generate --landing $(DEMO_DIR)/landing --batches 36 --seed 7
-	$(BIN)/python -m reference_pipeline run --landing $(DEMO_DIR)/landing \
+	$(BIN)/statekit pipeline generate --landing $(DEMO_DIR)/landing --batches 36 --seed 7
+	$(BIN)/statekit pipeline run --landing $(DEMO_DIR)/landing \
 		--checkpoint $(DEMO_DIR)/checkpoint --output $(DEMO_DIR)/output \
 		--provider hdfs --partitions 8 --maintenance-interval 1s \
 		--progress-log $(DEMO_DIR)/progress.jsonl

@@ -74,8 +74,8 @@ QUICK = {"batches": 12, "new_keys": 2000}
 STATEKIT_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from toolkit.checkpoint import open_checkpoint
-from toolkit.state_history import all_histories
+from statekit.checkpoint import open_checkpoint
+from statekit.state_history import all_histories
 t1 = time.perf_counter()
 path, repeats = sys.argv[1], int(sys.argv[2])
 times = []
@@ -99,9 +99,9 @@ print(json.dumps({
 SPARK_PER_BATCH_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from jobs.session import build_session
-from jobs.state_reader import reader_confs, session_confs, spark_path
-from toolkit.checkpoint import open_checkpoint
+from statekit.jobs.session import build_session
+from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
+from statekit.checkpoint import open_checkpoint
 ckpt = open_checkpoint(sys.argv[1])
 path, batches, confs = spark_path(ckpt), ckpt.committed_batches, reader_confs(ckpt)
 t1 = time.perf_counter()
@@ -121,10 +121,10 @@ print(json.dumps({"model_s": t1 - t0, "jvm_start_s": t2 - t1, "reads_s": t3 - t2
 SPARK_CHANGE_FEED_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from jobs.session import build_session
-from jobs.state_analysis import summarize_changes
-from jobs.state_reader import read_changes, reader_confs, resolve_target, session_confs
-from toolkit.checkpoint import open_checkpoint
+from statekit.jobs.session import build_session
+from statekit.jobs.state_analysis import summarize_changes
+from statekit.jobs.state_reader import read_changes, reader_confs, resolve_target, session_confs
+from statekit.checkpoint import open_checkpoint
 ckpt = open_checkpoint(sys.argv[1])
 target, batches, confs = resolve_target(ckpt), ckpt.committed_batches, reader_confs(ckpt)
 t1 = time.perf_counter()
@@ -166,7 +166,7 @@ def run_query(spark, source: Path, checkpoint: Path, provider: str, partitions: 
     the query's last progress reports them. Leaves the checkpoint static."""
     from pyspark.sql import functions as F
 
-    from jobs.state_reader import session_confs
+    from statekit.jobs.state_reader import session_confs
 
     confs = {
         "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS[provider],
@@ -197,7 +197,7 @@ def run_query(spark, source: Path, checkpoint: Path, provider: str, partitions: 
 def setup(work: Path, providers: list[str], batches: int, new_keys: int, partitions: int,
           seed: int) -> dict:
     """Input and one checkpoint per provider under ``work``; what was done, timed."""
-    from jobs.session import build_session
+    from statekit.jobs.session import build_session
 
     lines, made = [], []
     started = time.perf_counter()

@@ -90,7 +90,7 @@ version to load is the last committed batch + 1; per partition ``files_to_load(v
 files (a RocksDB zip counts with the SST files it references, which a cold restart copies),
 bytes, and records — those Spark iterates one by one while loading: HDFS snapshot + delta
 records, RocksDB changelog records (zip/SST contents are copied as files, not iterated;
-``toolkit.checkpoint.state_data.file_records``).
+``statekit.checkpoint.state_data.file_records``).
 
 Critical path: with P partitions and C cores (``os.cpu_count()``) tasks run in ceil(P/C) waves;
 per quantity (files, bytes, records, measured load ms), partitions are sorted slowest first
@@ -254,7 +254,7 @@ SETUP_ORDER = ("hdfs-leaky", "rocksdb-leaky", "hdfs-large", "rocksdb-changelog",
 # -- children (fresh processes) ---------------------------------------------------------------
 
 def run_options(spec: dict):
-    from reference_pipeline.pipeline import RunOptions
+    from statekit.reference_pipeline.pipeline import RunOptions
 
     return RunOptions(landing=Path(spec["landing"]), checkpoint=spec["checkpoint"],
                       output=spec["output"], provider=spec["provider"],
@@ -266,8 +266,8 @@ def run_options(spec: dict):
 
 def child_setup(spec: dict) -> dict:
     """Run the pipeline over the landing folder into a checkpoint; leave it static."""
-    from jobs.session import build_session
-    from reference_pipeline.pipeline import MAINTENANCE_CONF, run
+    from statekit.jobs.session import build_session
+    from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 
     opts = run_options(spec)
     spark = build_session("bench-recovery-setup",
@@ -288,8 +288,8 @@ def child_measure(spec: dict) -> dict:
     reading new input (batch id ≥ ``first_new_batch``: re-run batches read old input) has
     finished. Progress, wall times, event-log and state-log facts."""
     began = time.perf_counter()
-    from jobs.session import build_session
-    from reference_pipeline.pipeline import MAINTENANCE_CONF, start_query
+    from statekit.jobs.session import build_session
+    from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, start_query
 
     opts = run_options(spec)
     Path(spec["event_dir"]).mkdir(parents=True, exist_ok=True)
@@ -472,7 +472,7 @@ def progress_log(path: Path) -> list[dict]:
 def setup(work: Path, configs: list[Config], args) -> dict:
     """Landing folders, one pipeline run per configuration (in subprocesses), crash copies,
     then the one appended batch file. Reused when ``work/setup.json`` matches."""
-    from reference_pipeline.generator import GeneratorConfig, events_file, generate
+    from statekit.reference_pipeline.generator import GeneratorConfig, events_file, generate
 
     marker = work / "setup.json"
     wanted = {"batches": args.batches, "large_batches": args.large_batches,
@@ -629,8 +629,8 @@ def simulate_crash(base: Path, mode: str) -> tuple[int, str]:
 def load_work(checkpoint: Path, version: int | None = None) -> dict:
     """Per partition: the files, bytes and records a restart loads (see the docstring), for
     ``version`` (default: the last committed batch + 1, what a restart loads)."""
-    from toolkit.checkpoint import open_checkpoint
-    from toolkit.checkpoint.state_data import file_records, zip_metadata
+    from statekit.checkpoint import open_checkpoint
+    from statekit.checkpoint.state_data import file_records, zip_metadata
 
     ckpt = open_checkpoint(str(checkpoint))
     last = ckpt.last_committed_batch

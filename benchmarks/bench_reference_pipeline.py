@@ -6,7 +6,7 @@ query can go. This script generates its own data in a temporary folder and print
 
 * ``generate``: events/s and MB/s writing batch files (JSON lines) + ground truth;
 * ``replay``: events/s through the state machine with Spark's micro-batch semantics (pure
-  Python, ``reference_pipeline.simulate``);
+  Python, ``statekit.reference_pipeline.simulate``);
 * ``spark`` (with ``--spark``): seconds per micro-batch and events/s of the real query on
   local Spark, per provider, excluding the JVM start (reported separately).
 
@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reference_pipeline.generator import GeneratorConfig, generate
-from reference_pipeline.simulate import simulate
+from statekit.reference_pipeline.generator import GeneratorConfig, generate
+from statekit.reference_pipeline.simulate import simulate
 
 SIZES = (  # (users, events per batch, batches)
     (2_000, 400, 20),
@@ -56,8 +56,8 @@ def bench_pure(root: Path) -> list[tuple]:
 
 
 def bench_spark(root: Path) -> list[tuple]:
-    from jobs.session import build_session
-    from reference_pipeline.pipeline import RunOptions, run
+    from statekit.jobs.session import build_session
+    from statekit.reference_pipeline.pipeline import RunOptions, run
 
     started = time.perf_counter()
     spark = build_session("statekit-bench",

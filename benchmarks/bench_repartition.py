@@ -82,9 +82,9 @@ STATE_STORE_CLASS = "org.apache.spark.sql.execution.streaming.state.StateStore"
 INPLACE_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from jobs.session import build_session
-from jobs.state_reader import reader_confs, session_confs
-from toolkit.checkpoint import open_checkpoint
+from statekit.jobs.session import build_session
+from statekit.jobs.state_reader import reader_confs, session_confs
+from statekit.checkpoint import open_checkpoint
 path, n = sys.argv[1], int(sys.argv[2])
 confs = reader_confs(open_checkpoint(path))
 t1 = time.perf_counter()
@@ -112,7 +112,7 @@ def wanted(keys: list[int], rocksdb_keys: int, providers: list[str]) -> list[tup
 def setup(work: Path, needed: list[tuple[str, int]], batches: int) -> None:
     """Write the missing landings and checkpoints under ``work``; ``setup.json`` records each
     finished one (what a later run with the same ``--workdir`` reuses)."""
-    from jobs.session import build_session
+    from statekit.jobs.session import build_session
 
     record = work / "setup.json"
     done = json.loads(record.read_text()) if record.exists() else {}
@@ -324,8 +324,8 @@ def statekit_run(checkpoint: Path, out: Path, to: int, verify: bool, interval: f
 def rocksdb_keys_at_end(checkpoint: Path, to: int) -> tuple[int | None, int]:
     """Keys and bytes the repartitioned copy's partitions < ``to`` load at the last version
     (from the RocksDB zips' metadata: no JVM)."""
-    from toolkit.checkpoint import open_checkpoint
-    from toolkit.checkpoint.state_data import zip_metadata
+    from statekit.checkpoint import open_checkpoint
+    from statekit.checkpoint.state_data import zip_metadata
 
     ckpt = open_checkpoint(str(checkpoint))
     version = ckpt.last_committed_batch + 1

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 SPARK_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from jobs.session import build_session
+from statekit.jobs.session import build_session
 spark = build_session("bench-report")
 t1 = time.perf_counter()
 from pyspark.sql import functions as F
@@ -72,7 +72,7 @@ def make_template(work: Path, provider: str) -> Path:
     """A small real checkpoint written by the reference pipeline with Spark."""
     landing = work / "landing"
     if not landing.exists():
-        from reference_pipeline.generator import GeneratorConfig, generate
+        from statekit.reference_pipeline.generator import GeneratorConfig, generate
         generate(landing, GeneratorConfig(seed=3, users=400, events_per_batch=150), 12)
     checkpoint = work / f"template-{provider}"
     subprocess.run([str(ROOT / ".venv/bin/statekit"), "pipeline", "run", "--landing",
@@ -140,8 +140,8 @@ def best_of(n: int, action) -> float:
 
 
 def measure(checkpoint: Path, repeats: int) -> dict:
-    from toolkit.checkpoint import open_checkpoint
-    from toolkit.report import build_report
+    from statekit.checkpoint import open_checkpoint
+    from statekit.report import build_report
 
     statekit = str(ROOT / ".venv/bin/statekit")
     cold = best_of(repeats, lambda: subprocess.run(
@@ -157,9 +157,9 @@ def measure(checkpoint: Path, repeats: int) -> dict:
 
 
 def measure_s3(checkpoint: Path) -> dict:
+    from statekit.checkpoint import open_checkpoint
+    from statekit.report import build_report
     from tests.s3_server import start_server
-    from toolkit.checkpoint import open_checkpoint
-    from toolkit.report import build_report
 
     server, httpd = start_server()
     try:

@@ -22,7 +22,7 @@ every 1 s) but with ``--keys`` rows. Two sources:
   is a chain of real deltas (HDFS) or RocksDB checkpoints with overwrites, as in production.
   It is a stand-in: only the operator (aggregation vs applyInPandasWithState) and the value's
   field names (``max``/``min`` vs ``groupState``/``timeoutTimestamp``) differ.
-* ``pipeline``: the real thing — ``reference_pipeline.generator`` with one session per user
+* ``pipeline``: the real thing — ``statekit.reference_pipeline.generator`` with one session per user
   over 3 batches of 10 minutes of event time (so no session reaches its 30-minute inactivity
   timeout), then ``statekit pipeline run`` (8 partitions). Use it at small ``--keys``
   (10k ≈ 1 min per provider) to check the stand-in against the real state: at 10k keys
@@ -71,10 +71,10 @@ COUNTRIES = ("US", "GB", "DE", "FR", "NL", "ES", "IT", "CA", "JP", "BR")
 SPARK_SCRIPT = r"""
 import json, shutil, sys, time
 t0 = time.perf_counter()
-from jobs.session import build_session
-from jobs.state_analysis import export_rows
-from jobs.state_reader import flatten, read_state, reader_confs, resolve_target
-from toolkit.checkpoint import open_checkpoint
+from statekit.jobs.session import build_session
+from statekit.jobs.state_analysis import export_rows
+from statekit.jobs.state_reader import flatten, read_state, reader_confs, resolve_target
+from statekit.checkpoint import open_checkpoint
 path, out_root, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 formats = sys.argv[4].split(",")
 ckpt = open_checkpoint(path)
@@ -182,7 +182,7 @@ def aggregate_checkpoint(spark, landing: Path, checkpoint: Path, provider: str) 
     """Run the stand-in query over ``landing`` (availableNow); state keys at the end."""
     from pyspark.sql import functions as F
 
-    from reference_pipeline.pipeline import RunOptions
+    from statekit.reference_pipeline.pipeline import RunOptions
 
     opts = RunOptions(landing=landing, checkpoint=str(checkpoint), output="", provider=provider,
                       partitions=PARTITIONS, maintenance_interval=MAINTENANCE)
@@ -209,7 +209,11 @@ def pipeline_landing(landing: Path, keys: int) -> int:
     """Generator config giving ~``keys`` sessions over 3 batches of 10 minutes: every initial
     user has its slot in one of batches 0-2 (slot period 8 ⇒ keys/8 eligible per batch), plus
     5·keys/16 brand-new users in batches 1 and 2; fraud and near misses at the demo's rate."""
-    from reference_pipeline.generator import MEAN_EVENTS_PER_SESSION, GeneratorConfig, generate
+    from statekit.reference_pipeline.generator import (
+        MEAN_EVENTS_PER_SESSION,
+        GeneratorConfig,
+        generate,
+    )
 
     eligible, new = keys // 8, 5 * keys // 16
     config = GeneratorConfig(
@@ -273,7 +277,7 @@ def setup(work: Path, source: str, keys: int, providers: list[str], batches: int
     """Write the input and one checkpoint per provider under ``work``; what was done, timed."""
     lines, made = [], []
     if source == "aggregate":
-        from jobs.session import build_session
+        from statekit.jobs.session import build_session
 
         spark = build_session("bench-state-export-setup", conf={"spark.driver.memory": "4g"})
         started = time.perf_counter()

@@ -36,8 +36,8 @@ CHILD = r"""
 import time
 started = time.perf_counter()
 import asyncio, json, sys
-from tui.app import StatekitApp
-from tui.panes import OverviewPane
+from statekit.tui.app import StatekitApp
+from statekit.tui.panes import OverviewPane
 imported = time.perf_counter()
 
 async def main():

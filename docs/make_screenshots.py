@@ -15,7 +15,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from tui.app import StatekitApp
+from statekit.tui.app import StatekitApp
 
 OUT = Path(__file__).resolve().parent
 #: screen name → keys that reach it from the Overview

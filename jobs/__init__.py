@@ -1,5 +1,6 @@
 """Everything that needs a SparkSession: state data source reads, exports, distributed jobs.
 
-``jobs`` may import ``toolkit`` models; it never imports ``tui``. Each job is also runnable
-with ``spark-submit`` so the same code works on a cluster.
+``statekit.jobs`` may import the core; it never imports a front end (``statekit.cli``,
+``statekit.tui``). Both front ends call the same job functions, so an action behaves the
+same from the terminal and from the TUI.
 """

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.state_analysis import summarize_changes
-from jobs.state_reader import collect, read_changes, read_state, resolve_target
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.state_history import StoreHistory
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.jobs.state_analysis import summarize_changes
+from statekit.jobs.state_reader import collect, read_changes, read_state, resolve_target
+from statekit.state_history import StoreHistory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.state_reader import spark_url
-from toolkit.errors import UnsupportedFormat
+from statekit.errors import UnsupportedFormat
+from statekit.jobs.state_reader import spark_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,9 +112,9 @@ def _replay_task(url: str, storage_options: dict, codec: str, key_schema_json: s
     def run(task: SourceTask) -> Iterator[tuple]:
         import fsspec
 
-        from toolkit.formats.records import read_state_file
-        from toolkit.formats.schema import parse_struct_json
-        from toolkit.formats.unsafe_row import RawValue, make_decoder
+        from statekit.formats.records import read_state_file
+        from statekit.formats.schema import parse_struct_json
+        from statekit.formats.unsafe_row import RawValue, make_decoder
 
         fs, _ = fsspec.core.url_to_fs(url, **storage_options)
         state: dict[bytes, bytes] = {}
@@ -144,7 +144,7 @@ def _snapshot_writer(staging_url: str, storage_options: dict, operator_id: int, 
     def run(partition: int, rows: Iterator[tuple]) -> Iterator[WrittenPartition]:
         import fsspec
 
-        from toolkit.formats.state_writer import SnapshotWriter
+        from statekit.formats.state_writer import SnapshotWriter
 
         store_dir = "" if store == "default" else f"{store}/"
         relative = f"state/{operator_id}/{partition}/{store_dir}{version}.snapshot"
@@ -213,7 +213,7 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
     batch N through Spark's ``statestore`` reader, placed with ``pmod(hash(key), n)``."""
     from pyspark.sql import functions as F
 
-    from jobs.state_reader import StateTarget, read_state
+    from statekit.jobs.state_reader import StateTarget, read_state
 
     out = {}
     for store in plan.stores:
@@ -272,7 +272,7 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan,
     """Compare the target at batch N + 1 with the source at batch N through Spark's readers."""
     from pyspark.sql import functions as F
 
-    from jobs.state_reader import StateTarget, read_metadata, read_state
+    from statekit.jobs.state_reader import StateTarget, read_metadata, read_state
 
     n = plan.last_committed
     checks = []
@@ -328,9 +328,9 @@ def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
     copied version N + 1 files, partition folders ≥ n that Spark leaves behind) and writes
     the v1 operator metadata with the new count (Spark updates only v2).
     """
-    from toolkit.checkpoint import open_checkpoint
-    from toolkit.checkpoint.state_data import zip_metadata
-    from toolkit.repartition.target import write_operator_metadata
+    from statekit.checkpoint import open_checkpoint
+    from statekit.checkpoint.state_data import zip_metadata
+    from statekit.repartition.target import write_operator_metadata
 
     version = plan.last_committed + 1
     for instance in ckpt.inventory.instances.values():
@@ -382,7 +382,7 @@ def _is_spark_error(error: BaseException) -> bool:
 def key_field_names(ckpt, schemas: dict | None = None) -> dict[tuple[int, str], list[str]]:
     """Key column names per (operator, store); ``schemas``: :func:`store_schemas` of ``ckpt``
     when the caller has read them already."""
-    from toolkit.checkpoint.state_data import store_schemas
+    from statekit.checkpoint.state_data import store_schemas
 
     schemas = schemas if schemas is not None else store_schemas(ckpt)
     return {key: list(schema.key.names) if schema.key else []
@@ -399,9 +399,9 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
     """
     import time
 
-    from toolkit.checkpoint.state_data import store_schemas
-    from toolkit.errors import JobFailed
-    from toolkit.repartition.target import commit_entry, write_logs
+    from statekit.checkpoint.state_data import store_schemas
+    from statekit.errors import JobFailed
+    from statekit.repartition.target import commit_entry, write_logs
 
     started = time.perf_counter()
     staging.prepare()
@@ -444,7 +444,7 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
     except BaseException as error:
         staging.abort()
         if _is_spark_error(error):
-            from jobs.errors import job_failed
+            from statekit.jobs.errors import job_failed
 
             raise job_failed("repartition", error) from error
         raise

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.java_check import java_problem
-from toolkit.errors import BadInput, EnvironmentProblem
+from statekit.errors import BadInput, EnvironmentProblem
+from statekit.jobs.java_check import java_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

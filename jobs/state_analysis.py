@@ -1,6 +1,6 @@
 """Spark-side analyses of state rows: statistics, change-feed summary, export, metadata check.
 
-Everything here runs as Spark aggregations over :mod:`jobs.state_reader` DataFrames, so it
+Everything here runs as Spark aggregations over :mod:`statekit.jobs.state_reader` DataFrames, so it
 works for state far larger than the driver's memory and on a cluster; only small summaries
 come back to Python as frozen dataclasses (``to_dict()`` for ``--json``).
 """
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.state_reader import (
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.jobs.state_reader import (
     FMGWS_OPERATORS,
     StateTarget,
     collect,
@@ -21,7 +22,6 @@ from jobs.state_reader import (
     read_metadata,
     read_state,
 )
-from toolkit.checkpoint.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

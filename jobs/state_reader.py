@@ -22,10 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.errors import first_line
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.state_data import store_schemas
-from toolkit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.state_data import store_schemas
+from statekit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
+from statekit.jobs.errors import first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa

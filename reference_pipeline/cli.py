@@ -15,10 +15,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reference_pipeline.generator import GeneratorConfig, generate, read_manifest
-from reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
-from reference_pipeline.truth import fraud_labels
-from toolkit.errors import BadInput
+from statekit.errors import BadInput
+from statekit.reference_pipeline.generator import GeneratorConfig, generate, read_manifest
+from statekit.reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
+from statekit.reference_pipeline.truth import fraud_labels
 
 DEFAULTS = GeneratorConfig()
 
@@ -167,8 +167,8 @@ def _duration_ms(text: str) -> str:
 def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
             confs: tuple[str, ...], as_json: bool, **options) -> None:
     """Run the fraud/session query over LANDING into CHECKPOINT and OUTPUT."""
-    from jobs.session import build_session, parse_conf_pairs
-    from reference_pipeline.pipeline import MAINTENANCE_CONF, run
+    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 
     if _manifest(landing) is None:
         raise BadInput("not a landing folder (run `generate` first)", path=str(landing))
@@ -208,7 +208,7 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
 
 def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
     """Warn when the checkpoint already pins settings that differ from the options."""
-    from reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF
+    from statekit.reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF
 
     root = local_path(checkpoint)
     offsets = root / "offsets" if root else None

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reference_pipeline.state_machine import MINUTE_MS
+from statekit.reference_pipeline.state_machine import MINUTE_MS
 
 GENERATOR_FILE = "generator.json"
 EVENTS_DIR = "events"

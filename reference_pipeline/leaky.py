@@ -9,7 +9,7 @@ Every anti-pattern here is deliberate:
   user's history, and the velocity check rescans it all on every batch;
 * ``auth_ok`` and ``case_closed`` are ignored.
 
-Pure Python, no Spark: ``reference_pipeline.pipeline`` adapts it to applyInPandasWithState.
+Pure Python, no Spark: ``statekit.reference_pipeline.pipeline`` adapts it to applyInPandasWithState.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from reference_pipeline.state_machine import DEFAULT_RULES, Alert, Event, EventType, Rules
+from statekit.reference_pipeline.state_machine import DEFAULT_RULES, Alert, Event, EventType, Rules
 
 LEAKY_STATE_SCHEMA_DDL = "txn_count LONG, total_amount DOUBLE, txns_json STRING, alerted BOOLEAN"
 

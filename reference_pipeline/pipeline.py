@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from reference_pipeline.generator import EVENTS_DIR
-from reference_pipeline.leaky import LEAKY_STATE_SCHEMA_DDL, LeakyState, process_leaky
-from reference_pipeline.state_machine import (
+from statekit.errors import StatekitError
+from statekit.reference_pipeline.generator import EVENTS_DIR
+from statekit.reference_pipeline.leaky import LEAKY_STATE_SCHEMA_DDL, LeakyState, process_leaky
+from statekit.reference_pipeline.state_machine import (
     STATE_SCHEMA_DDL,
     Alert,
     Event,
@@ -37,7 +38,6 @@ from reference_pipeline.state_machine import (
     expire,
     process,
 )
-from toolkit.errors import StatekitError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -270,8 +270,8 @@ def run(
     on_batch: Callable[[dict], None] | None = None,
 ) -> RunResult:
     """Run the query until the input is drained (availableNow) or the timeout; collect
-    progress. Raises ``toolkit.errors.JobFailed`` (one line) when the query fails."""
-    from jobs.errors import job_failed
+    progress. Raises ``statekit.errors.JobFailed`` (one line) when the query fails."""
+    from statekit.jobs.errors import job_failed
 
     result = RunResult()
     seen: set[int] = set()

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from reference_pipeline.generator import EVENTS_DIR
-from reference_pipeline.state_machine import (
+from statekit.reference_pipeline.generator import EVENTS_DIR
+from statekit.reference_pipeline.state_machine import (
     DEFAULT_RULES,
     Event,
     EventType,

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_pipeline.generator import TRUTH_DIR, read_manifest
-from reference_pipeline.state_machine import DEFAULT_RULES, Rules
+from statekit.reference_pipeline.generator import TRUTH_DIR, read_manifest
+from statekit.reference_pipeline.state_machine import DEFAULT_RULES, Rules
 
 PHASE_BY_PATTERN = {
     "normal": "Watching",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_pipeline.generator import GeneratorConfig, generate
+from statekit.reference_pipeline.generator import GeneratorConfig, generate
 
 TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
                                  fraud_per_batch=1.0, near_miss_per_batch=1.5)
@@ -41,7 +41,7 @@ VARIANTS: dict[str | None, tuple[int, tuple[tuple[str, str], ...]]] = {
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.session import build_session
+    from statekit.jobs.session import build_session
 
     session = build_session(
         "statekit-tests",
@@ -112,7 +112,7 @@ class ReferenceCheckpoints:
         ``"format-v2"`` (checkpointFormatVersion=2); ``"purged"`` (minBatchesToRetain=4, so
         old batches and state files have been cleaned up); ``"bursty"`` (the bounded pipeline
         fed BURSTY_GENERATOR's traffic)."""
-        from reference_pipeline.pipeline import RunOptions, run
+        from statekit.reference_pipeline.pipeline import RunOptions, run
 
         min_deltas, extra = VARIANTS[variant]
         name = (f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}"

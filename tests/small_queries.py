@@ -74,7 +74,7 @@ def provider_confs(provider: str, codec: str, min_deltas: int = 2) -> dict[str, 
 
 def run_query(spark, df, checkpoint: Path, confs: dict[str, str], output_mode: str) -> None:
     """Run ``df`` to the end of its input into the noop sink, then quiesce the checkpoint."""
-    from jobs.state_reader import session_confs
+    from statekit.jobs.state_reader import session_confs
 
     with session_confs(spark, confs):
         query = (df.writeStream.format("noop").outputMode(output_mode)

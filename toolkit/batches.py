@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.logs import SourceOffset
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.logs import SourceOffset
 
 
 @dataclass(frozen=True)

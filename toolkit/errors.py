@@ -4,7 +4,7 @@ Every failure a user can cause (a path that is not a checkpoint, a corrupt file,
 unsupported codec, an unsafe write, a missing Java) is raised as a ``StatekitError`` subclass
 carrying a one-line message that names the file and what is wrong. The CLI turns them into
 ``statekit: error: …`` on stderr and the exit code below, in a single place
-(``toolkit.cli.runner``), so no traceback ever reaches a user for bad input.
+(``statekit.cli.runner``), so no traceback ever reaches a user for bad input.
 
 Exit codes (documented in the README):
 

@@ -3,7 +3,7 @@
 The verdict combines three independent signals, because each alone misleads:
 
 * **the key-count trend** (Theil–Sen + Mann–Kendall over the recent half of the history, see
-  :mod:`toolkit.trend`) — but bursty traffic makes a bounded store rise for a while;
+  :mod:`statekit.trend`) — but bursty traffic makes a bounded store rise for a while;
 * **turnover** — in a bounded store keys expire: over the recent window most inserted keys
   are deleted again, and no live key is older than the window. A rising key count whose keys
   all turn over follows traffic; it is not a leak, so the verdict is ``bounded``. A store
@@ -11,8 +11,8 @@ The verdict combines three independent signals, because each alone misleads:
 * **the value-size trend** — the growing-object anti-pattern (a list of every event kept in
   the state) shows as a rising mean value size even when the key count is flat.
 
-Everything comes from :mod:`toolkit.state_history` (files, no JVM) and, optionally, a
-StreamingQueryProgress log (:mod:`toolkit.progress_log`) for history beyond retention. The
+Everything comes from :mod:`statekit.state_history` (files, no JVM) and, optionally, a
+StreamingQueryProgress log (:mod:`statekit.progress_log`) for history beyond retention. The
 result explains itself in sentences an on-call engineer can act on, and projects when the
 state reaches ``max_keys`` / ``max_bytes`` at the current rate.
 """
@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.errors import BadInput
-from toolkit.progress_log import OperatorProgress
-from toolkit.state_history import StoreHistory, all_histories
-from toolkit.trend import (
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.errors import BadInput
+from statekit.progress_log import OperatorProgress
+from statekit.state_history import StoreHistory, all_histories
+from statekit.trend import (
     ACCELERATING,
     BOUNDED,
     GROWING,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from toolkit.errors import BadInput, CorruptFile
+from statekit.errors import BadInput, CorruptFile
 
 
 @dataclass(frozen=True)

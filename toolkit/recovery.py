@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.logs import provider_short_name
-from toolkit.progress_log import BatchTiming
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.logs import provider_short_name
+from statekit.progress_log import BatchTiming
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
 
@@ -269,8 +269,8 @@ def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance]
                             limit: int = 12) -> tuple[float, str]:
     """Compressed bytes per record, from up to ``limit`` record files spread over the
     instances (their records counted by actually reading them)."""
-    from toolkit.checkpoint.state_data import file_records
-    from toolkit.errors import StatekitError
+    from statekit.checkpoint.state_data import file_records
+    from statekit.errors import StatekitError
 
     files = [f for i in instances for f in i.of_kind("delta", "snapshot", "changelog")]
     if not files:
@@ -419,7 +419,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                       rto_s: float | None = None, current_min_deltas: int | None = None
                       ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
-    from toolkit.checkpoint.state_data import zip_metadata
+    from statekit.checkpoint.state_data import zip_metadata
 
     model = model or default_model(ckpt)
     inventory = ckpt.inventory
@@ -507,8 +507,8 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     """
     import time
 
-    from toolkit.checkpoint.state_data import file_records
-    from toolkit.errors import StatekitError
+    from statekit.checkpoint.state_data import file_records
+    from statekit.errors import StatekitError
 
     files = [f for i in ckpt.inventory.instances.values()
              for f in i.of_kind("delta", "snapshot", "changelog", "zip")]

@@ -3,7 +3,7 @@
 Built from the checkpoint model only (listings plus a few small metadata reads), so it runs in
 well under a second without a JVM, also on object storage. Per operator/store it counts the
 delta/snapshot (HDFS) or changelog/zip/SST (RocksDB) files of every partition, works out the
-snapshot lag and orphan files (:mod:`toolkit.checkpoint.facts`), totals and skew, and turns
+snapshot lag and orphan files (:mod:`statekit.checkpoint.facts`), totals and skew, and turns
 what looks wrong into :class:`Finding` objects phrased for the person on call.
 """
 
@@ -15,12 +15,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_facts
-from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.logs import CONF_MIN_DELTAS
-from toolkit.checkpoint.state_data import zip_metadata
-from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_facts
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.logs import CONF_MIN_DELTAS
+from statekit.checkpoint.state_data import zip_metadata
+from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 
 SPARK_DEFAULT_MIN_DELTAS = 10
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint, open_checkpoint
-from toolkit.checkpoint.facts import instance_facts
-from toolkit.checkpoint.layout import StateFile, classify
-from toolkit.checkpoint.location import resolve
-from toolkit.checkpoint.state_data import (
+from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
+from statekit.checkpoint.facts import instance_facts
+from statekit.checkpoint.layout import StateFile, classify
+from statekit.checkpoint.location import resolve
+from statekit.checkpoint.state_data import (
     DecodedRecord,
     StoreSchema,
     decode_records,
@@ -24,10 +24,10 @@ from toolkit.checkpoint.state_data import (
     store_schemas,
     zip_metadata,
 )
-from toolkit.errors import BadInput, NotACheckpoint, UnsupportedFormat
-from toolkit.formats.compression import sniff_codec
-from toolkit.formats.opening import open_binary
-from toolkit.formats.records import read_state_file
+from statekit.errors import BadInput, NotACheckpoint, UnsupportedFormat
+from statekit.formats.compression import sniff_codec
+from statekit.formats.opening import open_binary
+from statekit.formats.records import read_state_file
 
 
 @dataclass(frozen=True)

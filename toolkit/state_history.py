@@ -35,20 +35,20 @@ from typing import Any
 
 import xxhash
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.layout import StateFile
-from toolkit.checkpoint.state_data import (
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.state_data import (
     StoreSchema,
     file_records,
     store_schemas,
     zip_metadata,
 )
-from toolkit.errors import StatekitError
-from toolkit.formats.records import StateRecord
-from toolkit.formats.schema import StructType
-from toolkit.formats.unsafe_row import make_decoder
-from toolkit.formats.values import hex_preview
+from statekit.errors import StatekitError
+from statekit.formats.records import StateRecord
+from statekit.formats.schema import StructType
+from statekit.formats.unsafe_row import make_decoder
+from statekit.formats.values import hex_preview
 
 #: Operators whose value row may end in a ``timeoutTimestamp`` column.
 TIMEOUT_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState",

@@ -1,5 +1,5 @@
-"""statekit's Textual TUI over the headless core (built in issue 8).
+"""statekit's Textual TUI over the headless core.
 
-The TUI imports ``toolkit`` freely and calls ``jobs`` (anything that starts a JVM) only from
-thread workers, so the first screen never waits for Spark.
+The TUI imports the core freely and calls ``statekit.jobs`` (anything that starts a JVM) only
+from thread workers, so the first screen never waits for Spark.
 """

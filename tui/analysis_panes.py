@@ -3,15 +3,15 @@ computed from the files in a worker the first time its tab opens — no JVM."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Sparkline, Static
 
-from tui.model import Snapshot
-from tui.panes import LazyPane, Table, human_bytes
+from statekit.presentation import human_bytes, sparkline
+from statekit.tui.model import Snapshot
+from statekit.tui.panes import LazyPane, Table
 
 
 class GrowthPane(LazyPane):
@@ -34,7 +34,7 @@ class GrowthPane(LazyPane):
         return None
 
     def compute(self, snapshot: Snapshot) -> Any:
-        from toolkit.growth import analyse
+        from statekit.growth import analyse
 
         return analyse(snapshot.ckpt)
 
@@ -57,19 +57,9 @@ class GrowthPane(LazyPane):
                 store.label, Text(store.verdict, style="bold red" if store.verdict in
                                   ("growing", "accelerating") else "green"),
                 "-" if store.keys.last_value is None else f"{store.keys.last_value:,.0f}",
-                _sparkline(keys), "; ".join(store.evidence[:2]))))
+                sparkline(keys, 32), "; ".join(store.evidence[:2]))))
         self.query_one(".chart", Sparkline).data = chart
         self.table.load(("store", "verdict", "keys", "keys over versions", "evidence"), rows)
-
-
-def _sparkline(values: Sequence[float], width: int = 32) -> str:
-    bars = "▁▂▃▄▅▆▇█"
-    values = list(values)[-width:]
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    span = (high - low) or 1
-    return "".join(bars[min(7, int((v - low) / span * 7.999))] for v in values)
 
 
 class RecoveryPane(LazyPane):
@@ -88,7 +78,7 @@ class RecoveryPane(LazyPane):
         yield Table(classes="whatif")
 
     def compute(self, snapshot: Snapshot) -> Any:
-        from toolkit.recovery import estimate_recovery
+        from statekit.recovery import estimate_recovery
 
         return estimate_recovery(snapshot.ckpt, cores=self.app.cores)
 

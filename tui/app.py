@@ -19,11 +19,11 @@ from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
-from tui.analysis_panes import GrowthPane, RecoveryPane
-from tui.help import HelpScreen
-from tui.model import Snapshot, load_snapshot
-from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Pane
-from tui.spark_panes import RepartitionPane, StatePane
+from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
+from statekit.tui.help import HelpScreen
+from statekit.tui.model import Snapshot, load_snapshot
+from statekit.tui.panes import BatchesPane, OperatorsPane, OverviewPane, Pane
+from statekit.tui.spark_panes import RepartitionPane, StatePane
 
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
         ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
@@ -106,7 +106,7 @@ class StatekitApp(App):
     # ---------------------------------------------------------------- loading
     @work(thread=True, exclusive=True, group="load")
     def load(self) -> None:
-        from toolkit.errors import StatekitError
+        from statekit.errors import StatekitError
 
         try:
             snapshot = load_snapshot(self.url, self.storage_options)

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.batches import BatchTimeline, batch_timeline
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.report import CheckpointReport, build_report
+from statekit.batches import BatchTimeline, batch_timeline
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.report import CheckpointReport, build_report
 
 #: The clock behind "read in … s" (the snapshot tests hold it still).
 clock = time.perf_counter

@@ -21,8 +21,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
 
-from toolkit.cli.render import human_bytes, human_duration
-from tui.model import Snapshot, explain
+from statekit.presentation import human_bytes, human_duration
+from statekit.tui.model import Snapshot, explain
 
 
 def watermark_text(ms: int | None) -> str:
@@ -312,8 +312,8 @@ class OperatorsPane(Pane):
     def _count_keys(self, snapshot: Snapshot, key: str) -> None:
         """Live keys per partition at the committed version, from a replay of the files
         (the report knows them only for RocksDB zips)."""
-        from toolkit.errors import StatekitError
-        from toolkit.state_history import store_history
+        from statekit.errors import StatekitError
+        from statekit.state_history import store_history
 
         op, store = key.split("/", 1)
         try:
@@ -358,9 +358,9 @@ class OperatorsPane(Pane):
     def _decode(self, path: str) -> None:
         from itertools import islice
 
-        from toolkit.errors import StatekitError
-        from toolkit.formats.values import hex_preview, render_value, shorten
-        from toolkit.state_files import open_state_file
+        from statekit.errors import StatekitError
+        from statekit.formats.values import hex_preview, render_value, shorten
+        from statekit.state_files import open_state_file
 
         ckpt = self.snapshot.ckpt
         url = ckpt.location.display(path)
@@ -461,7 +461,7 @@ class LazyPane(Pane):
 
     @work(thread=True, exclusive=True)
     def _run(self, snapshot: Snapshot) -> None:
-        from toolkit.errors import StatekitError
+        from statekit.errors import StatekitError
 
         try:
             result = self.compute(snapshot)
@@ -481,5 +481,4 @@ class LazyPane(Pane):
         raise NotImplementedError
 
 
-__all__ = ["BatchesPane", "LazyPane", "OperatorsPane", "OverviewPane", "Pane", "Table",
-           "human_bytes"]
+__all__ = ["BatchesPane", "LazyPane", "OperatorsPane", "OverviewPane", "Pane", "Table"]

@@ -14,14 +14,15 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
 
-from tui.panes import Pane, Table, human_bytes
+from statekit.presentation import human_bytes
+from statekit.tui.panes import Pane, Table
 
 
 def spark_session(snapshot: Any) -> Any:
     """The TUI's Spark session (started on first use, in a worker), with the reader confs
     this checkpoint needs."""
-    from jobs.session import build_session
-    from jobs.state_reader import reader_confs
+    from statekit.jobs.session import build_session
+    from statekit.jobs.state_reader import reader_confs
 
     spark = build_session("statekit-tui")
     for key, value in reader_confs(snapshot.ckpt).items():
@@ -95,13 +96,18 @@ class StatePane(Pane):
 
     @work(thread=True, exclusive=True, group="state")
     def _open(self, operator: int | None) -> None:
-        from toolkit.errors import StatekitError
+        from statekit.errors import StatekitError
 
         def say(message: str) -> None:
             self.app.call_from_thread(self.status.update, message)
 
         try:
-            from jobs.state_reader import flatten, read_state, resolve_target, rows_containing
+            from statekit.jobs.state_reader import (
+                flatten,
+                read_state,
+                resolve_target,
+                rows_containing,
+            )
 
             target = resolve_target(self.snapshot.ckpt, operator=operator)
             if self.spark is None:
@@ -119,7 +125,7 @@ class StatePane(Pane):
             self.app.call_from_thread(self.show_error, str(error))
             return
         except Exception as error:  # a Spark failure: one line, shown in place
-            from jobs.errors import first_line
+            from statekit.jobs.errors import first_line
 
             self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
             return
@@ -142,7 +148,7 @@ class StatePane(Pane):
         try:
             rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
         except Exception as error:
-            from jobs.errors import first_line
+            from statekit.jobs.errors import first_line
 
             self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
             return
@@ -237,9 +243,9 @@ class RepartitionPane(Pane):
 
     @work(thread=True, exclusive=True, group="repartition")
     def _dry_run(self, partitions: int, target: str, force: bool) -> None:
-        from toolkit.checkpoint.location import resolve
-        from toolkit.errors import StatekitError
-        from toolkit.repartition.plan import plan_repartition
+        from statekit.checkpoint.location import resolve
+        from statekit.errors import StatekitError
+        from statekit.repartition.plan import plan_repartition
 
         ckpt = self.snapshot.ckpt
         options = dict(self.app.storage_options)
@@ -247,8 +253,8 @@ class RepartitionPane(Pane):
             plan = plan_repartition(ckpt, resolve(target, options), partitions, force=force)
             self.app.call_from_thread(self.status.update,
                                       "counting keys per new partition (starting Spark)…")
-            from jobs.repartition import count_per_new_partition, key_field_names
-            from jobs.state_reader import spark_path
+            from statekit.jobs.repartition import count_per_new_partition, key_field_names
+            from statekit.jobs.state_reader import spark_path
 
             spark = self._session()
             plan.keys_per_partition.update(count_per_new_partition(
@@ -258,7 +264,7 @@ class RepartitionPane(Pane):
             self.app.call_from_thread(self.show_error, str(error))
             return
         except Exception as error:
-            from jobs.errors import first_line
+            from statekit.jobs.errors import first_line
 
             self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
             return
@@ -313,9 +319,9 @@ class RepartitionPane(Pane):
 
     @work(thread=True, exclusive=True, group="repartition")
     def _execute(self, plan: Any) -> None:
-        from toolkit.checkpoint.location import resolve
-        from toolkit.errors import StatekitError
-        from toolkit.repartition.staging import Staging
+        from statekit.checkpoint.location import resolve
+        from statekit.errors import StatekitError
+        from statekit.repartition.staging import Staging
 
         ckpt = self.snapshot.ckpt
         options = dict(self.app.storage_options)
@@ -324,7 +330,7 @@ class RepartitionPane(Pane):
             self.app.call_from_thread(self.status.update, message)
 
         try:
-            from jobs.repartition import run_repartition
+            from statekit.jobs.repartition import run_repartition
 
             result = run_repartition(self._session(), ckpt, plan,
                                      Staging(resolve(plan.target, options), ckpt.location.url),

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from statekit.batches import batch_timeline
+from statekit.checkpoint import open_checkpoint
+from statekit.report import build_report
 from tests.conftest import TEST_PARTITIONS
 from tests.spark.real_checkpoints import ALL, REFERENCE, checkpoint_for
-from toolkit.batches import batch_timeline
-from toolkit.checkpoint import open_checkpoint
-from toolkit.report import build_report
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -8,17 +8,17 @@ from collections import Counter
 
 import pytest
 
-from jobs.growth_deep import deep_check
-from jobs.state_reader import reader_confs, session_confs, spark_path
+from statekit.checkpoint import open_checkpoint
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
+from statekit.errors import EXIT_GROWTH
+from statekit.growth import analyse
+from statekit.jobs.growth_deep import deep_check
+from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
+from statekit.progress_log import parse_progress
+from statekit.state_history import all_histories
+from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 from tests.spark.real_checkpoints import ALL, SMALL, checkpoint_for
-from toolkit.checkpoint import open_checkpoint
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
-from toolkit.errors import EXIT_GROWTH
-from toolkit.growth import analyse
-from toolkit.progress_log import parse_progress
-from toolkit.state_history import all_histories
-from toolkit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

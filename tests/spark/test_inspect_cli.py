@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
 from tests.spark.real_checkpoints import checkpoint_for
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

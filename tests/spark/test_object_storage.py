@@ -7,11 +7,11 @@ import math
 
 import pytest
 
+from statekit.batches import batch_timeline
+from statekit.checkpoint import open_checkpoint
+from statekit.cli.runner import run_cli
+from statekit.report import build_report
 from tests.spark.real_checkpoints import checkpoint_for
-from toolkit.batches import batch_timeline
-from toolkit.checkpoint import open_checkpoint
-from toolkit.cli.runner import run_cli
-from toolkit.report import build_report
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -60,6 +60,6 @@ def test_cli_report_on_s3(reference_checkpoints, s3_server, capsys):
 
 
 def _cli():
-    from toolkit.cli.main import cli
+    from statekit.cli.main import cli
 
     return cli

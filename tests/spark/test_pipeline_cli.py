@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.checkpoint import open_checkpoint
-from toolkit.cli.runner import run_cli
-from toolkit.progress_log import parse_timings
-from toolkit.recovery import estimate_recovery
+from statekit.checkpoint import open_checkpoint
+from statekit.cli.runner import run_cli
+from statekit.progress_log import parse_timings
+from statekit.recovery import estimate_recovery
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _cli():
-    from toolkit.cli.main import cli
+    from statekit.cli.main import cli
 
     return cli
 
@@ -97,7 +97,7 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
 
 def test_object_storage_estimate_matches_local_and_calibrates(reference_checkpoints,
                                                               s3_server, capsys):
-    from toolkit.recovery import calibrate, default_model
+    from statekit.recovery import calibrate, default_model
 
     local = reference_checkpoints.get("rocksdb", changelog=True).checkpoint
     url = s3_server.upload(str(local), "checkpoints", "recovery-rocksdb-changelog")

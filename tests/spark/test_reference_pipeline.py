@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from reference_pipeline.generator import generate
-from reference_pipeline.pipeline import RunOptions, read_output, run
-from reference_pipeline.simulate import simulate
-from reference_pipeline.truth import all_users, expected_sessions, fraud_labels, max_event_ms
+from statekit.reference_pipeline.generator import generate
+from statekit.reference_pipeline.pipeline import RunOptions, read_output, run
+from statekit.reference_pipeline.simulate import simulate
+from statekit.reference_pipeline.truth import (
+    all_users,
+    expected_sessions,
+    fraud_labels,
+    max_event_ms,
+)
 from tests.conftest import TEST_BATCHES, TEST_GENERATOR, TEST_PARTITIONS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
+from statekit.cli.runner import run_cli
 from tests.spark.test_inspect_cli import tree_hash
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.location import resolve
-from toolkit.cli.runner import run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -21,7 +21,7 @@ PIPELINE_BATCHES = 6
 
 
 def _cli():
-    from toolkit.cli.main import cli
+    from statekit.cli.main import cli
 
     return cli
 
@@ -50,8 +50,8 @@ class PipelineRun:
 
 def pipeline_run(spark, root: Path, provider: str, partitions: int) -> PipelineRun:
     """The reference pipeline over a private landing folder (restarts append to it)."""
-    from reference_pipeline.generator import generate
-    from reference_pipeline.pipeline import RunOptions, run
+    from statekit.reference_pipeline.generator import generate
+    from statekit.reference_pipeline.pipeline import RunOptions, run
     from tests.conftest import TEST_GENERATOR, quiesce
 
     landing = root / "landing"
@@ -68,8 +68,8 @@ def pipeline_run(spark, root: Path, provider: str, partitions: int) -> PipelineR
 def restart_pipeline(spark, run: PipelineRun, checkpoint: Path, output: Path) -> list[tuple]:
     """Run the pipeline on ``checkpoint`` until the landing folder is drained; the rows of
     the output files this restart wrote (alerts and sessions), sorted."""
-    from reference_pipeline.pipeline import RunOptions
-    from reference_pipeline.pipeline import run as run_pipeline
+    from statekit.reference_pipeline.pipeline import RunOptions
+    from statekit.reference_pipeline.pipeline import run as run_pipeline
     from tests.conftest import quiesce
 
     opts = RunOptions(landing=run.landing, checkpoint=str(checkpoint), output=str(output),
@@ -87,7 +87,7 @@ def restart_pipeline(spark, run: PipelineRun, checkpoint: Path, output: Path) ->
     ("hdfs", 8, 3), ("hdfs", 4, 16), ("rocksdb", 8, 3), ("rocksdb", 4, 16)])
 def test_reference_pipeline_repartitioned_restarts_identically(spark, tmp_path, provider,
                                                                before, after):
-    from reference_pipeline.generator import generate
+    from statekit.reference_pipeline.generator import generate
     from tests.conftest import TEST_GENERATOR
 
     run = pipeline_run(spark, tmp_path / "run", provider, before)
@@ -160,10 +160,10 @@ def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference
                                                                  tmp_path, provider):
     """A failure at every write step (each file, the Spark job, the publish) leaves no
     target and no staging folder; the source is untouched; a rerun completes."""
-    from jobs.repartition import run_repartition
-    from jobs.state_reader import reader_confs, session_confs
-    from toolkit.repartition.plan import plan_repartition
-    from toolkit.repartition.staging import Staging
+    from statekit.jobs.repartition import run_repartition
+    from statekit.jobs.state_reader import reader_confs, session_confs
+    from statekit.repartition.plan import plan_repartition
+    from statekit.repartition.staging import Staging
 
     source = reference_checkpoints.get(provider).checkpoint
     before = tree_hash(source)
@@ -216,7 +216,7 @@ def _aggregation(spark, input_dir: Path):
 def _run_aggregation(spark, input_dir: Path, checkpoint: Path, confs: dict, out: Path,
                      partitions: int) -> list[tuple]:
     """Run the aggregation to the end of its input; the rows it emitted, sorted."""
-    from jobs.state_reader import session_confs
+    from statekit.jobs.state_reader import session_confs
     from tests.conftest import quiesce
 
     emitted: list[tuple] = []

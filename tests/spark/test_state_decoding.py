@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import decode_records, replay, store_schemas
+from statekit.formats.records import StateRecord
 from tests.spark.real_checkpoints import checkpoint_for
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.state_data import decode_records, replay, store_schemas
-from toolkit.formats.records import StateRecord
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

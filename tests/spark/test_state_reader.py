@@ -10,8 +10,18 @@ from datetime import datetime, timezone
 
 import pytest
 
-from jobs.state_analysis import compare_operators, export_rows, state_stats, summarize_changes
-from jobs.state_reader import (
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import file_records
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
+from statekit.errors import BadInput
+from statekit.jobs.state_analysis import (
+    compare_operators,
+    export_rows,
+    state_stats,
+    summarize_changes,
+)
+from statekit.jobs.state_reader import (
     read_changes,
     read_state,
     reader_confs,
@@ -20,13 +30,8 @@ from jobs.state_reader import (
     spark_path,
     state_variables,
 )
-from reference_pipeline.simulate import simulate
+from statekit.reference_pipeline.simulate import simulate
 from tests.spark.real_checkpoints import ALL, checkpoint_for
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.state_data import file_records
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
-from toolkit.errors import BadInput
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

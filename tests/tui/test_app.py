@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
+from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
+from statekit.tui.app import StatekitApp
+from statekit.tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
 from tests.tui.helpers import show_tab, until
-from tui.analysis_panes import GrowthPane, RecoveryPane
-from tui.app import StatekitApp
-from tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
 
 pytestmark = [pytest.mark.spark]
 
@@ -113,7 +113,7 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
 
 
 def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoints):
-    from tui.spark_panes import StatePane
+    from statekit.tui.spark_panes import StatePane
 
     run = reference_checkpoints.get("hdfs")
     keys = run.result.state_keys()
@@ -154,8 +154,8 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
 @pytest.mark.parametrize("allow_write", [False, True])
 def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_checkpoints,
                                                                    tmp_path, allow_write):
+    from statekit.tui.spark_panes import RepartitionPane
     from tests.spark.test_inspect_cli import tree_hash
-    from tui.spark_panes import RepartitionPane
 
     source = reference_checkpoints.get("hdfs").checkpoint
     before = tree_hash(source)

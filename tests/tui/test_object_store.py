@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
+from statekit.tui.app import StatekitApp
+from statekit.tui.panes import OperatorsPane
 from tests.tui.helpers import show_tab, until
-from tui.analysis_panes import GrowthPane, RecoveryPane
-from tui.app import StatekitApp
-from tui.panes import OperatorsPane
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from textual.command import CommandList, CommandPalette
 
+from statekit.tui.app import TABS, StatekitApp
+from statekit.tui.spark_panes import RepartitionPane
 from tests.tui.helpers import until
-from tui.app import TABS, StatekitApp
-from tui.spark_panes import RepartitionPane
 
 FIXTURE = str(Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs")
 

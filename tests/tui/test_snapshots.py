@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
+from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
+from statekit.tui.app import StatekitApp
+from statekit.tui.panes import OperatorsPane, Table
 from tests.tui.helpers import show_tab
-from tui.analysis_panes import GrowthPane, RecoveryPane
-from tui.app import StatekitApp
-from tui.panes import OperatorsPane, Table
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = "tests/data/tui/reference_hdfs"
@@ -48,7 +48,7 @@ def normalise(svg: str) -> str:
 
 @pytest.fixture(autouse=True)
 def still_clock(monkeypatch):
-    monkeypatch.setattr("tui.model.clock", lambda: 0.0)
+    monkeypatch.setattr("statekit.tui.model.clock", lambda: 0.0)
 
 
 def screen_text(svg: str) -> list[str]:

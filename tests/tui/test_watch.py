@@ -11,10 +11,10 @@ import asyncio
 import shutil
 from pathlib import Path
 
+from statekit.tui.analysis_panes import GrowthPane
+from statekit.tui.app import StatekitApp
+from statekit.tui.panes import BatchesPane
 from tests.tui.helpers import until
-from tui.analysis_panes import GrowthPane
-from tui.app import StatekitApp
-from tui.panes import BatchesPane
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"
 FIRST = 7  # batches 0..6 at the start: state versions 1..7

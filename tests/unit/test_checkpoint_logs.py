@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.checkpoint_builder import offsets_text, operator_metadata_text
-from toolkit.checkpoint.logs import (
+from statekit.checkpoint.logs import (
     batch_id_of,
     parse_commit_entry,
     parse_offset_entry,
     parse_query_id,
 )
-from toolkit.checkpoint.operators import parse_operator_metadata
-from toolkit.errors import CorruptFile, UnsupportedFormat
+from statekit.checkpoint.operators import parse_operator_metadata
+from statekit.errors import CorruptFile, UnsupportedFormat
+from tests.unit.checkpoint_builder import offsets_text, operator_metadata_text
 
 
 def test_offsets_v1_with_pinned_confs_and_positional_sources():

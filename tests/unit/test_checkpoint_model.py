@@ -11,11 +11,11 @@ import uuid
 import fsspec
 import pytest
 
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.layout import MetaFile, StateFile, classify
+from statekit.errors import BadInput, CorruptFile, NotACheckpoint
+from statekit.report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.layout import MetaFile, StateFile, classify
-from toolkit.errors import BadInput, CorruptFile, NotACheckpoint
-from toolkit.report import build_report
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_unreadable_file_is_a_one_line_error(tmp_path):
     for folder in (tmp_path, *tmp_path.parents):
         if folder != folder.parent:
             folder.chmod(folder.stat().st_mode | 0o005)
-    command = [sys.executable, "-m", "toolkit.cli.main", "report", str(ck)]
+    command = [sys.executable, "-m", "statekit.cli.main", "report", str(ck)]
     if os.geteuid() == 0:
         command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *command]
     done = subprocess.run(command, capture_output=True, text=True,

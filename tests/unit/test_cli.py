@@ -10,10 +10,10 @@ import sys
 import click
 import pytest
 
-from reference_pipeline.cli import cli as pipeline_cli
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
-from toolkit.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_USAGE
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
+from statekit.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_USAGE
+from statekit.reference_pipeline.cli import cli as pipeline_cli
 
 SMALL = ["--users", "50", "--events-per-batch", "40", "--new-users-per-batch", "2"]
 
@@ -116,12 +116,12 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_missing_java_is_a_one_line_error_with_its_own_exit_code(tmp_path):
-    subprocess.run([sys.executable, "-m", "reference_pipeline", "generate", "--landing",
+    subprocess.run([sys.executable, "-m", "statekit", "pipeline", "generate", "--landing",
                     str(tmp_path / "l"), "--batches", "1", *SMALL], check=True)
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)  # no java here
     proc = subprocess.run(
-        [sys.executable, "-m", "reference_pipeline", "run", "--landing", str(tmp_path / "l"),
+        [sys.executable, "-m", "statekit", "pipeline", "run", "--landing", str(tmp_path / "l"),
          "--checkpoint", str(tmp_path / "c"), "--output", str(tmp_path / "o")],
         capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == EXIT_ENVIRONMENT
@@ -133,14 +133,14 @@ def test_missing_java_is_a_one_line_error_with_its_own_exit_code(tmp_path):
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
 def test_console_script_entry_points(args):
-    proc = subprocess.run([sys.executable, "-m", "toolkit.cli.main", *args],
+    proc = subprocess.run([sys.executable, "-m", "statekit.cli.main", *args],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0
     assert "statekit" in proc.stdout
 
 
 def test_pipeline_main_module_has_help():
-    proc = subprocess.run([sys.executable, "-m", "reference_pipeline", "--help"],
+    proc = subprocess.run([sys.executable, "-m", "statekit", "pipeline", "--help"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0
     assert "generate" in proc.stdout and "run" in proc.stdout
@@ -156,6 +156,6 @@ def test_pipeline_group_is_the_same_object_under_both_entry_points():
 def test_local_path_treats_file_urls_as_local_and_other_urls_as_remote(location, expected):
     from pathlib import Path
 
-    from reference_pipeline.pipeline import local_path
+    from statekit.reference_pipeline.pipeline import local_path
 
     assert local_path(location) == (Path(expected) if expected else None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_pipeline.generator import (
+from statekit.reference_pipeline.generator import (
     EVENTS_DIR,
     MINUTE_MS,
     GeneratorConfig,
@@ -17,9 +17,9 @@ from reference_pipeline.generator import (
     generate,
     read_manifest,
 )
-from reference_pipeline.simulate import simulate
-from reference_pipeline.state_machine import Alert, SessionSummary
-from reference_pipeline.truth import (
+from statekit.reference_pipeline.simulate import simulate
+from statekit.reference_pipeline.state_machine import Alert, SessionSummary
+from statekit.reference_pipeline.truth import (
     expected_sessions,
     fraud_labels,
     max_event_ms,

@@ -7,12 +7,13 @@ import json
 import fsspec
 import pytest
 
+from statekit.cli.growth_cmd import parse_size
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
+from statekit.errors import BadInput
+from statekit.presentation import sparkline
 from tests.unit.checkpoint_builder import write_checkpoint
 from tests.unit.test_progress_log import progress
-from toolkit.cli.growth_cmd import parse_size, sparkline
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
-from toolkit.errors import BadInput
 
 
 def invoke(args, capsys) -> tuple[int, str, str]:

@@ -7,9 +7,9 @@ import os
 import fsspec
 import pytest
 
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
 from tests.unit.checkpoint_builder import write_checkpoint
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "formats")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.errors import first_line, job_failed
+from statekit.jobs.errors import first_line, job_failed
 
 
 class SparkLike(Exception):
@@ -12,9 +12,9 @@ class SparkLike(Exception):
 def test_python_worker_errors_name_the_raised_exception():
     error = SparkLike("An exception was thrown from the Python worker:\n"
                       "Traceback (most recent call last):\n  File \"w.py\", line 3, in run\n"
-                      "toolkit.errors.UnsupportedFormat: a state key holds a value\n")
+                      "statekit.errors.UnsupportedFormat: a state key holds a value\n")
     assert first_line(error) == ("An exception was thrown from the Python worker: "
-                                 "toolkit.errors.UnsupportedFormat: a state key holds a value")
+                                 "statekit.errors.UnsupportedFormat: a state key holds a value")
 
 
 def test_other_errors_keep_their_first_line():

@@ -1,33 +1,56 @@
-"""The dependency rules of DESIGN.md, enforced by importing each module in a fresh interpreter.
+"""The dependency rules, enforced by importing each module in a fresh interpreter.
 
-``toolkit`` (outside ``toolkit.cli``) must never pull in pyspark, textual or click; the pure
-parts of the reference pipeline must never pull in pyspark. A fresh subprocess per module is
-the only honest check: in this test process those packages may already be loaded.
+The core (``statekit`` outside ``statekit.cli``, ``statekit.tui``, ``statekit.jobs`` and
+``statekit.reference_pipeline``) must never pull in pyspark, textual or click; the pure parts
+of the reference pipeline must never pull in pyspark. A fresh subprocess per module is the
+only honest check: in this test process those packages may already be loaded. The
+import-linter layers contract (``make lint``) checks the order between the layers; the tests
+here make sure that contract names every module there is.
 """
 
 from __future__ import annotations
 
 import json
-import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-import reference_pipeline
-import toolkit
+REPO = Path(__file__).resolve().parents[2]
+LAYERS_ABOVE_CORE = ("statekit.cli", "statekit.tui", "statekit.jobs",
+                     "statekit.reference_pipeline", "statekit.__main__")
+CORE_FORBIDDEN = ("pyspark", "py4j", "textual", "click", "pandas")
+PURE_PIPELINE = ("statekit.reference_pipeline.state_machine", "statekit.reference_pipeline.leaky",
+                 "statekit.reference_pipeline.generator", "statekit.reference_pipeline.truth",
+                 "statekit.reference_pipeline.simulate", "statekit.reference_pipeline")
 
-CORE_FORBIDDEN = ("pyspark", "textual", "click", "jobs", "tui")
-PURE_PIPELINE = ("reference_pipeline.state_machine", "reference_pipeline.leaky",
-                 "reference_pipeline.generator", "reference_pipeline.truth",
-                 "reference_pipeline.simulate", "reference_pipeline")
+
+def all_modules(package: str = "statekit") -> list[str]:
+    """Every module below ``package`` as installed (pkgutil cannot see the subpackages that
+    pyproject's package-dir maps from other folders)."""
+    from tests.static_checks import package_dirs
+
+    found = []
+    for name, folder in package_dirs().items():
+        if name == package or name.startswith(package + "."):
+            found += [name] if name != package else []
+            found += [f"{name}.{path.stem}" for path in folder.glob("*.py")
+                      if path.stem != "__init__"]
+    return sorted(found)
 
 
 def core_modules() -> list[str]:
-    names = ["toolkit"]
-    for info in pkgutil.walk_packages(toolkit.__path__, "toolkit."):
-        if not info.name.startswith("toolkit.cli"):
-            names.append(info.name)
+    return ["statekit"] + [name for name in all_modules()
+                           if not name.startswith(LAYERS_ABOVE_CORE)]
+
+
+def top_names(modules: list[str]) -> set[str]:
+    """Top-level packages, and statekit's own layers by their full name."""
+    names = set()
+    for name in modules:
+        parts = name.split(".")
+        names.add(".".join(parts[:2]) if parts[0] == "statekit" and len(parts) > 1 else parts[0])
     return names
 
 
@@ -36,43 +59,89 @@ def loaded_after_import(module: str) -> set[str]:
            "print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    return {name.split(".")[0] for name in json.loads(out)}
+    return top_names(json.loads(out))
+
+
+def contracts() -> list[dict]:
+    from tests.static_checks import read_pyproject
+
+    return read_pyproject()["tool"]["importlinter"]["contracts"]
 
 
 @pytest.mark.parametrize("module", core_modules())
 def test_core_module_imports_no_ui_cli_or_spark(module):
-    leaked = loaded_after_import(module) & set(CORE_FORBIDDEN)
+    leaked = loaded_after_import(module) & {*CORE_FORBIDDEN, *LAYERS_ABOVE_CORE}
     assert not leaked, f"{module} imports {sorted(leaked)}"
 
 
 @pytest.mark.parametrize("module", PURE_PIPELINE)
 def test_pipeline_logic_is_pure_python(module):
-    leaked = loaded_after_import(module) & {"pyspark", "toolkit", "jobs", "tui", "textual"}
+    leaked = loaded_after_import(module) & {"pyspark", "textual", "click", "statekit.jobs",
+                                            "statekit.tui", "statekit.cli"}
     assert not leaked, f"{module} imports {sorted(leaked)}"
 
 
 def test_the_cli_starts_without_spark():
-    leaked = loaded_after_import("toolkit.cli.main") & {"pyspark", "textual"}
+    leaked = loaded_after_import("statekit.cli.main") & {"pyspark", "textual"}
     assert not leaked, f"`statekit --help` would load {sorted(leaked)}"
 
 
 def test_every_pipeline_module_is_listed():
-    found = {info.name for info in pkgutil.walk_packages(reference_pipeline.__path__,
-                                                          "reference_pipeline.")}
-    assert found - set(PURE_PIPELINE) == {"reference_pipeline.pipeline", "reference_pipeline.cli",
-                                          "reference_pipeline.__main__"}
+    found = set(all_modules("statekit.reference_pipeline"))
+    assert found - set(PURE_PIPELINE) == {"statekit.reference_pipeline.pipeline",
+                                          "statekit.reference_pipeline.cli"}
+
+
+def test_the_layers_contract_covers_every_module():
+    """Each direct child of ``statekit`` sits in exactly one layer, so no module escapes."""
+    (layers,) = [c for c in contracts() if c["type"] == "layers"]
+    assert layers["containers"] == ["statekit"]
+    placed = [name.strip() for layer in layers["layers"] for name in layer.split("|")]
+    children = {name.split(".")[1] for name in all_modules()}
+    assert sorted(placed) == sorted(set(placed)), "a module sits in two layers"
+    assert children == set(placed)
+
+
+def test_the_core_contract_covers_every_core_module():
+    (core,) = [c for c in contracts() if c["name"].startswith("The headless core")]
+    children = {".".join(name.split(".")[:2]) for name in core_modules() if name != "statekit"}
+    assert children == set(core["source_modules"])
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """A subpackage missing from pyproject's list would be left out of the wheel."""
+    from tests.static_checks import package_dirs
+
+    folders = package_dirs()
+    assert all(folder.is_dir() for folder in folders.values())
+    listed = {folder.resolve() for folder in folders.values()}
+    on_disk = {init.parent.resolve() for root in ("toolkit", "jobs", "tui", "reference_pipeline")
+               for init in (REPO / root).rglob("__init__.py")}
+    assert on_disk == listed
+
+
+def test_no_module_imports_the_folder_names():
+    """``toolkit``, ``jobs``, ``tui`` are folders, not import names: importing them would load a
+    second copy of a module (and could pick up a user's own ``jobs`` package)."""
+    import re
+
+    pattern = re.compile(r"^\s*(from|import)\s+(toolkit|jobs|tui|reference_pipeline)\b", re.M)
+    offenders = [str(path.relative_to(REPO)) for folder in
+                 ("toolkit", "jobs", "tui", "reference_pipeline", "tests", "benchmarks", "docs")
+                 for path in (REPO / folder).rglob("*.py") if pattern.search(path.read_text())]
+    assert offenders == []
 
 
 def modules_after_cli(args: list[str], tmp_path) -> tuple[int, set[str]]:
     """Run the real CLI entry point in a fresh interpreter; return its exit code and the
     top-level packages it had loaded by the end."""
     dump = tmp_path / "modules.json"
-    code = ("import json, sys; from toolkit.cli.runner import run_cli; "
-            "from toolkit.cli.main import cli; rc = run_cli(cli, 'statekit', sys.argv[2:]); "
+    code = ("import json, sys; from statekit.cli.runner import run_cli; "
+            "from statekit.cli.main import cli; rc = run_cli(cli, 'statekit', sys.argv[2:]); "
             "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))); sys.exit(rc)")
     done = subprocess.run([sys.executable, "-c", code, str(dump), *args],
                           capture_output=True, text=True)
-    return done.returncode, {name.split(".")[0] for name in json.loads(dump.read_text())}
+    return done.returncode, top_names(json.loads(dump.read_text()))
 
 
 @pytest.mark.parametrize("command", [["--help"], ["report"], ["batches"], ["report", "--json"]])
@@ -86,7 +155,7 @@ def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
     args = command if command == ["--help"] else [command[0], str(ckpt), *command[1:]]
     code, loaded = modules_after_cli(args, tmp_path)
     assert code == 0
-    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
+    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "statekit.jobs"}
     assert not leaked, f"`statekit {' '.join(command)}` loaded {sorted(leaked)}"
 
 
@@ -103,5 +172,5 @@ def test_growth_and_recovery_never_load_spark_or_pandas(command, tmp_path):
                      provider="rocksdb")
     code, loaded = modules_after_cli([command, str(ckpt), "--json"], tmp_path)
     assert code == 0
-    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "jobs"}
+    leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "statekit.jobs"}
     assert not leaked, f"`statekit {command}` loaded {sorted(leaked)}"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reference_pipeline.leaky import LeakyState, process_leaky
-from reference_pipeline.state_machine import MINUTE_MS, Event, EventType
+from statekit.reference_pipeline.leaky import LeakyState, process_leaky
+from statekit.reference_pipeline.state_machine import MINUTE_MS, Event, EventType
 
 T0 = 1_767_600_000_000
 

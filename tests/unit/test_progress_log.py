@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from toolkit.errors import BadInput, CorruptFile
-from toolkit.progress_log import parse_progress
+from statekit.errors import BadInput, CorruptFile
+from statekit.progress_log import parse_progress
 
 
 def progress(batch: int, total: int, *, idle: bool = False, removed: int = 0,

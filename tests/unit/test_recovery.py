@@ -5,10 +5,9 @@ from __future__ import annotations
 import fsspec
 import pytest
 
-from tests.unit.checkpoint_builder import write_checkpoint
-from toolkit.checkpoint import open_checkpoint
-from toolkit.progress_log import BatchTiming
-from toolkit.recovery import (
+from statekit.checkpoint import open_checkpoint
+from statekit.progress_log import BatchTiming
+from statekit.recovery import (
     DEFAULT_MODELS,
     SKIPPED_BATCH_S,
     estimate_recovery,
@@ -16,6 +15,7 @@ from toolkit.recovery import (
     schedule,
     with_cores,
 )
+from tests.unit.checkpoint_builder import write_checkpoint
 
 
 def layout(tmp_path, name="ck", **kw):
@@ -126,9 +126,9 @@ def test_what_if_and_rto_recommendation(tmp_path):
 def test_cli_json_and_bad_rto(tmp_path, capsys):
     import json
 
-    from toolkit.cli.main import cli
-    from toolkit.cli.recovery_cmd import parse_duration
-    from toolkit.cli.runner import run_cli
+    from statekit.cli.main import cli
+    from statekit.cli.recovery_cmd import parse_duration
+    from statekit.cli.runner import run_cli
 
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=11, committed=10,
@@ -148,9 +148,9 @@ def test_cli_json_and_bad_rto(tmp_path, capsys):
 def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
     import json
 
+    from statekit.cli.main import cli
+    from statekit.cli.runner import run_cli
     from tests.unit.test_progress_log import progress
-    from toolkit.cli.main import cli
-    from toolkit.cli.runner import run_cli
 
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=11, committed=10,
@@ -178,7 +178,7 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
 def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
     """A re-run adds a restart's *second* batch (the re-run itself is the cold first one);
     a skipped batch costs a restart's cold planning."""
-    from toolkit.recovery import plan_reruns
+    from statekit.recovery import plan_reruns
 
     ckpt = layout(tmp_path, planned=11, committed=10, extra_versions=[11])
     run_a = [BatchTiming(0, 8.0, 6.0, "a"), BatchTiming(1, 3.0, 2.8, "a"),

@@ -7,13 +7,13 @@ import json
 import fsspec
 import pytest
 
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
+from statekit.errors import UnsafeOperation, UnsupportedFormat
+from statekit.repartition.plan import plan_repartition
+from statekit.repartition.staging import MARKER, Staging
+from statekit.repartition.target import operator_metadata, repartition_offsets, write_logs
 from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.location import resolve
-from toolkit.errors import UnsafeOperation, UnsupportedFormat
-from toolkit.repartition.plan import plan_repartition
-from toolkit.repartition.staging import MARKER, Staging
-from toolkit.repartition.target import operator_metadata, repartition_offsets, write_logs
 
 LONG_AGO = 1_700_000_000_000 + 10**9  # "now" far after the builder's batch timestamps
 
@@ -174,7 +174,7 @@ def _sink(tmp_path, batches: int, compact_every: int = 10):
 
 
 def test_file_sink_entry_plain_compacted_and_refused(tmp_path):
-    from toolkit.repartition.file_sink import repartition_entry, write_entry
+    from statekit.repartition.file_sink import repartition_entry, write_entry
 
     sink = _sink(tmp_path / "a", 7)
     assert repartition_entry(sink, 7) == ("_spark_metadata/7", b"v1")

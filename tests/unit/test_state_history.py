@@ -9,13 +9,13 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import file_records, replay, store_schemas
+from statekit.formats.unsafe_row import make_decoder
+from statekit.growth import analyse, analyse_store
+from statekit.state_history import StoreHistory, VersionStats, all_histories
+from statekit.trend import ACCELERATING, BOUNDED, GROWING
 from tests.unit.checkpoint_builder import REAL_SCHEMA_FILE, write_checkpoint
-from toolkit.checkpoint import open_checkpoint
-from toolkit.checkpoint.state_data import file_records, replay, store_schemas
-from toolkit.formats.unsafe_row import make_decoder
-from toolkit.growth import analyse, analyse_store
-from toolkit.state_history import StoreHistory, VersionStats, all_histories
-from toolkit.trend import ACCELERATING, BOUNDED, GROWING
 
 REAL_HDFS = REAL_SCHEMA_FILE.parent  # 6.snapshot, 7-9.delta, 9.snapshot of one partition
 
@@ -192,7 +192,7 @@ def test_rocksdb_zip_history_reads_sst_contents_at_both_ends(tmp_path):
 def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
     import json
 
-    from toolkit.errors import BadInput
+    from statekit.errors import BadInput
 
     root = rocksdb_checkpoint(tmp_path)
     ckpt = open_checkpoint(str(root))
@@ -207,7 +207,7 @@ def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
 
 
 def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypatch):
-    import toolkit.state_history as state_history
+    import statekit.state_history as state_history
 
     ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
     monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 1 << 60)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reference_pipeline.state_machine import (
+from statekit.reference_pipeline.state_machine import (
     DEFAULT_RULES,
     HOUR_MS,
     MINUTE_MS,

@@ -7,7 +7,9 @@ import uuid
 import fsspec
 import pytest
 
-from jobs.state_reader import (
+from statekit.checkpoint import open_checkpoint
+from statekit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
+from statekit.jobs.state_reader import (
     StateTarget,
     reader_confs,
     resolve_target,
@@ -15,8 +17,6 @@ from jobs.state_reader import (
     translate,
 )
 from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
-from toolkit.checkpoint import open_checkpoint
-from toolkit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``toolkit.formats.state_writer``: Spark's snapshot bytes, written without a JVM.
+"""``statekit.formats.state_writer``: Spark's snapshot bytes, written without a JVM.
 
 The strongest checks re-encode the real Spark-written files under ``tests/data/formats`` and
 demand identical bytes; the rest round-trip through statekit's own readers and check the
@@ -18,12 +18,12 @@ import lz4.block
 import pytest
 import xxhash
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats import lz4_compress
-from toolkit.formats.compression import open_decompressed
-from toolkit.formats.lz4_compress import lz4_compress_block, lz4_compress_block_py
-from toolkit.formats.records import iter_store_records, read_state_file, records_from_bytes
-from toolkit.formats.state_writer import CompressedWriter, SnapshotWriter, write_snapshot
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats import lz4_compress
+from statekit.formats.compression import open_decompressed
+from statekit.formats.lz4_compress import lz4_compress_block, lz4_compress_block_py
+from statekit.formats.records import iter_store_records, read_state_file, records_from_bytes
+from statekit.formats.state_writer import CompressedWriter, SnapshotWriter, write_snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "formats"
 HEADER = struct.Struct("<8sBiii")

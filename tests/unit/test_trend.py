@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from toolkit.trend import (
+from statekit.trend import (
     ACCELERATING,
     BOUNDED,
     GROWING,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolkit.cli.main import cli
-from toolkit.cli.runner import run_cli
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
 
 
 def test_a_wrong_path_is_a_one_line_error_not_an_empty_app(tmp_path, capsys):
@@ -15,7 +15,7 @@ def test_a_wrong_path_is_a_one_line_error_not_an_empty_app(tmp_path, capsys):
 
 
 def test_model_explains_findings():
-    from tui.model import explain
+    from statekit.tui.model import explain
 
     assert "restart" in explain("no-snapshot", "partition 3 has no snapshot")
     assert explain("unknown-code", "as is") == "as is"

@@ -3,6 +3,6 @@
 Start with :func:`open_checkpoint`; see :class:`Checkpoint` for what it exposes.
 """
 
-from toolkit.checkpoint.checkpoint import Checkpoint, open_checkpoint
+from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
 
 __all__ = ["Checkpoint", "open_checkpoint"]

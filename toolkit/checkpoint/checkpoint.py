@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
-from toolkit.checkpoint.inventory import StateInventory, build_inventory
-from toolkit.checkpoint.location import Location, resolve
-from toolkit.checkpoint.logs import (
+from statekit.checkpoint.inventory import StateInventory, build_inventory
+from statekit.checkpoint.location import Location, resolve
+from statekit.checkpoint.logs import (
     CommitEntry,
     OffsetEntry,
     batch_id_of,
@@ -25,8 +25,8 @@ from toolkit.checkpoint.logs import (
     parse_offset_entry,
     parse_query_id,
 )
-from toolkit.checkpoint.operators import OperatorMetadata, parse_operator_metadata
-from toolkit.errors import BadInput, CorruptFile, NotACheckpoint
+from statekit.checkpoint.operators import OperatorMetadata, parse_operator_metadata
+from statekit.errors import BadInput, CorruptFile, NotACheckpoint
 
 _MARKERS = ("metadata", "offsets", "commits")
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.layout import StateFile
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
 
 ORPHAN_STALE = "stale"
 ORPHAN_UNCOMMITTED = "beyond-last-commit"

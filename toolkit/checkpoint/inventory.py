@@ -3,7 +3,7 @@
 On object stores a LIST costs money and latency, and a checkpoint with 200 partitions and 100
 retained versions holds tens of thousands of files. So the inventory is built from a single
 recursive listing (``fs.find`` — one paginated LIST on S3/GCS/ABFS) and classified by name
-(:mod:`toolkit.checkpoint.layout`); nothing here opens a file.
+(:mod:`statekit.checkpoint.layout`); nothing here opens a file.
 
 The central type is :class:`StoreInstance` — one (operator, store, partition) — with the
 version arithmetic every analysis needs: which versions exist, the latest snapshot (HDFS
@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from toolkit.checkpoint.layout import MetaFile, StateFile, classify
+from statekit.checkpoint.layout import MetaFile, StateFile, classify
 
 #: File kinds holding the full state at their version, per provider family.
 SNAPSHOT_KINDS = ("snapshot", "zip")

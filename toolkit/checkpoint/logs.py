@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toolkit.checkpoint.textfile import json_object, log_version, text_lines
-from toolkit.errors import CorruptFile
+from statekit.checkpoint.textfile import json_object, log_version, text_lines
+from statekit.errors import CorruptFile
 
 VOID_OFFSET = "-"
 

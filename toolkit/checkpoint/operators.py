@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.checkpoint.textfile import json_object, log_version, text_lines
-from toolkit.errors import CorruptFile
+from statekit.checkpoint.textfile import json_object, log_version, text_lines
+from statekit.errors import CorruptFile
 
 DEFAULT_STORE = "default"
 

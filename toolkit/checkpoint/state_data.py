@@ -1,6 +1,6 @@
 """State contents through the checkpoint model: schemas, decoded records, replayed versions.
 
-The byte-level readers (:mod:`toolkit.formats`) know file formats; this module knows which
+The byte-level readers (:mod:`statekit.formats`) know file formats; this module knows which
 schema, codec and key prefixes apply to which file of a checkpoint, so callers ask for "the
 records of this file" or "the state of partition 3 at version 12" and get rows a person can
 read. State is rebuilt like Spark does: the newest snapshot (HDFS ``.snapshot``, or a RocksDB
@@ -15,19 +15,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.inventory import StoreInstance
-from toolkit.checkpoint.layout import StateFile
-from toolkit.errors import UnsupportedFormat
-from toolkit.formats.compression import normalize_codec, sniff_codec
-from toolkit.formats.opening import open_binary
-from toolkit.formats.records import StateRecord, read_state_file, records_from_bytes
-from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
-from toolkit.formats.rocksdb_sst import live_state
-from toolkit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
-from toolkit.formats.schema import StructType
-from toolkit.formats.schema_file import StateSchemaFile, parse_schema_bytes
-from toolkit.formats.unsafe_row import make_decoder
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
+from statekit.errors import UnsupportedFormat
+from statekit.formats.compression import normalize_codec, sniff_codec
+from statekit.formats.opening import open_binary
+from statekit.formats.records import StateRecord, read_state_file, records_from_bytes
+from statekit.formats.rocksdb_keys import strip_rocksdb_prefixes
+from statekit.formats.rocksdb_sst import live_state
+from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_from_zip
+from statekit.formats.schema import StructType
+from statekit.formats.schema_file import StateSchemaFile, parse_schema_bytes
+from statekit.formats.unsafe_row import make_decoder
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def zip_sst_paths(ckpt: Checkpoint, file: StateFile, metadata: RocksDBCheckpoint
 
 def _zip_puts(ckpt: Checkpoint, file: StateFile, data: bytes | None) -> Iterator[StateRecord]:
     """A RocksDB version's whole state, as puts: the live entries of the SSTs its zip lists
-    (read in pure Python, see :mod:`toolkit.formats.rocksdb_sst`)."""
+    (read in pure Python, see :mod:`statekit.formats.rocksdb_sst`)."""
     shown = ckpt.display(file.path)
     if data is None:
         data = ckpt.read_bytes(file.path)

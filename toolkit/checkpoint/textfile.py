@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
+from statekit.errors import CorruptFile, UnsupportedFormat
 
 
 def text_lines(data: bytes, path: str) -> list[str]:

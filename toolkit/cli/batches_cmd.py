@@ -6,8 +6,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
-from toolkit.cli.render import console, dash, human_duration, iso_ms
+from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from statekit.cli.render import console
+from statekit.presentation import dash, human_duration, iso_ms
 
 
 @click.command("batches")
@@ -18,7 +19,7 @@ def batches_command(checkpoint, storage_option, as_json):
 
     Example: statekit batches demo/checkpoint
     """
-    from toolkit.batches import batch_timeline
+    from statekit.batches import batch_timeline
 
     timeline = batch_timeline(open_from_cli(checkpoint, storage_option))
     if as_json:

@@ -9,14 +9,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import (
+from statekit.cli.options import (
     checkpoint_options,
     json_option,
     open_from_cli,
     parse_storage_options,
     print_json,
 )
-from toolkit.cli.render import console, dash, human_bytes
+from statekit.cli.render import console
+from statekit.presentation import dash, human_bytes
 
 _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
                "stale": "yellow", "beyond-last-commit": "cyan"}
@@ -31,8 +32,8 @@ def schema_command(checkpoint, storage_option, operator, as_json):
 
     Example: statekit schema demo/checkpoint
     """
-    from toolkit.checkpoint.state_data import store_schemas
-    from toolkit.formats.schema import simple_string, tree_string
+    from statekit.checkpoint.state_data import store_schemas
+    from statekit.formats.schema import simple_string, tree_string
 
     ckpt = open_from_cli(checkpoint, storage_option)
     operators = ckpt.operators
@@ -83,7 +84,7 @@ def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
 
     Example: statekit ls demo/checkpoint --operator 0 --partition 3
     """
-    from toolkit.state_files import list_instance
+    from statekit.state_files import list_instance
 
     listing = list_instance(open_from_cli(checkpoint, storage_option), operator, partition,
                             store)
@@ -126,8 +127,8 @@ def dump_command(file, storage_option, limit, as_json):
 
     Example: statekit dump demo/checkpoint/state/0/3/12.delta --limit 20
     """
-    from toolkit.formats.values import hex_preview, render_value
-    from toolkit.state_files import open_state_file
+    from statekit.formats.values import hex_preview, render_value
+    from statekit.state_files import open_state_file
 
     opened = open_state_file(file, parse_storage_options(storage_option))
     records = islice(opened.records, limit) if limit is not None else opened.records

@@ -15,13 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import json_option, open_from_cli, print_json, read_progress_log
-from toolkit.cli.render import console, human_bytes
-from toolkit.errors import EXIT_GROWTH, BadInput
+from statekit.cli.options import json_option, open_from_cli, print_json, read_progress_log
+from statekit.cli.render import console
+from statekit.errors import EXIT_GROWTH, BadInput
+from statekit.presentation import human_bytes, sparkline
 
 _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold red reverse",
           "insufficient-history": "bold yellow"}
-_SPARK = "▁▂▃▄▅▆▇█"
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*$", re.IGNORECASE)
 
 
@@ -37,16 +37,6 @@ def parse_size(text: str) -> float:
     number, prefix, binary = match.groups()
     power = "kmgtp".find(prefix.lower()) + 1 if prefix else 0
     return float(number) * (1024 if binary else 1000) ** power
-
-
-def sparkline(values: list[float], width: int = 48) -> str:
-    if not values:
-        return ""
-    if len(values) > width:  # keep the newest points
-        values = values[-width:]
-    low, high = min(values), max(values)
-    span = (high - low) or 1
-    return "".join(_SPARK[min(7, int((v - low) / span * 7.999))] for v in values)
 
 
 @contextmanager
@@ -93,7 +83,7 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
 
     Example: statekit growth demo/checkpoint --progress demo/progress.jsonl --max-keys 5e6
     """
-    from toolkit.growth import analyse
+    from statekit.growth import analyse
 
     if checkpoint is None and progress_log is None:
         raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
@@ -120,9 +110,9 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
 
 
 def _deep(ckpt, report, master, confs, on_progress):
-    from jobs.growth_deep import deep_check
-    from jobs.session import build_session, parse_conf_pairs
-    from jobs.state_reader import reader_confs, session_confs
+    from statekit.jobs.growth_deep import deep_check
+    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.state_reader import reader_confs, session_confs
 
     on_progress("starting Spark…")
     spark = build_session("statekit-growth", master, parse_conf_pairs(confs))
@@ -158,7 +148,7 @@ def _render(report, checks, show_history: bool) -> None:
     for p in report.progress:
         out.print()
         out.print(f"[bold]progress log {escape(p.label)}[/] {_verdict(p.verdict)} · "
-                  f"{p.batches} batches · rows {sparkline(list(p.rows_total))}")
+                  f"{p.batches} batches · rows {sparkline(p.rows_total)}")
         for line in p.evidence:
             out.print(f"  • {escape(line)}")
     for check in checks:

@@ -1,7 +1,7 @@
 """The ``statekit`` console script: one group, one sub-command per capability.
 
 Commands stay thin: parse options, call one core (or jobs) function, render. They are loaded
-lazily (:mod:`toolkit.cli.lazy`) so ``statekit --help`` and the JVM-free commands start fast
+lazily (:mod:`statekit.cli.lazy`) so ``statekit --help`` and the JVM-free commands start fast
 and never import pyspark. The reference pipeline's commands are mounted as
 ``statekit pipeline …`` so users need one CLI only.
 """
@@ -10,32 +10,32 @@ from __future__ import annotations
 
 import click
 
-from toolkit import __version__
-from toolkit.cli.lazy import LazyGroup
-from toolkit.cli.runner import exit_with
+from statekit import __version__
+from statekit.cli.lazy import LazyGroup
+from statekit.cli.runner import exit_with
 
 COMMANDS = {
-    "report": ("toolkit.cli.report_cmd:report_command",
+    "report": ("statekit.cli.report_cmd:report_command",
                "Delta/snapshot/changelog/zip counts, sizes, snapshot lag, warnings."),
-    "batches": ("toolkit.cli.batches_cmd:batches_command",
+    "batches": ("statekit.cli.batches_cmd:batches_command",
                 "One row per retained batch: committed, watermark, timing, offsets."),
-    "schema": ("toolkit.cli.files_cmd:schema_command",
+    "schema": ("statekit.cli.files_cmd:schema_command",
                "Key and value schema of every operator/store."),
-    "ls": ("toolkit.cli.files_cmd:ls_command",
+    "ls": ("statekit.cli.files_cmd:ls_command",
            "The files of one state store instance with versions, kinds and sizes."),
-    "dump": ("toolkit.cli.files_cmd:dump_command",
+    "dump": ("statekit.cli.files_cmd:dump_command",
              "Decoded records of one delta/snapshot/changelog file."),
-    "growth": ("toolkit.cli.growth_cmd:growth_command",
+    "growth": ("statekit.cli.growth_cmd:growth_command",
                "Detect unbounded key growth: verdict, evidence, projection (no JVM)."),
-    "recovery": ("toolkit.cli.recovery_cmd:recovery_command",
+    "recovery": ("statekit.cli.recovery_cmd:recovery_command",
                  "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
-    "repartition": ("toolkit.cli.repartition_cmd:repartition_command",
+    "repartition": ("statekit.cli.repartition_cmd:repartition_command",
                     "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
-    "tui": ("toolkit.cli.tui_cmd:tui_command",
+    "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
-    "state": ("toolkit.cli.state_cmd:state_group",
+    "state": ("statekit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
-    "pipeline": ("reference_pipeline.cli:cli",
+    "pipeline": ("statekit.reference_pipeline.cli:cli",
                  "The reference fraud/session pipeline: generate, run, labels."),
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolkit.errors import BadInput
+from statekit.errors import BadInput
 
 STORAGE_OPTIONS_ENV = "STATEKIT_STORAGE_OPTIONS"
 
@@ -59,7 +59,7 @@ def json_option(command: Callable) -> Callable:
 
 def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]):
     """Open the checkpoint a command was given (imports the model lazily)."""
-    from toolkit.checkpoint import open_checkpoint
+    from statekit.checkpoint import open_checkpoint
 
     return open_checkpoint(checkpoint, parse_storage_options(storage_option))
 
@@ -70,7 +70,7 @@ def print_json(data: Any) -> None:
 
 def read_progress_log(path: str, storage_option: tuple[str, ...]):
     """A StreamingQueryProgress log (``--progress``) parsed per operator; one-line errors."""
-    from toolkit.progress_log import parse_progress
+    from statekit.progress_log import parse_progress
 
     return parse_progress(read_progress_text(path, storage_option), shown=path)
 

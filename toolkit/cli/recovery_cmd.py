@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import (
+from statekit.cli.options import (
     checkpoint_options,
     json_option,
     open_from_cli,
@@ -21,8 +21,9 @@ from toolkit.cli.options import (
     print_json,
     read_progress_text,
 )
-from toolkit.cli.render import console, human_bytes, human_duration
-from toolkit.errors import BadInput
+from statekit.cli.render import console
+from statekit.errors import BadInput
+from statekit.presentation import human_bytes, human_duration
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -63,9 +64,9 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
 
     Example: statekit recovery demo/checkpoint --rto 30s
     """
-    from toolkit.progress_log import parse_timings
-    from toolkit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
-    from toolkit.recovery import calibrate as run_calibration
+    from statekit.progress_log import parse_timings
+    from statekit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
+    from statekit.recovery import calibrate as run_calibration
 
     ckpt = open_from_cli(checkpoint, storage_option)
     slots = (cores or len(os.sched_getaffinity(0))) * executors

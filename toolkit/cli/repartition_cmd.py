@@ -1,8 +1,8 @@
 """``statekit repartition``: the source's state in a NEW checkpoint with another partition count.
 
-Thin: the refusals and the plan come from ``toolkit.repartition.plan`` (no JVM: a refused
+Thin: the refusals and the plan come from ``statekit.repartition.plan`` (no JVM: a refused
 request never starts Spark); the re-bucketing, verification and publish from
-``jobs.repartition``. The source is only ever read.
+``statekit.jobs.repartition``. The source is only ever read.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import (
+from statekit.cli.options import (
     checkpoint_options,
     json_option,
     open_from_cli,
     parse_storage_options,
     print_json,
 )
-from toolkit.cli.render import console, human_bytes
-from toolkit.cli.state_cmd import spark_options
+from statekit.cli.render import console
+from statekit.cli.state_cmd import spark_options
+from statekit.presentation import human_bytes
 
 
 @contextmanager
@@ -60,8 +61,8 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
 
     Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
     """
-    from toolkit.checkpoint.location import resolve
-    from toolkit.repartition.plan import plan_repartition
+    from statekit.checkpoint.location import resolve
+    from statekit.repartition.plan import plan_repartition
 
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option)
@@ -70,18 +71,18 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
                             force=force)
     sink_entry = None
     if file_sink:
-        from toolkit.repartition.file_sink import repartition_entry
+        from statekit.repartition.file_sink import repartition_entry
 
         sink = resolve(file_sink, options)
         sink_entry = repartition_entry(sink, plan.repartition_batch)
-    from jobs.repartition import (
+    from statekit.jobs.repartition import (
         count_per_new_partition,
         key_field_names,
         run_repartition,
     )
-    from jobs.session import build_session, parse_conf_pairs
-    from jobs.state_reader import reader_confs, session_confs, spark_path
-    from toolkit.repartition.staging import Staging
+    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
+    from statekit.repartition.staging import Staging
 
     with _status(not as_json) as progress:
         progress("starting Spark…")
@@ -101,7 +102,7 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
     if sink_entry is not None:
         sink_written = f"{file_sink.rstrip('/')}/{sink_entry[0]}"
         if result is not None:
-            from toolkit.repartition.file_sink import write_entry
+            from statekit.repartition.file_sink import write_entry
 
             write_entry(sink, *sink_entry)
     if as_json:

@@ -6,8 +6,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
-from toolkit.cli.render import console, dash, human_bytes, iso_ms
+from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from statekit.cli.render import console
+from statekit.presentation import dash, human_bytes, iso_ms
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -27,7 +28,7 @@ def report_command(checkpoint, storage_option, operator, partition, min_deltas, 
 
     Example: statekit report demo/checkpoint --operator 0
     """
-    from toolkit.report import build_report
+    from statekit.report import build_report
 
     ckpt = open_from_cli(checkpoint, storage_option)
     report = build_report(ckpt, operator=operator, partition=partition, min_deltas=min_deltas)

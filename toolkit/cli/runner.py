@@ -2,7 +2,7 @@
 
 click's standalone mode prints usage errors nicely but lets every other exception escape as a
 traceback. This runner is the single place where library errors become a one-line message on
-stderr and the documented exit code (``toolkit.errors``). Set ``STATEKIT_DEBUG=1`` to get the
+stderr and the documented exit code (``statekit.errors``). Set ``STATEKIT_DEBUG=1`` to get the
 traceback of an internal error instead.
 """
 
@@ -14,7 +14,7 @@ import traceback
 
 import click
 
-from toolkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StatekitError
+from statekit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StatekitError
 
 
 def fail(message: str, code: int) -> int:

@@ -15,9 +15,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
-from toolkit.cli.render import console, human_bytes, iso_ms
-from toolkit.errors import UnsafeOperation
+from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from statekit.cli.render import console
+from statekit.errors import UnsafeOperation
+from statekit.presentation import human_bytes, iso_ms
 
 
 def target_options(command: Callable) -> Callable:
@@ -44,8 +45,8 @@ def spark_options(command: Callable) -> Callable:
 def _start_spark(ckpt, master, confs):
     """Spark once per command, with the reader confs this checkpoint needs set for this
     command only (a notebook or test may share the session)."""
-    from jobs.session import build_session, parse_conf_pairs
-    from jobs.state_reader import reader_confs, session_confs
+    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.state_reader import reader_confs, session_confs
 
     spark = build_session("statekit-state", master, parse_conf_pairs(confs))
     click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
@@ -56,7 +57,7 @@ class _Context:
     """The checkpoint, the validated target, and a Spark session started on first use."""
 
     def __init__(self, checkpoint, storage_option, master, confs, batch=None, **target):
-        from jobs.state_reader import resolve_target
+        from statekit.jobs.state_reader import resolve_target
 
         self.ckpt = open_from_cli(checkpoint, storage_option)
         self.target = resolve_target(self.ckpt, batch=batch, **target)
@@ -96,7 +97,7 @@ def show_command(checkpoint, storage_option, operator, store, join_side, state_v
 
     Example: statekit state show demo/checkpoint --where "value.groupState.phase = 'Flagged'"
     """
-    from jobs.state_reader import collect, flatten, read_state, to_arrow
+    from statekit.jobs.state_reader import collect, flatten, read_state, to_arrow
 
     ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,
                    store=store, join_side=join_side, state_var=state_var, timers=timers)
@@ -122,7 +123,7 @@ def show_command(checkpoint, storage_option, operator, store, join_side, state_v
 
 
 def _cell(value) -> str:
-    from toolkit.formats.values import render_value
+    from statekit.formats.values import render_value
 
     return render_value(value, max_len=120)
 
@@ -146,7 +147,7 @@ def export_command(checkpoint, storage_option, operator, store, join_side, state
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from jobs.state_analysis import export_rows
+    from statekit.jobs.state_analysis import export_rows
 
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise UnsafeOperation("output exists and is not empty; choose a new folder", path=out)
@@ -184,8 +185,8 @@ def changes_command(checkpoint, storage_option, operator, store, join_side, stat
 
     Example: statekit state changes demo/checkpoint --from 30
     """
-    from jobs.state_analysis import summarize_changes
-    from jobs.state_reader import flatten, read_changes, to_arrow
+    from statekit.jobs.state_analysis import summarize_changes
+    from statekit.jobs.state_reader import flatten, read_changes, to_arrow
 
     ctx = _Context(checkpoint, storage_option, master, confs, operator=operator, store=store,
                    join_side=join_side, state_var=state_var, timers=timers)
@@ -230,7 +231,7 @@ def stats_command(checkpoint, storage_option, operator, store, join_side, state_
 
     Example: statekit state stats demo/checkpoint --top 5
     """
-    from jobs.state_analysis import state_stats
+    from statekit.jobs.state_analysis import state_stats
 
     ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,
                    store=store, join_side=join_side, state_var=state_var, timers=timers)
@@ -272,8 +273,8 @@ def operators_command(checkpoint, storage_option, master, confs, as_json):
 
     Example: statekit state operators demo/checkpoint
     """
-    from jobs.state_analysis import compare_operators
-    from jobs.state_reader import spark_path
+    from statekit.jobs.state_analysis import compare_operators
+    from statekit.jobs.state_reader import spark_path
 
     ckpt = open_from_cli(checkpoint, storage_option)
     rows = compare_operators(_start_spark(ckpt, master, confs), ckpt, spark_path(ckpt))

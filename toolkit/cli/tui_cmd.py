@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.options import checkpoint_options, open_from_cli, parse_storage_options
+from statekit.cli.options import checkpoint_options, open_from_cli, parse_storage_options
 
 
 @click.command("tui")
@@ -26,7 +26,7 @@ def tui_command(checkpoint, storage_option, watch, cores, allow_write):
     Example: statekit tui demo/checkpoint --watch 5
     """
     open_from_cli(checkpoint, storage_option)
-    from tui.app import run_tui
+    from statekit.tui.app import run_tui
 
     run_tui(checkpoint, storage_options=parse_storage_options(storage_option), watch=watch,
             cores=cores, allow_write=allow_write)

@@ -23,7 +23,7 @@ import lz4.block
 import xxhash
 import zstandard
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
+from statekit.errors import CorruptFile, UnsupportedFormat
 
 CODECS_SUPPORTED = ("lz4", "zstd")
 """Codecs :func:`open_decompressed` can read."""

@@ -7,7 +7,7 @@ compresses an independent block with the same algorithm, so :func:`lz4_compress_
 the block out of an ``lz4.frame`` frame. That equivalence is checked at first use against
 :func:`lz4_compress_block_py`, a pure-Python port of liblz4's compressor, used instead
 whenever the check fails or the frame stored the block uncompressed. Used by
-:mod:`toolkit.formats.state_writer`.
+:mod:`statekit.formats.state_writer`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from toolkit.errors import BadInput
+from statekit.errors import BadInput
 
 
 def open_binary(fs: Any, path: str, what: str, *, shown: str | None = None) -> BinaryIO:

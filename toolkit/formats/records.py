@@ -19,7 +19,7 @@ Layouts (all integers big-endian, as ``java.io.DataOutputStream`` writes them):
   exactly as Spark decides.
 
 RocksDB keys and values carry small prefixes before the UnsafeRow bytes; see
-:mod:`toolkit.formats.rocksdb_keys`.
+:mod:`statekit.formats.rocksdb_keys`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats.compression import open_decompressed
-from toolkit.formats.modified_utf8 import decode_modified_utf8
-from toolkit.formats.opening import open_binary
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.compression import open_decompressed
+from statekit.formats.modified_utf8 import decode_modified_utf8
+from statekit.formats.opening import open_binary
 
 _INT = struct.Struct(">i")
 _CHUNK = 1 << 20
@@ -154,7 +154,7 @@ def iter_store_records(
     Parameters
     ----------
     stream
-        The decompressed bytes (see :func:`~toolkit.formats.compression.open_decompressed`).
+        The decompressed bytes (see :func:`~statekit.formats.compression.open_decompressed`).
     path
         The file, for error messages.
     allow_deletes
@@ -356,7 +356,7 @@ def read_state_file(fs: Any, path: str, codec: str, kind: str, *, shown: str | N
     BadInput
         The file is missing or unreadable (raised at call time, not at first iteration).
     UnsupportedFormat, CorruptFile
-        See :func:`~toolkit.formats.compression.open_decompressed` and the readers above.
+        See :func:`~statekit.formats.compression.open_decompressed` and the readers above.
     """
     if kind not in STATE_FILE_KINDS:
         raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")

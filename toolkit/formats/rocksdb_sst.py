@@ -1,7 +1,7 @@
 """Read the SST files of a RocksDB state checkpoint (block-based tables) without RocksDB.
 
 A RocksDB state version is a ``<v>.zip`` that lists shared ``SSTs/*.sst`` files (see
-:mod:`toolkit.formats.rocksdb_zip`). Reading the state itself therefore means reading SSTs,
+:mod:`statekit.formats.rocksdb_zip`). Reading the state itself therefore means reading SSTs,
 and doing it in pure Python keeps statekit's core free of a JVM and of native RocksDB: the
 files can be inspected where they lie (an object store, a copied folder, a broken checkpoint).
 Files are read block by block through a seekable file object, never whole.
@@ -63,7 +63,7 @@ What Spark stores (verified): deletes are type 0 (``kDeletion``), never single d
 flushed from the memtable have distinct positive sequence numbers, compaction output has them
 all zeroed; keys and values are exactly the state-store bytes (the ``0x00`` encoding version
 byte + UnsafeRow; transformWithState adds a 2-byte column family id before the key; see
-:mod:`toolkit.formats.rocksdb_keys`), left untouched here. The merge operator recorded is
+:mod:`statekit.formats.rocksdb_keys`), left untouched here. The merge operator recorded is
 ``StringAppendOperator``: list state (transformWithState) writes merge operands, which
 :func:`live_state` refuses unless told the delimiter.
 
@@ -83,8 +83,8 @@ import lz4.block
 import xxhash
 import zstandard
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats.opening import open_binary
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.opening import open_binary
 
 __all__ = [
     "SstEntry",

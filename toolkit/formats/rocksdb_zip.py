@@ -26,8 +26,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats.opening import open_binary
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.opening import open_binary
 
 METADATA_MEMBER = "metadata"
 MAX_METADATA_BYTES = 256 << 20

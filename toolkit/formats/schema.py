@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import CorruptFile
+from statekit.errors import CorruptFile
 
 # Spark's JSON type name -> simpleString name (the DDL spelling).
 _SIMPLE_NAMES = {

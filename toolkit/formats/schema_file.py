@@ -22,10 +22,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats.modified_utf8 import decode_modified_utf8
-from toolkit.formats.opening import open_binary
-from toolkit.formats.schema import StructType, parse_struct_json
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.modified_utf8 import decode_modified_utf8
+from statekit.formats.opening import open_binary
+from statekit.formats.schema import StructType, parse_struct_json
 
 MAX_SCHEMA_FILE_BYTES = 64 << 20
 """Schema files are small; anything bigger is not one."""

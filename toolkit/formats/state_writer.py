@@ -7,7 +7,7 @@ something a reader accepts: the same record stream, the same codec framing and, 
 same compressed blocks. Then a snapshot statekit writes can be compared with the one Spark
 writes for the same rows, byte for byte (the tests do, against real Spark files).
 :class:`SnapshotWriter` writes the records; :class:`CompressedWriter` is the codec stream
-under it (the write side of :func:`~toolkit.formats.compression.open_decompressed`).
+under it (the write side of :func:`~statekit.formats.compression.open_decompressed`).
 
 What Spark writes (``writeSnapshotFile``, a ``DataOutputStream`` over the codec's stream):
 
@@ -38,7 +38,7 @@ always uses the 32-bit-index table with a 5-byte hash, where ``LZ4_compress_defa
 blocks are compressed by ``lz4.frame`` and cut out of the frame. That equivalence is checked at
 first use against :func:`lz4_compress_block_py`, a pure-Python port of liblz4's compressor,
 which is used instead whenever the check fails or the frame stored a block uncompressed
-(both in :mod:`toolkit.formats.lz4_compress`).
+(both in :mod:`statekit.formats.lz4_compress`).
 
 Memory stays constant: one block of uncompressed bytes (plus, transiently, the record being
 written) and one compressed block.
@@ -54,8 +54,8 @@ from typing import BinaryIO, Self
 import xxhash
 import zstandard
 
-from toolkit.errors import UnsupportedFormat
-from toolkit.formats.compression import (
+from statekit.errors import UnsupportedFormat
+from statekit.formats.compression import (
     CODECS_SUPPORTED,
     LZ4_CHECKSUM_MASK,
     LZ4_HEADER,
@@ -63,8 +63,8 @@ from toolkit.formats.compression import (
     LZ4_XXHASH_SEED,
     normalize_codec,
 )
-from toolkit.formats.lz4_compress import lz4_compress_block
-from toolkit.formats.records import MAX_FIELD_BYTES
+from statekit.formats.lz4_compress import lz4_compress_block
+from statekit.formats.records import MAX_FIELD_BYTES
 
 LZ4_DEFAULT_BLOCK_SIZE = 32 * 1024
 """Spark's ``spark.io.compression.lz4.blockSize`` default."""
@@ -161,7 +161,7 @@ class CompressedWriter(_ClosedOnExit):
     codec
         ``spark.sql.streaming.stateStore.compression.codec`` of the target checkpoint: ``lz4``
         (``None`` means Spark's default, lz4) or ``zstd``, short or class name (see
-        :func:`~toolkit.formats.compression.normalize_codec`).
+        :func:`~statekit.formats.compression.normalize_codec`).
     lz4_block_size
         ``spark.io.compression.lz4.blockSize`` in bytes (64 B to 32 MiB); only for lz4.
     zstd_level

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from toolkit.errors import CorruptFile
-from toolkit.formats.schema import (
+from statekit.errors import CorruptFile
+from statekit.formats.schema import (
     ArrayType,
     DataType,
     DecimalType,
@@ -39,7 +39,7 @@ from toolkit.formats.schema import (
     StructType,
     UserDefinedType,
 )
-from toolkit.formats.values import RawValue, hex_preview, render_value
+from statekit.formats.values import RawValue, hex_preview, render_value
 
 __all__ = [
     "RawValue",

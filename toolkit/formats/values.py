@@ -1,6 +1,6 @@
 """Decoded state values as a person sees them, and the marker for values left undecoded.
 
-The decoders in :mod:`toolkit.formats.unsafe_row` return plain Python values; the CLI, the TUI
+The decoders in :mod:`statekit.formats.unsafe_row` return plain Python values; the CLI, the TUI
 and reports all need to show them the same compact way (``null``, ISO times with ``Z``, hex for
 bytes), and to show, never drop, a value statekit could not turn into a Python object.
 """

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import posixpath
 
-from toolkit.checkpoint.location import Location
-from toolkit.errors import BadInput, CorruptFile, UnsafeOperation
+from statekit.checkpoint.location import Location
+from statekit.errors import BadInput, CorruptFile, UnsafeOperation
 
 DEFAULT_COMPACT_INTERVAL = 10
 """``spark.sql.streaming.fileSink.log.compactInterval``."""

@@ -26,9 +26,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.location import Location
-from toolkit.errors import UnsafeOperation, UnsupportedFormat
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.location import Location
+from statekit.errors import UnsafeOperation, UnsupportedFormat
 
 #: Operators whose partition key is their whole state key: Spark hash-partitions their input
 #: by the grouping / deduplication key, which is exactly what the store keys hold.
@@ -241,7 +241,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
         raise UnsupportedFormat(f"state store provider {entry.provider_class} is not "
                                 "supported (HDFS-backed and RocksDB are)", path=url)
     codec = entry.codec
-    from toolkit.formats.compression import normalize_codec
+    from statekit.formats.compression import normalize_codec
 
     codec = normalize_codec(codec)
     if codec not in SUPPORTED_CODECS:
@@ -260,7 +260,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
 
 
 def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:
-    from toolkit.checkpoint.state_data import zip_metadata
+    from statekit.checkpoint.state_data import zip_metadata
 
     plans = []
     inventory = ckpt.inventory

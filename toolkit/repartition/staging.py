@@ -19,8 +19,8 @@ import posixpath
 import time
 from collections.abc import Callable
 
-from toolkit.checkpoint.location import Location
-from toolkit.errors import UnsafeOperation
+from statekit.checkpoint.location import Location
+from statekit.errors import UnsafeOperation
 
 MARKER = "_STATEKIT_STAGING"
 

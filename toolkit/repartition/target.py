@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import re
 
-from toolkit.checkpoint.checkpoint import Checkpoint
-from toolkit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
-from toolkit.errors import CorruptFile
-from toolkit.repartition.plan import RepartitionPlan
-from toolkit.repartition.staging import Staging
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
+from statekit.errors import CorruptFile
+from statekit.repartition.plan import RepartitionPlan
+from statekit.repartition.staging import Staging
 
 _SCHEMA_PARTITION = re.compile(r"^state/\d+/(\d+)/")
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from jobs.session import build_session
+from statekit.jobs.session import build_session
 
 ROCKS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"

@@ -18,9 +18,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jobs.session import build_session
-from reference_pipeline.generator import GeneratorConfig, generate
-from reference_pipeline.pipeline import RunOptions, run
+from statekit.jobs.session import build_session
+from statekit.reference_pipeline.generator import GeneratorConfig, generate
+from statekit.reference_pipeline.pipeline import RunOptions, run
 
 HERE = Path(__file__).resolve().parent
 TARGET = HERE / "reference_hdfs"

@@ -13,8 +13,8 @@ from typing import Any
 import lz4.block
 import xxhash
 
-from toolkit.formats.modified_utf8 import write_utf
-from toolkit.formats.schema import (
+from statekit.formats.modified_utf8 import write_utf
+from statekit.formats.schema import (
     ArrayType,
     DataType,
     DecimalType,

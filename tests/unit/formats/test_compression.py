@@ -9,14 +9,14 @@ import pytest
 import xxhash
 import zstandard
 
-from tests.unit.formats.builders import lz4_block, lz4_stream
-from toolkit.errors import CorruptFile, UnsupportedFormat
-from toolkit.formats.compression import (
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.compression import (
     CODECS_SUPPORTED,
     normalize_codec,
     open_decompressed,
     sniff_codec,
 )
+from tests.unit.formats.builders import lz4_block, lz4_stream
 
 PAYLOAD = bytes(range(256)) * 300  # 76800 bytes: three 32 KiB blocks
 

@@ -16,18 +16,18 @@ import fsspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.errors import StatekitError
-from toolkit.formats.compression import open_decompressed
-from toolkit.formats.records import iter_store_records, read_changelog, read_state_file
-from toolkit.formats.rocksdb_keys import (
+from statekit.errors import StatekitError
+from statekit.formats.compression import open_decompressed
+from statekit.formats.records import iter_store_records, read_changelog, read_state_file
+from statekit.formats.rocksdb_keys import (
     split_multi_values,
     split_prefix_scan_key,
     strip_rocksdb_prefixes,
 )
-from toolkit.formats.rocksdb_zip import read_zip_metadata
-from toolkit.formats.schema import parse_spark_type
-from toolkit.formats.schema_file import read_schema_file
-from toolkit.formats.unsafe_row import make_decoder
+from statekit.formats.rocksdb_zip import read_zip_metadata
+from statekit.formats.schema import parse_spark_type
+from statekit.formats.schema_file import read_schema_file
+from statekit.formats.unsafe_row import make_decoder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "formats"
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True,

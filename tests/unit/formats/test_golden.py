@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.formats.compression import open_decompressed, sniff_codec
-from toolkit.formats.records import read_changelog, read_state_file
-from toolkit.formats.rocksdb_keys import (
+from statekit.formats.compression import open_decompressed, sniff_codec
+from statekit.formats.records import read_changelog, read_state_file
+from statekit.formats.rocksdb_keys import (
     split_multi_values,
     split_prefix_scan_key,
     strip_rocksdb_prefixes,
 )
-from toolkit.formats.rocksdb_zip import read_zip_metadata
-from toolkit.formats.schema import StructType, simple_string
-from toolkit.formats.schema_file import read_schema_file
-from toolkit.formats.unsafe_row import make_decoder
+from statekit.formats.rocksdb_zip import read_zip_metadata
+from statekit.formats.schema import StructType, simple_string
+from statekit.formats.schema_file import read_schema_file
+from statekit.formats.unsafe_row import make_decoder
 
 USER_ID = re.compile(r"^u\d{7}$")
 EPOCH_MS_2020, EPOCH_MS_2100 = 1_577_836_800_000, 4_102_444_800_000

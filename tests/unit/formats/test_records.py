@@ -9,6 +9,19 @@ import tracemalloc
 import fsspec
 import pytest
 
+from statekit.errors import BadInput, CorruptFile, UnsupportedFormat
+from statekit.formats.records import (
+    ChangelogHeader,
+    StateRecord,
+    iter_store_records,
+    read_changelog,
+    read_state_file,
+)
+from statekit.formats.rocksdb_keys import (
+    split_multi_values,
+    split_prefix_scan_key,
+    strip_rocksdb_prefixes,
+)
 from tests.unit.formats.builders import (
     END,
     changelog_header,
@@ -16,19 +29,6 @@ from tests.unit.formats.builders import (
     lz4_stream,
     put,
     typed,
-)
-from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
-from toolkit.formats.records import (
-    ChangelogHeader,
-    StateRecord,
-    iter_store_records,
-    read_changelog,
-    read_state_file,
-)
-from toolkit.formats.rocksdb_keys import (
-    split_multi_values,
-    split_prefix_scan_key,
-    strip_rocksdb_prefixes,
 )
 
 

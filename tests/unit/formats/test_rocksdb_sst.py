@@ -21,19 +21,19 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.errors import BadInput, CorruptFile, StatekitError, UnsupportedFormat
-from toolkit.formats import rocksdb_sst
-from toolkit.formats.rocksdb_keys import strip_rocksdb_prefixes
-from toolkit.formats.rocksdb_sst import (
+from statekit.errors import BadInput, CorruptFile, StatekitError, UnsupportedFormat
+from statekit.formats import rocksdb_sst
+from statekit.formats.rocksdb_keys import strip_rocksdb_prefixes
+from statekit.formats.rocksdb_sst import (
     SstEntry,
     iter_sst_entries,
     live_state,
     read_sst_footer,
     sst_properties,
 )
-from toolkit.formats.rocksdb_zip import read_zip_metadata
-from toolkit.formats.schema_file import read_schema_file
-from toolkit.formats.unsafe_row import make_decoder
+from statekit.formats.rocksdb_zip import read_zip_metadata
+from statekit.formats.schema_file import read_schema_file
+from statekit.formats.unsafe_row import make_decoder
 
 SST_DATA = Path(__file__).resolve().parents[2] / "data" / "formats" / "rocksdb_sst"
 SPARK_SETS = ["window_lz4", "window_zstd", "window_none", "window_fv6", "window_zlib",

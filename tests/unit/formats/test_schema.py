@@ -8,9 +8,9 @@ import struct
 import fsspec
 import pytest
 
-from toolkit.errors import BadInput, CorruptFile, UnsupportedFormat
-from toolkit.formats.modified_utf8 import decode_modified_utf8, encode_modified_utf8, write_utf
-from toolkit.formats.schema import (
+from statekit.errors import BadInput, CorruptFile, UnsupportedFormat
+from statekit.formats.modified_utf8 import decode_modified_utf8, encode_modified_utf8, write_utf
+from statekit.formats.schema import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -23,7 +23,7 @@ from toolkit.formats.schema import (
     simple_string,
     tree_string,
 )
-from toolkit.formats.schema_file import parse_schema_bytes, read_schema_file
+from statekit.formats.schema_file import parse_schema_bytes, read_schema_file
 
 
 def field(name, t, nullable=True):

@@ -8,10 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from tests.unit.formats.builders import unsafe_row
-from toolkit.errors import CorruptFile
-from toolkit.formats.schema import parse_spark_type
-from toolkit.formats.unsafe_row import (
+from statekit.errors import CorruptFile
+from statekit.formats.schema import parse_spark_type
+from statekit.formats.unsafe_row import (
     RawValue,
     decode_unsafe_row,
     hex_preview,
@@ -19,6 +18,7 @@ from toolkit.formats.unsafe_row import (
     render_value,
     unique_field_names,
 )
+from tests.unit.formats.builders import unsafe_row
 
 UTC = dt.timezone.utc
 
