@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import multiprocessing
-import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -49,6 +48,7 @@ from statekit.formats.records import StateRecord
 from statekit.formats.schema import StructType
 from statekit.formats.unsafe_row import make_decoder
 from statekit.formats.values import hex_preview
+from statekit.machine import usable_cpus
 
 #: Operators whose value row may end in a ``timeoutTimestamp`` column.
 TIMEOUT_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState",
@@ -452,7 +452,7 @@ def _map_groups(ckpt: Checkpoint, items: list, data_bytes: int, work: Callable[[
     workers = 1
     if ckpt.location.is_local and len(items) >= 2 and data_bytes >= PARALLEL_MIN_BYTES \
             and "fork" in multiprocessing.get_all_start_methods():
-        workers = max(1, min(len(items), len(os.sched_getaffinity(0)), 8))
+        workers = max(1, min(len(items), usable_cpus(), 8))
     if workers == 1:
         return [work(items)]
     _JOB.update(work=work, groups=[items[i::workers] for i in range(workers)])

@@ -10,7 +10,6 @@ data would have been; the rest keeps working.
 
 from __future__ import annotations
 
-import os
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -19,6 +18,7 @@ from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
+from statekit.machine import usable_cpus
 from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
 from statekit.tui.help import HelpScreen
 from statekit.tui.model import Snapshot, load_snapshot
@@ -79,7 +79,7 @@ class StatekitApp(App):
         self.url = url
         self.storage_options = storage_options or {}
         self.watch_seconds = watch
-        self.cores = cores or len(os.sched_getaffinity(0))
+        self.cores = cores or usable_cpus()
         self.allow_write = allow_write
         self.snapshot: Snapshot | None = None
         self.refreshes = 0

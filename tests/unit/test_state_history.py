@@ -221,7 +221,7 @@ def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypat
             super().__init__(workers, **kw)
 
     monkeypatch.setattr(state_history, "ProcessPoolExecutor", Spy)
-    monkeypatch.setattr(state_history.os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(state_history, "usable_cpus", lambda: 2)
     (forked,) = all_histories(open_checkpoint(str(ckpt.location.root)))
     assert pools == [2] and forked == alone
     assert forked.versions[-1].keys == 3 * alone.partition_keys[0][-1]

@@ -6,7 +6,6 @@ sample of state files to time the filesystem. Never starts a JVM.
 
 from __future__ import annotations
 
-import os
 import re
 
 import click
@@ -23,6 +22,7 @@ from statekit.cli.options import (
 )
 from statekit.cli.render import console
 from statekit.errors import BadInput
+from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -69,7 +69,7 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
     from statekit.recovery import calibrate as run_calibration
 
     ckpt = open_from_cli(checkpoint, storage_option)
-    slots = (cores or len(os.sched_getaffinity(0))) * executors
+    slots = (cores or usable_cpus()) * executors
     timings = None
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),

@@ -1,0 +1,52 @@
+"""The shared text forms (sizes, durations, instants, sparklines) and the CPU count."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from statekit import machine
+from statekit.presentation import dash, human_bytes, human_duration, iso_ms, sparkline
+
+
+@pytest.mark.parametrize(("size", "shown"), [
+    (None, "-"), (0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (5 * 1024 ** 3, "5.0 GiB"),
+    (3 * 1024 ** 5, "3072.0 TiB")])
+def test_human_bytes(size, shown):
+    assert human_bytes(size) == shown
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (None, "-"), (0.25, "250 ms"), (90, "90.0 s"), (600, "10.0 min"), (7200, "2.0 h"),
+    (3 * 86400, "3.0 d")])
+def test_human_duration(seconds, shown):
+    assert human_duration(seconds) == shown
+
+
+def test_iso_ms_and_dash():
+    assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
+    assert iso_ms(1767620698064) == "2026-01-05T13:44:58.064Z"
+    assert iso_ms(None) == dash(None) == "-"
+    assert dash(3) == "3"
+
+
+def test_sparkline_keeps_the_newest_points_within_width():
+    assert sparkline(range(100), 10) == "▁▁▂▃▄▅▆▇██"  # 90..99, scaled 0..7
+    assert len(sparkline(range(100))) == 48
+    assert sparkline([7, 7, 7], 32) == "▁▁▁"
+    assert sparkline([], 5) == sparkline([1, 2], 0) == ""
+
+
+def test_usable_cpus_without_sched_getaffinity(monkeypatch):
+    """macOS and Windows have no ``os.sched_getaffinity``: fall back to ``os.cpu_count``."""
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert machine.usable_cpus() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert machine.usable_cpus() == 1
+
+
+def test_usable_cpus_honours_the_affinity_mask(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 3, 5}, raising=False)
+    assert machine.usable_cpus() == 3
