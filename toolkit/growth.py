@@ -28,7 +28,7 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.errors import BadInput
 from statekit.progress_log import OperatorProgress
-from statekit.state_history import StoreHistory, all_histories
+from statekit.state_history import StoreHistory, VersionStats, all_histories
 from statekit.trend import (
     ACCELERATING,
     BOUNDED,
@@ -146,12 +146,12 @@ class GrowthReport:
         }
 
 
-def _window(history: StoreHistory, trend: Trend) -> list:
+def _window(history: StoreHistory, trend: Trend) -> list[VersionStats]:
     start = trend.window_first_x
     return [v for v in history.versions if start is None or v.version >= start]
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
@@ -218,7 +218,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> S
             f"versions) but the keys turn over: {turnover:.0%} as many keys were removed as "
             f"inserted and no live key is older than {oldest} versions — the rise follows "
             "traffic, it is not accumulation.")
-    elif keys.is_growth:
+    elif keys.is_growth and last is not None:  # always: a growing series has points
         evidence.append(f"Live keys {_fmt(window[0].keys)} → {_fmt(last.keys)} over versions "
                         f"{window[0].version}–{last.version}: {_rate(keys, 'keys')} "
                         f"(Mann–Kendall p={keys.p_value:.2g}).")
@@ -227,10 +227,11 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> S
     verdict = key_verdict
     if value_trend is not None and value_trend.is_growth:
         verdict = worst([verdict, value_trend.verdict])
-        evidence.append(
-            f"Values grow: mean value size {_fmt(window[0].value_mean, ' B')} → "
-            f"{_fmt(last.value_mean, ' B')} (p99 {_fmt(window[0].value_p99, ' B')} → "
-            f"{_fmt(last.value_p99, ' B')}); state objects accumulate data.")
+        if last is not None:  # always: a growing series has points
+            evidence.append(
+                f"Values grow: mean value size {_fmt(window[0].value_mean, ' B')} → "
+                f"{_fmt(last.value_mean, ' B')} (p99 {_fmt(window[0].value_p99, ' B')} → "
+                f"{_fmt(last.value_p99, ' B')}); state objects accumulate data.")
     if verdict in (GROWING, ACCELERATING):
         if inserts:
             driver = ("New keys drive it" if turnover is not None and turnover < TURNOVER_MIN
@@ -242,7 +243,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> S
                                 "(no timeout, no watermark, or no state.remove()).")
         if untouched is not None:
             before = f" (was {untouched_first:.0%} at version {first.version})" \
-                if untouched_first is not None else ""
+                if untouched_first is not None and first is not None else ""
             evidence.append(f"{untouched:.0%} of live keys unchanged for ≥ "
                             f"{history.stale_after} versions{before}; the oldest unchanged "
                             f"for {'≥ ' if history.history_starts_at is not None else ''}"
@@ -281,15 +282,17 @@ def analyse_progress(progress: OperatorProgress) -> ProgressGrowth:
     points = [p for p in progress.points if p.rows_total is not None]
     batches = [p.batch_id for p in points]
     times = [p.timestamp_ms for p in points]
-    keys = classify(batches, [p.rows_total for p in points], times)
+    keys = classify(batches, [p.rows_total or 0 for p in points], times)  # none is None
     per_key = [(p.memory_bytes / p.rows_total) if p.memory_bytes and p.rows_total else None
                for p in points]
-    memory = classify(batches, per_key, times, min_relative=VALUE_MIN_RELATIVE) \
-        if all(v is not None for v in per_key) and per_key else None
+    known = [v for v in per_key if v is not None]
+    memory = classify(batches, known, times, min_relative=VALUE_MIN_RELATIVE) \
+        if len(known) == len(per_key) and per_key else None
     start = keys.window_first_x
     window = [p for p in points if start is None or p.batch_id >= start]
     removed = sum(p.rows_removed or 0 for p in window[1:])
-    grown = (window[-1].rows_total - window[0].rows_total) if len(window) > 1 else 0
+    grown = ((window[-1].rows_total or 0) - (window[0].rows_total or 0)) if len(window) > 1 \
+        else 0
     inserted = grown + removed
     turnover = removed / inserted if inserted > 0 else None
     verdict = worst([keys.verdict] + ([memory.verdict] if memory and memory.is_growth else []))
@@ -397,11 +400,11 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
     for p in progress:
         if p.verdict in (GROWING, ACCELERATING):
             lines.append(f"The progress log shows {p.label} {p.verdict}.")
-    for p in projections:
-        if p.hours is not None or p.batches is not None:
-            when = f" around {p.at}" if p.at else ""
-            hours = f"{p.hours:,.1f} hours" if p.hours is not None else "?"
-            batches = f"{p.batches:,.0f} batches" if p.batches is not None else "?"
-            lines.append(f"At this rate the state reaches {p.limit_name.replace('_', ' ')} "
-                         f"{p.limit:,.0f} in {batches} ({hours}){when}.")
+    for proj in projections:
+        if proj.hours is not None or proj.batches is not None:
+            when = f" around {proj.at}" if proj.at else ""
+            hours = f"{proj.hours:,.1f} hours" if proj.hours is not None else "?"
+            batches = f"{proj.batches:,.0f} batches" if proj.batches is not None else "?"
+            lines.append(f"At this rate the state reaches {proj.limit_name.replace('_', ' ')} "
+                         f"{proj.limit:,.0f} in {batches} ({hours}){when}.")
     return tuple(lines)

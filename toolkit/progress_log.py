@@ -67,7 +67,7 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _objects(text: str, shown: str) -> list[dict]:
+def _objects(text: str, shown: str) -> list[dict[str, Any]]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -76,7 +76,7 @@ def _objects(text: str, shown: str) -> list[dict]:
             raise CorruptFile(f"invalid JSON array: {bad.msg} (line {bad.lineno})",
                               path=shown) from None
         return [d for d in data if isinstance(d, dict)]
-    objects = []
+    objects: list[dict[str, Any]] = []  # a line starting with "{" parses to an object
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line.startswith("{"):
@@ -89,9 +89,9 @@ def _objects(text: str, shown: str) -> list[dict]:
     return objects
 
 
-def _batches(text: str, shown: str) -> dict[int, dict]:
+def _batches(text: str, shown: str) -> dict[int, dict[str, Any]]:
     """The progress object of every batch that ran, by batch id (its last report)."""
-    by_batch: dict[int, dict] = {}
+    by_batch: dict[int, dict[str, Any]] = {}
     for obj in _objects(text, shown):
         batch = obj.get("batchId")
         if not isinstance(batch, int) or not isinstance(obj.get("stateOperators"), list):

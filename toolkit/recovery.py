@@ -36,6 +36,7 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.location import Location
 from statekit.checkpoint.logs import provider_short_name
 from statekit.progress_log import BatchTiming
 
@@ -293,17 +294,13 @@ def _median(values: Sequence[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-def file_sink_committed(sink: str, batch: int,
-                        storage_options: dict[str, Any] | None = None) -> bool | None:
-    """Whether a file sink at ``sink`` already committed ``batch`` (its ``_spark_metadata``
+def file_sink_committed(sink: Location, batch: int) -> bool | None:
+    """Whether the file sink at ``sink`` already committed ``batch`` (its ``_spark_metadata``
     log has ``<batch>`` or ``<batch>.compact``); None when its log cannot be read."""
-    import fsspec
-
     try:
-        fs, root = fsspec.core.url_to_fs(sink, **(storage_options or {}))
         names = {str(p).rstrip("/").rsplit("/", 1)[-1]
-                 for p in fs.ls(f"{root.rstrip('/')}/_spark_metadata", detail=False)}
-    except (OSError, ValueError, ImportError):
+                 for p in sink.fs.ls(sink.path("_spark_metadata"), detail=False)}
+    except (OSError, ValueError):
         return None
     return str(batch) in names or f"{batch}.compact" in names
 
@@ -359,8 +356,7 @@ def _skip_seconds(timings: Sequence[BatchTiming] | None) -> tuple[float, str]:
 
 
 def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
-                sink: str | None = None, storage_options: dict[str, Any] | None = None
-                ) -> tuple[tuple[Rerun, ...], int]:
+                sink: Location | None = None) -> tuple[tuple[Rerun, ...], int]:
     """The uncommitted batches a restart runs first, and the state version it then loads.
 
     Spark re-runs the newest planned batch without a commit. A file sink that already
@@ -374,7 +370,7 @@ def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
     batch_s, batch_source = _batch_seconds(ckpt, timings)
     skipping = True
     for batch in ckpt.uncommitted_batches:
-        done = file_sink_committed(sink, batch, storage_options) if sink and skipping else None
+        done = file_sink_committed(sink, batch) if sink and skipping else None
         if done:
             reruns.append(Rerun(batch, "skip", *_skip_seconds(timings)))
             version = batch + 1
@@ -414,8 +410,8 @@ def _what_if(instances: Sequence[StoreInstance], version: int, model: CostModel,
 
 
 def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None = None,
-                      timings: Sequence[BatchTiming] | None = None, sink: str | None = None,
-                      storage_options: dict[str, Any] | None = None,
+                      timings: Sequence[BatchTiming] | None = None,
+                      sink: Location | None = None,
                       rto_s: float | None = None, current_min_deltas: int | None = None
                       ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
@@ -423,7 +419,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
 
     model = model or default_model(ckpt)
     inventory = ckpt.inventory
-    reruns, version = plan_reruns(ckpt, timings, sink, storage_options)
+    reruns, version = plan_reruns(ckpt, timings, sink)
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
     bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
@@ -467,13 +463,13 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                             recommendation, tuple(notes))
 
 
-def _rerun_notes(reruns: Sequence[Rerun], sink: str | None, version: int) -> list[str]:
+def _rerun_notes(reruns: Sequence[Rerun], sink: Location | None, version: int) -> list[str]:
     notes = []
     for rerun in reruns:
         if rerun.action == "skip":
             notes.append(f"batch {rerun.batch} was planned but not committed, and the file "
-                         f"sink {sink} already committed it: the restart re-plans it and "
-                         f"writes nothing; state then loads at version {version}")
+                         f"sink {sink.url if sink else '-'} already committed it: the restart "
+                         f"re-plans it and writes nothing; state then loads at version {version}")
         else:
             notes.append(f"batch {rerun.batch} was planned but not committed: the restart "
                          f"re-runs it first ({rerun.source})")

@@ -18,6 +18,7 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_facts
 from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
 from statekit.checkpoint.state_data import zip_metadata
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
@@ -162,9 +163,9 @@ def _span(parts: list[int]) -> str:
     return shown + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
 
 
-def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter
+def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter[str]
                     ) -> list[Finding]:
-    where = dict(operator_id=report.operator_id, store=report.store)
+    op, store = report.operator_id, report.store
     label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
     found: list[Finding] = []
     unloadable = [p.partition for p in report.partitions
@@ -175,14 +176,15 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
             f"{label}: partitions {_span(unloadable)} lack the files to rebuild version "
             f"{report.committed_version} (missing change files before the first snapshot, or "
             "SST files a zip references are gone); the query will fail "
-            "to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable), **where))
+            "to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable),
+            operator_id=op, store=store))
     if report.missing_partitions:
         found.append(Finding(
             "missing-partitions", "warning",
             f"{label}: no state files at all for partitions "
             f"{_span(list(report.missing_partitions))} of {report.num_partitions}; they were "
             "never written or were deleted",
-            partitions=report.missing_partitions, **where))
+            partitions=report.missing_partitions, operator_id=op, store=store))
     committed = report.committed_version or 0
     never = [p.partition for p in report.partitions
              if p.latest_snapshot is None and p.deltas > min_deltas]
@@ -193,7 +195,7 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
             f"change file since version 1 (up to {committed}). Snapshots come from the "
             "background maintenance task (spark.sql.streaming.stateStore.maintenanceInterval); "
             "check that executors live long enough for it to run",
-            partitions=tuple(never), **where))
+            partitions=tuple(never), operator_id=op, store=store))
     threshold = 2 * min_deltas
     lagging = [p.partition for p in report.partitions
                if p.latest_snapshot is not None and (p.versions_since_snapshot or 0) > threshold]
@@ -204,7 +206,8 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
             f"{label}: partitions {_span(lagging)} are more than 2×minDeltasForSnapshot "
             f"({threshold}) versions past their last snapshot (worst: {worst}); restarts replay "
             "that many change files. Maintenance is falling behind (slow storage, short-lived "
-            "executors, or a long maintenanceInterval)", partitions=tuple(lagging), **where))
+            "executors, or a long maintenanceInterval)", partitions=tuple(lagging),
+            operator_id=op, store=store))
     orphaned = [p.partition for p in report.partitions if p.orphans]
     if orphaned:
         count = sum(p.orphans for p in report.partitions)
@@ -216,7 +219,7 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
         found.append(Finding(
             "orphan-files", "warning" if orphan_reasons.get(ORPHAN_STALE) else "info",
             f"{label}: {count} files ({size} bytes) belong to no retained version ({reasons}): "
-            f"{explain}", partitions=tuple(orphaned), **where))
+            f"{explain}", partitions=tuple(orphaned), operator_id=op, store=store))
     return found
 
 
@@ -288,12 +291,13 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
             instances = inventory.instances_of(op_id, store)
             shown = [i for i in instances if partition is None or i.partition == partition]
             latest_zips = _latest_zips(ckpt, shown, last)
-            kinds, sizes = Counter(), Counter()
+            kinds: Counter[str] = Counter()
+            sizes: Counter[str] = Counter()
             for file in (f for i in instances for f in i.files):
                 kinds[file.kind] += 1
                 sizes[file.kind] += file.size
-            parts = []
-            reasons: Counter = Counter()  # of the shown partitions, like the finding's counts
+            parts: list[PartitionReport] = []
+            reasons: Counter[str] = Counter()  # of the shown partitions, like the finding's counts
             for instance in shown:
                 facts = instance_facts(instance, first, last)
                 reasons.update(o.reason for o in facts.orphans)
@@ -342,7 +346,7 @@ def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | N
     per partition, all in one call (concurrent on object stores)."""
     if last is None:
         return {}
-    chosen = {}
+    chosen: dict[int, StateFile] = {}
     for instance in instances:
         version = instance.latest_snapshot(last + 1)
         zips = [f for f in instance.of_kind("zip") if f.version == version]
@@ -352,7 +356,7 @@ def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | N
     return {part: found[file.path] for part, file in chosen.items()}
 
 
-def _provider_of(kinds: Counter, pinned: str) -> str:
+def _provider_of(kinds: Counter[str], pinned: str) -> str:
     """The provider the files show (they win over the conf if they disagree)."""
     if kinds["zip"] or kinds["changelog"] or kinds["sst"]:
         return "rocksdb"

@@ -15,7 +15,7 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
 from statekit.checkpoint.facts import instance_facts
 from statekit.checkpoint.layout import StateFile, classify
-from statekit.checkpoint.location import resolve
+from statekit.checkpoint.location import Location
 from statekit.checkpoint.state_data import (
     DecodedRecord,
     StoreSchema,
@@ -28,6 +28,7 @@ from statekit.errors import BadInput, NotACheckpoint, UnsupportedFormat
 from statekit.formats.compression import sniff_codec
 from statekit.formats.opening import open_binary
 from statekit.formats.records import read_state_file
+from statekit.formats.values import hex_preview, render_value
 
 
 @dataclass(frozen=True)
@@ -110,28 +111,36 @@ class OpenedFile:
     schema: StoreSchema | None
 
 
-def open_state_file(url: str, storage_options: dict | None = None) -> OpenedFile:
+def open_file(ckpt: Checkpoint, file: StateFile) -> OpenedFile:
+    """Decode one state file of an open checkpoint with its store's schema and codec."""
+    shown = ckpt.display(file.path)
+    _must_exist(ckpt.fs, file.path, shown)
+    schema = store_schemas(ckpt).get((file.operator_id, file.store))
+    return OpenedFile(shown, file.kind, decode_records(file_records(ckpt, file), schema, shown),
+                      schema)
+
+
+def open_state_file(location: Location) -> OpenedFile:
     """Open a ``.delta``/``.snapshot``/``.changelog`` file for decoding.
 
     When the file sits in a checkpoint (``…/state/<op>/<partition>/…``), the checkpoint's
     schema and codec are used; otherwise records are shown as hex and the codec is taken from
     the file's first bytes.
     """
-    marker = url.rfind("/state/")
-    if marker > 0:
+    url = location.url
+    marker = location.root.rfind("/state/")
+    url_marker = url.rfind("/state/")
+    if marker > 0 and url_marker > 0:
+        inside = location.root[marker + len("/state/"):]
+        root = Location(location.fs, location.root[:marker], url[:url_marker])
         try:
-            ckpt = open_checkpoint(url[:marker], storage_options)
+            ckpt = open_checkpoint(root)
         except (NotACheckpoint, BadInput):
             ckpt = None
         if ckpt is not None:
-            path = ckpt.location.path("state", url[marker + len("/state/"):])
-            item = classify(url[marker + len("/state/"):], 0, path)
+            item = classify(inside, 0, ckpt.location.path("state", inside))
             if isinstance(item, StateFile):
-                _must_exist(ckpt.fs, path, url)
-                schema = store_schemas(ckpt).get((item.operator_id, item.store))
-                records = file_records(ckpt, item)
-                return OpenedFile(url, item.kind, decode_records(records, schema, url), schema)
-    location = resolve(url, storage_options)
+                return open_file(ckpt, item)
     name = location.root.rsplit("/", 1)[-1]
     kind = next((k for k in ("delta", "snapshot", "changelog") if name.endswith("." + k)), None)
     if kind is None:
@@ -144,6 +153,15 @@ def open_state_file(url: str, storage_options: dict | None = None) -> OpenedFile
                                 path=url)
     records = read_state_file(location.fs, location.root, codec, kind, shown=url)
     return OpenedFile(url, kind, decode_records(records, None, url), None)
+
+
+def record_text(record: DecodedRecord, value_len: int | None = 400) -> tuple[str, str]:
+    """A record's key and value as a person reads them: decoded with the schema when it is
+    known, else hex; the value cut to ``value_len`` characters."""
+    key = render_value(record.key) if record.key is not None else hex_preview(record.key_bytes)
+    if record.value is not None:
+        return key, render_value(record.value, max_len=value_len)
+    return key, "" if record.value_bytes is None else hex_preview(record.value_bytes)
 
 
 def _must_exist(fs, path: str, shown: str) -> None:

@@ -48,7 +48,7 @@ def severity(verdict: str) -> int:
     return VERDICTS.index(verdict)
 
 
-def theil_sen(x: Sequence[float], y: Sequence[float]) -> float:
+def theil_sen(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Median of the slopes between every pair of points with distinct x."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     i, j = np.triu_indices(len(xs), k=1)
@@ -59,7 +59,7 @@ def theil_sen(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.median((ys[j] - ys[i])[ok] / dx[ok]))
 
 
-def mann_kendall(y: Sequence[float]) -> tuple[float, float]:
+def mann_kendall(y: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """``(S, p)``: the Mann–Kendall statistic and the one-sided p-value of "increasing"."""
     ys = np.asarray(y, dtype=float)
     n = len(ys)
@@ -119,7 +119,8 @@ class Trend:
         return asdict(self)
 
 
-def _thin(x: np.ndarray, y: np.ndarray, t: np.ndarray | None):
+def _thin(x: np.ndarray, y: np.ndarray, t: np.ndarray | None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     if len(x) <= MAX_POINTS:
         return x, y, t
     keep = np.unique(np.linspace(0, len(x) - 1, MAX_POINTS).round().astype(int))
@@ -163,26 +164,30 @@ def classify(x: Sequence[int], y: Sequence[float], timestamps_ms: Sequence[int |
     third = max(3, n_used // 3)
     early = theil_sen(xs[:third], ys[:third])
     late = theil_sen(xs[-third:], ys[-third:])
-    common = dict(points=n, first_x=first_x, last_x=last_x, window_first_x=int(rx[0]),
-                  last_value=last_value, slope=slope, slope_per_hour=per_hour, p_value=p_value,
-                  relative_growth=relative, early_slope=early, late_slope=late)
+    window_first_x = int(rx[0])
+
+    def trend(verdict: str, reason: str) -> Trend:
+        return Trend(verdict, points=n, first_x=first_x, last_x=last_x,
+                     window_first_x=window_first_x, last_value=last_value, slope=slope,
+                     slope_per_hour=per_hour, p_value=p_value, relative_growth=relative,
+                     early_slope=early, late_slope=late, reason=reason)
+
     window = f"the last {len(rx)} points"
     if float(ys.max()) <= 0:
-        return Trend(BOUNDED, reason="empty throughout", **common)
+        return trend(BOUNDED, reason="empty throughout")
     if slope <= 0 or p_value > alpha:
-        return Trend(BOUNDED, reason=f"no significant rise over {window} "
-                     f"(Mann–Kendall p={p_value:.2g}, slope {slope:+.3g}/step)", **common)
+        return trend(BOUNDED, reason=f"no significant rise over {window} "
+                     f"(Mann–Kendall p={p_value:.2g}, slope {slope:+.3g}/step)")
     _, p_whole = mann_kendall(ys)
     if p_whole > alpha_whole:
-        return Trend(BOUNDED, reason=f"the last {len(rx)} points rise (p={p_value:.2g}) but "
-                     f"the whole history does not (p={p_whole:.2g}): a swing, not a trend",
-                     **common)
+        return trend(BOUNDED, reason=f"the last {len(rx)} points rise (p={p_value:.2g}) but "
+                     f"the whole history does not (p={p_whole:.2g}): a swing, not a trend")
     if relative < min_relative:
-        return Trend(BOUNDED, reason=f"rises only {relative:+.1%} over {window}, below the "
-                     f"{min_relative:.0%} that counts as growth", **common)
+        return trend(BOUNDED, reason=f"rises only {relative:+.1%} over {window}, below the "
+                     f"{min_relative:.0%} that counts as growth")
     if n_used >= 9 and late > 0 and late >= ACCELERATION_RATIO * max(early, 0.0):
-        return Trend(ACCELERATING, reason=f"rises {relative:+.1%} over {window} "
+        return trend(ACCELERATING, reason=f"rises {relative:+.1%} over {window} "
                      f"(p={p_value:.2g}); the newest third rises {late:.3g}/step, the oldest "
-                     f"{early:.3g}/step", **common)
-    return Trend(GROWING, reason=f"rises {relative:+.1%} over {window} (Mann–Kendall "
-                 f"p={p_value:.2g}), {slope:+.3g}/step", **common)
+                     f"{early:.3g}/step")
+    return trend(GROWING, reason=f"rises {relative:+.1%} over {window} (Mann–Kendall "
+                 f"p={p_value:.2g}), {slope:+.3g}/step")

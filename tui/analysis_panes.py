@@ -80,7 +80,7 @@ class RecoveryPane(LazyPane):
     def compute(self, snapshot: Snapshot) -> Any:
         from statekit.recovery import estimate_recovery
 
-        return estimate_recovery(snapshot.ckpt, cores=self.app.cores)
+        return estimate_recovery(snapshot.ckpt, cores=self.tui.cores)
 
     def show_result(self, e: Any) -> None:
         self.title_line.update(Text.assemble(

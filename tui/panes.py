@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -21,8 +21,13 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
 
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.layout import StateFile
 from statekit.presentation import human_bytes, human_duration
 from statekit.tui.model import Snapshot, explain
+
+if TYPE_CHECKING:
+    from statekit.tui.app import StatekitApp
 
 
 def watermark_text(ms: int | None) -> str:
@@ -101,6 +106,11 @@ class Pane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.snapshot: Snapshot | None = None
+
+    @property
+    def tui(self) -> StatekitApp:
+        """The app, typed: its options (``storage_options``, ``cores``, ``allow_write``)."""
+        return cast("StatekitApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="title")
@@ -213,6 +223,7 @@ class OperatorsPane(Pane):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.path: list[str] = []  # the selected store, partition, file (row keys)
+        self.files: dict[str, StateFile] = {}  # the shown partition's files by path
         self.records: dict[str, str] = {}  # row key → the whole decoded record
         #: store → live keys per partition in this snapshot, or why they cannot be counted
         self.key_counts: dict[str, dict[int, int] | str] = {}
@@ -229,7 +240,7 @@ class OperatorsPane(Pane):
         if len(self.path) < 3 and event.row_key.value:
             self.path.append(event.row_key.value)
             self.table.filter_text = ""
-            self.app.clear_filter_box()
+            self.tui.clear_filter_box()
             self.render_snapshot()
 
     def back(self) -> None:
@@ -341,6 +352,7 @@ class OperatorsPane(Pane):
         self.title_line.update(f"operator {key} partition {partition}: files — Enter: records "
                                "· Esc: back")
         files = instance.files if instance else ()
+        self.files = {f.path: f for f in files}
         self.status.update(f"{len(files)} files")
         rel = self.snapshot.ckpt.location.relative
         self.table.load(("file", "kind", "version", "bytes"), [
@@ -350,27 +362,27 @@ class OperatorsPane(Pane):
     def _records(self, path: str) -> None:
         rel = self.snapshot.ckpt.location.relative(path)
         self.title_line.update(f"{rel}: decoded records (first {RECORD_LIMIT}) · Esc: back")
+        file = self.files.get(path)
+        if file is None:
+            self.show_error(f"{rel} is gone after the refresh")
+            return
         self.status.update("decoding…")
         self.table.load(("#", "op", "key", "value"), [])
-        self._decode(path)
+        self._decode(self.snapshot.ckpt, file)
 
     @work(thread=True, exclusive=True, group="records")
-    def _decode(self, path: str) -> None:
+    def _decode(self, ckpt: Checkpoint, file: StateFile) -> None:
         from itertools import islice
 
         from statekit.errors import StatekitError
-        from statekit.formats.values import hex_preview, render_value, shorten
-        from statekit.state_files import open_state_file
+        from statekit.formats.values import shorten
+        from statekit.state_files import open_file, record_text
 
-        ckpt = self.snapshot.ckpt
-        url = ckpt.location.display(path)
         try:
-            opened = open_state_file(url, dict(self.app.storage_options))
+            opened = open_file(ckpt, file)
             rows, whole = [], {}
             for n, r in enumerate(islice(opened.records, RECORD_LIMIT), 1):
-                key = render_value(r.key) if r.key is not None else hex_preview(r.key_bytes)
-                value = (render_value(r.value, max_len=DETAIL_LIMIT) if r.value is not None
-                         else "" if r.value_bytes is None else hex_preview(r.value_bytes))
+                key, value = record_text(r, DETAIL_LIMIT)
                 rows.append((str(n), (str(n), r.op, key, shorten(value, 200))))
                 whole[str(n)] = f"#{n} {r.op} key {key}\nvalue {value}"
         except StatekitError as error:

@@ -4,7 +4,7 @@ in a worker the first time one of them needs it, never for the other tabs."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -15,19 +15,30 @@ from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
 
 from statekit.presentation import human_bytes
+from statekit.tui.model import Snapshot
 from statekit.tui.panes import Pane, Table
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
-def spark_session(snapshot: Any) -> Any:
-    """The TUI's Spark session (started on first use, in a worker), with the reader confs
-    this checkpoint needs."""
+    from pyspark.sql import Row, SparkSession
+
+    from statekit.jobs.repartition import RepartitionResult
+    from statekit.jobs.repartition_action import PreparedRepartition, RepartitionOutcome
+    from statekit.jobs.state_reader import StateTarget
+    from statekit.repartition.plan import RepartitionPlan
+
+
+def spark_session() -> SparkSession:
+    """A Spark session of the TUI's own (the JVM starts on first use, in a worker).
+
+    Each screen gets a new session over the one SparkContext: its SQL confs are its own, so
+    what one screen sets for a read never reaches another screen (or a notebook sharing the
+    JVM); and each read sets the confs it needs only while it runs (``session_confs``).
+    """
     from statekit.jobs.session import build_session
-    from statekit.jobs.state_reader import reader_confs
 
-    spark = build_session("statekit-tui")
-    for key, value in reader_confs(snapshot.ckpt).items():
-        spark.conf.set(key, value)
-    return spark
+    return build_session("statekit-tui").newSession()
 
 
 class StatePane(Pane):
@@ -47,9 +58,10 @@ class StatePane(Pane):
         self.pages: list[list[tuple]] = []
         self.columns: list[str] = []
         self.page = 0
-        self.rows_iter: Any = None
+        self.rows_iter: Iterator[Row] | None = None
         self.exhausted = False
-        self.spark: Any = None
+        self.spark: SparkSession | None = None
+        self.confs: dict[str, str] = {}  # the reader confs, set while Spark reads
         self.spark_filter = ""  # rows shown contain this (evaluated by Spark over all rows)
 
     def filter_typed(self, text: str) -> None:
@@ -101,26 +113,33 @@ class StatePane(Pane):
         def say(message: str) -> None:
             self.app.call_from_thread(self.status.update, message)
 
+        snapshot = self.snapshot
+        if snapshot is None:
+            return
         try:
             from statekit.jobs.state_reader import (
                 flatten,
                 read_state,
+                reader_confs,
                 resolve_target,
                 rows_containing,
+                session_confs,
             )
 
-            target = resolve_target(self.snapshot.ckpt, operator=operator)
+            target = resolve_target(snapshot.ckpt, operator=operator)
             if self.spark is None:
                 say("starting Spark (the JVM takes a few seconds)…")
-                self.spark = spark_session(self.snapshot)
+                self.spark = spark_session()
             wanted = self.spark_filter
             say(f"planning the read of {target.label}"
                 + (f" (rows containing {wanted!r})" if wanted else "") + "…")
-            frame = flatten(read_state(self.spark, target))
-            if wanted:
-                frame = rows_containing(frame, wanted)
-            columns = list(frame.columns)
-            rows_iter = frame.toLocalIterator()
+            self.confs = reader_confs(snapshot.ckpt)
+            with session_confs(self.spark, self.confs):
+                frame = flatten(read_state(self.spark, target))
+                if wanted:
+                    frame = rows_containing(frame, wanted)
+                columns = list(frame.columns)
+                rows_iter = frame.toLocalIterator()
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
             return
@@ -131,7 +150,8 @@ class StatePane(Pane):
             return
         self.app.call_from_thread(self._opened, target, columns, rows_iter)
 
-    def _opened(self, target: Any, columns: list[str], rows_iter: Any) -> None:
+    def _opened(self, target: StateTarget, columns: list[str], rows_iter: Iterator[Row]
+                ) -> None:
         self.operator = target.operator_id
         shown = (f"rows containing {self.spark_filter!r} (Esc: all rows)" if self.spark_filter
                  else "/: rows containing a text, searched by Spark")
@@ -144,9 +164,14 @@ class StatePane(Pane):
     def _fetch(self) -> None:
         from itertools import islice
 
+        from statekit.jobs.state_reader import session_confs
+
         self.app.call_from_thread(self.status.update, "reading rows…")
+        if self.spark is None or self.rows_iter is None:
+            return
         try:
-            rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
+            with session_confs(self.spark, self.confs):
+                rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
         except Exception as error:
             from statekit.jobs.errors import first_line
 
@@ -195,29 +220,47 @@ class ConfirmScreen(ModalScreen[bool]):
 class RepartitionPane(Pane):
     """The dry-run plan for a partition count (Enter in the inputs), and — only when the app
     was started with ``--allow-write`` — its execution (``x``) after a confirmation, with
-    progress and the verification result. The source is only ever read."""
+    progress and the verification result. The source is only ever read.
+
+    The steps are :mod:`statekit.jobs.repartition_action`'s, exactly as ``statekit
+    repartition`` runs them: refusals before Spark starts, reader confs for the run only, and
+    the file sink's entry for the repartition batch when a sink folder is given."""
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("x", "execute", "Execute")]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.plan: Any = None
-        self.result: Any = None
-        self.spark: Any = None
+        self.prepared: PreparedRepartition | None = None
+        self.outcome: RepartitionOutcome | None = None
+        self.spark: SparkSession | None = None
+
+    @property
+    def plan(self) -> RepartitionPlan | None:
+        """The plan of the last dry run (None before one, and after it was executed)."""
+        return self.prepared.plan if self.prepared is not None else None
+
+    @property
+    def result(self) -> RepartitionResult | None:
+        """The last executed repartition's result."""
+        return self.outcome.result if self.outcome is not None else None
 
     def compose(self) -> ComposeResult:
-        yield Static("repartition into a NEW checkpoint — partitions, target, Enter: plan "
-                     "(dry run); x: execute (needs --allow-write)", classes="title")
+        yield Static("repartition into a NEW checkpoint — Enter in a field: plan (dry run) · "
+                     "x: execute (needs --allow-write)", classes="title")
         with Horizontal(classes="form"):
             yield Input(placeholder="partitions", id="rp-partitions", type="integer")
             yield Input(placeholder="target folder", id="rp-target")
             yield Checkbox("force (the query is stopped)", id="rp-force")
+        with Horizontal(classes="form"):
+            yield Input(placeholder="the query's file sink output folder (optional): its "
+                                    "_spark_metadata gets the repartition batch's entry",
+                        id="rp-file-sink")
         yield Static("", classes="status")
         yield Table(classes="main")
 
     def render_snapshot(self) -> None:
         target = self.query_one("#rp-target", Input)
-        if not target.value:
+        if not target.value and self.snapshot is not None:
             target.value = self.snapshot.ckpt.location.url.rstrip("/") + "-repartitioned"
 
     def focus_main(self) -> None:
@@ -227,39 +270,39 @@ class RepartitionPane(Pane):
         event.stop()
         self.plan_dry_run()
 
-    def _request(self) -> tuple[int, str, bool] | None:
+    def _request(self) -> tuple[int, str, str, bool] | None:
         text = self.query_one("#rp-partitions", Input).value.strip()
         if not text.isdigit() or int(text) < 1:
             self.show_error("enter the new number of partitions")
             return None
         return (int(text), self.query_one("#rp-target", Input).value.strip(),
+                self.query_one("#rp-file-sink", Input).value.strip(),
                 self.query_one("#rp-force", Checkbox).value)
 
     def plan_dry_run(self) -> None:
         request = self._request()
-        if request:
+        if request and self.snapshot is not None:
             self.status.update("planning…")
-            self._dry_run(*request)
+            self._dry_run(self.snapshot, *request)
+
+    def _say(self, message: str) -> None:
+        self.app.call_from_thread(self.status.update, message)
 
     @work(thread=True, exclusive=True, group="repartition")
-    def _dry_run(self, partitions: int, target: str, force: bool) -> None:
+    def _dry_run(self, snapshot: Snapshot, partitions: int, target: str, file_sink: str,
+                 force: bool) -> None:
         from statekit.checkpoint.location import resolve
         from statekit.errors import StatekitError
-        from statekit.repartition.plan import plan_repartition
+        from statekit.jobs.repartition_action import prepare, run
 
-        ckpt = self.snapshot.ckpt
-        options = dict(self.app.storage_options)
+        options = dict(self.tui.storage_options)
         try:
-            plan = plan_repartition(ckpt, resolve(target, options), partitions, force=force)
-            self.app.call_from_thread(self.status.update,
-                                      "counting keys per new partition (starting Spark)…")
-            from statekit.jobs.repartition import count_per_new_partition, key_field_names
-            from statekit.jobs.state_reader import spark_path
-
-            spark = self._session()
-            plan.keys_per_partition.update(count_per_new_partition(
-                spark, source_path=spark_path(ckpt), plan=plan,
-                key_fields=key_field_names(ckpt)))
+            prepared = prepare(snapshot.ckpt, resolve(target, options), partitions,
+                               storage_options=options,
+                               file_sink=resolve(file_sink, options) if file_sink else None,
+                               force=force)
+            self._say("counting keys per new partition (starting Spark)…")
+            run(self._session(), prepared, dry_run=True, progress=self._say)
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
             return
@@ -268,23 +311,26 @@ class RepartitionPane(Pane):
 
             self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
             return
-        self.app.call_from_thread(self._planned, plan)
+        self.app.call_from_thread(self._planned, prepared)
 
-    def _session(self) -> Any:
+    def _session(self) -> SparkSession:
         if self.spark is None:
-            self.spark = spark_session(self.snapshot)
+            self.spark = spark_session()
         return self.spark
 
-    def _planned(self, plan: Any) -> None:
-        self.plan = plan
+    def _planned(self, prepared: PreparedRepartition) -> None:
+        self.prepared = prepared
+        plan = prepared.plan
         estimate = plan.estimate()
         sizes = plan.bytes_per_partition()
+        sink = prepared.file_sink
         self.status.update(
             f"batch {plan.last_committed} → repartition batch {plan.repartition_batch}, state "
             f"version {plan.state_version}; {plan.from_partitions} → {plan.to_partitions} "
             f"partitions; {plan.files_to_write} files to write; estimated "
             f"{estimate['seconds'] or 0:.0f} s"
-            + ("" if self.app.allow_write else " · read-only: start with --allow-write to "
+            + (f"; file sink: will write {sink.url}" if sink else "")
+            + ("" if self.tui.allow_write else " · read-only: start with --allow-write to "
                "execute"))
         rows = []
         for key, counts in plan.keys_per_partition.items():
@@ -299,52 +345,53 @@ class RepartitionPane(Pane):
         self.table.focus()  # so x (execute) reaches the pane
 
     def action_execute(self) -> None:
-        if not self.app.allow_write:
+        if not self.tui.allow_write:
             self.show_error("read-only: start statekit tui with --allow-write to execute a "
                             "repartition")
             return
-        if self.plan is None:
+        prepared = self.prepared
+        if prepared is None:
             self.show_error("plan first (Enter in the inputs): the dry run shows what will "
                             "be written")
             return
-        plan = self.plan
+        plan = prepared.plan
+        sink = (f" Then add the repartition batch's entry to the file sink "
+                f"{prepared.file_sink.sink.url}, which from then on belongs to the new "
+                "checkpoint." if prepared.file_sink else "")
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._execute(plan)
+                self._execute(prepared)
 
         self.app.push_screen(ConfirmScreen(
             f"Write a new checkpoint {plan.target} with {plan.to_partitions} partitions from "
-            f"{plan.source}? The source is only read."), answered)
+            f"{plan.source}? The source is only read.{sink}"), answered)
 
     @work(thread=True, exclusive=True, group="repartition")
-    def _execute(self, plan: Any) -> None:
-        from statekit.checkpoint.location import resolve
+    def _execute(self, prepared: PreparedRepartition) -> None:
         from statekit.errors import StatekitError
-        from statekit.repartition.staging import Staging
-
-        ckpt = self.snapshot.ckpt
-        options = dict(self.app.storage_options)
-
-        def say(message: str) -> None:
-            self.app.call_from_thread(self.status.update, message)
+        from statekit.jobs.repartition_action import run
 
         try:
-            from statekit.jobs.repartition import run_repartition
-
-            result = run_repartition(self._session(), ckpt, plan,
-                                     Staging(resolve(plan.target, options), ckpt.location.url),
-                                     storage_options=options, progress=say)
+            outcome = run(self._session(), prepared, progress=self._say)
         except StatekitError as error:
             self.app.call_from_thread(self.show_error, str(error))
             return
-        self.app.call_from_thread(self._executed, result)
+        except Exception as error:
+            from statekit.jobs.errors import first_line
 
-    def _executed(self, result: Any) -> None:
-        self.result = result
+            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+            return
+        self.app.call_from_thread(self._executed, outcome)
+
+    def _executed(self, outcome: RepartitionOutcome) -> None:
+        self.outcome = outcome
+        result = outcome.result
+        assert result is not None
         check = result.verification
         verdict = "verified: identical rows, all in place, state-metadata agrees" if \
             check is not None and check.ok else "NOT verified"
+        sink = f"; file sink entry {outcome.file_sink_entry}" if outcome.file_sink_entry else ""
         self.status.update(Text(f"published {result.target} in {result.seconds:.1f} s — "
-                                f"{verdict}", style="bold green"))
-        self.plan = None
+                                f"{verdict}{sink}", style="bold green"))
+        self.prepared = None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
 from statekit.cli.runner import run_cli
 from statekit.progress_log import parse_timings
 from statekit.recovery import estimate_recovery
@@ -63,7 +64,7 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
 
     ckpt, out, batch = crashed_copy(run, tmp_path / "rerun", sink_committed=False)
     rerun = estimate_recovery(open_checkpoint(str(ckpt)), cores=2, timings=timings,
-                              sink=str(out))
+                              sink=resolve(str(out)))
     assert [(r.batch, r.action) for r in rerun.reruns] == [(batch, "re-run")]
     assert rerun.version == batch  # the re-run loads the last committed version + 1
     assert all(w.loadable for w in rerun.instances)
@@ -76,7 +77,7 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
 
     ckpt, out, batch = crashed_copy(run, tmp_path / "skip", sink_committed=True)
     skipped = estimate_recovery(open_checkpoint(str(ckpt)), cores=2, timings=timings,
-                                sink=str(out))
+                                sink=resolve(str(out)))
     assert [(r.batch, r.action) for r in skipped.reruns] == [(batch, "skip")]
     assert skipped.version == clean.version  # loads what the crashed run wrote
     assert 0 < skipped.rerun_s < rerun.rerun_s

@@ -176,7 +176,8 @@ def test_repartition_without_allow_write(in_repo, tmp_path):
         await pilot.press(*"2", "tab")
         target = app.query_one("#rp-target")
         target.value = "reference_hdfs-2-partitions"
-        await pilot.press("tab", "tab", "x")  # past the target and the checkbox, then execute
+        # past the target, the file sink and the checkbox, then execute
+        await pilot.press("tab", "tab", "tab", "x")
 
     check_snapshot("repartition-read-only", shoot(FIXTURE, steps), tmp_path)
 

@@ -7,8 +7,8 @@ import json
 import fsspec
 import pytest
 
-from statekit.cli.growth_cmd import parse_size
 from statekit.cli.main import cli
+from statekit.cli.params import parse_size
 from statekit.cli.runner import run_cli
 from statekit.errors import BadInput
 from statekit.presentation import sparkline
@@ -60,7 +60,14 @@ def test_fail_on_accelerating_ignores_linear_growth(tmp_path, capsys):
     (["growth", "--progress", "{tmp}"], 3, "is a folder"),
     (["growth", "{tmp}"], 3, "not a Structured Streaming checkpoint"),
     (["growth", "--progress", "{tmp}/bad.jsonl"], 4, "bad.jsonl: line 1 is not valid JSON"),
-    (["growth", "--progress", "{tmp}/ok.jsonl", "--max-bytes", "lots"], 3, "--max-bytes"),
+    (["growth", "--progress", "{tmp}/ok.jsonl", "--max-bytes", "lots"], 2,
+     "Invalid value for '--max-bytes': cannot read 'lots' as a size"),
+    # usage errors come before any work (the missing checkpoint is never opened)
+    (["growth", "{tmp}/missing", "--max-bytes", "-5e9"], 2, "'-5e9' is not a positive size"),
+    (["growth", "{tmp}/missing", "--max-keys", "nan"], 2, "'nan' is not a positive number"),
+    (["growth", "{tmp}/missing", "--max-keys", "inf"], 2, "'inf' is not a positive number"),
+    (["growth", "{tmp}/missing", "--max-keys", "-1"], 2, "'-1' is not a positive number"),
+    (["growth", "{tmp}/missing", "--max-keys", "many"], 2, "cannot read 'many' as a number"),
 ])
 def test_bad_input_is_one_line_with_its_code(tmp_path, capsys, args, code, message):
     (tmp_path / "bad.jsonl").write_text("{oops\n")

@@ -6,6 +6,7 @@ import fsspec
 import pytest
 
 from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
 from statekit.progress_log import BatchTiming
 from statekit.recovery import (
     DEFAULT_MODELS,
@@ -73,19 +74,19 @@ def test_batch_the_file_sink_already_committed_is_skipped(tmp_path):
     for batch in range(10):
         (sink / "_spark_metadata" / str(batch)).write_text("v1\n")
     timings = [BatchTiming(b, 2.0, 1.5) for b in range(5)]
-    pending = estimate_recovery(ckpt, cores=2, timings=timings, sink=str(sink))
+    pending = estimate_recovery(ckpt, cores=2, timings=timings, sink=resolve(str(sink)))
     assert pending.reruns[0].action == "re-run" and pending.version == 10
     (sink / "_spark_metadata" / "10").write_text("v1\n")
-    skipped = estimate_recovery(ckpt, cores=2, timings=timings, sink=str(sink))
+    skipped = estimate_recovery(ckpt, cores=2, timings=timings, sink=resolve(str(sink)))
     assert skipped.reruns[0].action == "skip" and skipped.rerun_s == pytest.approx(0.5)
     assert skipped.version == 11  # the next batch loads what the crashed run wrote
     assert any("already committed" in n for n in skipped.notes)
     compacted = tmp_path / "out2" / "_spark_metadata"
     compacted.mkdir(parents=True)
     (compacted / "10.compact").write_text("v1\n")
-    assert file_sink_committed(str(compacted.parent), 10) is True
-    assert file_sink_committed(str(tmp_path / "nowhere"), 10) is None
-    default = estimate_recovery(ckpt, cores=2, sink=str(sink))
+    assert file_sink_committed(resolve(str(compacted.parent)), 10) is True
+    assert file_sink_committed(resolve(str(tmp_path / "nowhere")), 10) is None
+    default = estimate_recovery(ckpt, cores=2, sink=resolve(str(sink)))
     assert default.reruns[0].action == "skip" and default.rerun_s == SKIPPED_BATCH_S
 
 
@@ -127,7 +128,7 @@ def test_cli_json_and_bad_rto(tmp_path, capsys):
     import json
 
     from statekit.cli.main import cli
-    from statekit.cli.recovery_cmd import parse_duration
+    from statekit.cli.params import parse_duration
     from statekit.cli.runner import run_cli
 
     root = tmp_path / "ck"
@@ -139,8 +140,13 @@ def test_cli_json_and_bad_rto(tmp_path, capsys):
     assert data["cores"] == 2 and data["rerun_batches"] == [10]
     assert data["model"]["source"] == "calibrated" and data["calibration"]["files"] > 0
     assert data["recommendation"] == 100
-    assert run_cli(cli, "statekit", ["recovery", str(root), "--rto", "soon"]) == 3
-    assert "--rto: cannot read 'soon'" in capsys.readouterr().err
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--rto", "soon"]) == 2
+    assert "Invalid value for '--rto': cannot read 'soon'" in capsys.readouterr().err
+    # a usage error, found before any work: even before the checkpoint is opened
+    assert run_cli(cli, "statekit", ["recovery", str(tmp_path / "missing"), "--rto", "3x",
+                                     "--calibrate"]) == 2
+    assert "Invalid value for '--rto': cannot read '3x' as a duration" in \
+        capsys.readouterr().err
     assert parse_duration("500ms") == 0.5 and parse_duration("2m") == 120
     assert parse_duration("1.5h") == 5400 and parse_duration("30") == 30
 
@@ -191,7 +197,7 @@ def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
     sink = tmp_path / "out" / "_spark_metadata"
     sink.mkdir(parents=True)
     (sink / "10").write_text("v1")
-    (skip,), version = plan_reruns(ckpt, [*run_a, *run_b], sink=str(sink.parent))
+    (skip,), version = plan_reruns(ckpt, [*run_a, *run_b], sink=resolve(str(sink.parent)))
     assert skip.action == "skip" and version == 11
     # warm batches only (not a run's first): 0.2, 0.1, 0.1, 0.2, 0.1 → 0.1 (cold 2.0/1.5 left out)
     assert skip.seconds == pytest.approx(0.1)

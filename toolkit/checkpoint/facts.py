@@ -71,12 +71,12 @@ def instance_facts(instance: StoreInstance, first_batch: int | None,
     start = max(first_batch if first_batch is not None else committed, 0)
     low_snapshot = instance.latest_snapshot(start)
     low = low_snapshot if low_snapshot is not None else 0
-    orphans = []
+    found: list[Orphan] = []
     for file in instance.files:
         if file.version is None:
             continue
         if file.version > committed:
-            orphans.append(Orphan(file, ORPHAN_UNCOMMITTED))
+            found.append(Orphan(file, ORPHAN_UNCOMMITTED))
         elif file.version < low:
-            orphans.append(Orphan(file, ORPHAN_STALE))
-    return InstanceFacts(committed, latest_snapshot, lag, loadable, to_load, tuple(orphans))
+            found.append(Orphan(file, ORPHAN_STALE))
+    return InstanceFacts(committed, latest_snapshot, lag, loadable, to_load, tuple(found))

@@ -13,7 +13,7 @@ version arithmetic every analysis needs: which versions exist, the latest snapsh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from statekit.checkpoint.layout import MetaFile, StateFile, classify
@@ -130,7 +130,8 @@ class StateInventory:
             yield from self.instances[key].files
 
 
-def build_inventory(listing: Iterable[tuple[str, int]], relative) -> StateInventory:
+def build_inventory(listing: Iterable[tuple[str, int]],
+                    relative: Callable[[str], str]) -> StateInventory:
     """Classify a listing of ``state/`` into an inventory.
 
     Parameters
@@ -163,7 +164,8 @@ def build_inventory(listing: Iterable[tuple[str, int]], relative) -> StateInvent
     }
     # A partition folder holding only a schema file still is a store instance (with no data).
     for item in meta:
-        if item.kind == "schema" and item.partition is not None and item.store is not None:
+        if (item.kind == "schema" and item.operator_id is not None
+                and item.partition is not None and item.store is not None):
             key = (item.operator_id, item.store, item.partition)
             instances.setdefault(key, StoreInstance(*key, files=()))
     return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,

@@ -52,10 +52,13 @@ def store_schemas(ckpt: Checkpoint) -> dict[tuple[int, str], StoreSchema]:
     inventory = ckpt.inventory
     chosen: dict[tuple[int, str], str] = {}
     for meta in inventory.meta("schema"):
-        if meta.partition == 0:
+        # layout.classify always gives schema files an operator id and a store
+        if meta.partition == 0 and meta.operator_id is not None and meta.store is not None:
             chosen[(meta.operator_id, meta.store)] = meta.path
     newest_v3: dict[tuple[int, str], tuple[int, str]] = {}
     for meta in inventory.meta("schema-v3"):
+        if meta.operator_id is None:  # never: layout.classify gives these an operator id
+            continue
         key = (meta.operator_id, meta.store or "default")
         rank = (meta.batch_id or -1, meta.path)
         if key not in newest_v3 or rank > newest_v3[key]:
@@ -147,7 +150,8 @@ def replay(ckpt: Checkpoint, instance: StoreInstance, version: int) -> dict[byte
             if record.op == "delete":
                 state.pop(record.key, None)
             elif record.op == "put":
-                state[record.key] = record.value
+                if record.value is not None:  # always: a put carries its value
+                    state[record.key] = record.value
             else:
                 raise UnsupportedFormat(f"{record.op} records (list state) are not replayed",
                                         path=ckpt.display(file.path))

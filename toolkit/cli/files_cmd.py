@@ -15,6 +15,7 @@ from statekit.cli.options import (
     open_from_cli,
     parse_storage_options,
     print_json,
+    storage_option,
 )
 from statekit.cli.render import console
 from statekit.presentation import dash, human_bytes
@@ -114,8 +115,7 @@ def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
 
 @click.command("dump")
 @click.argument("file", metavar="FILE")
-@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
-              help="fsspec storage option for object stores (repeatable).")
+@storage_option
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after this many records.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per record (JSON lines) instead of a table.")
@@ -127,10 +127,10 @@ def dump_command(file, storage_option, limit, as_json):
 
     Example: statekit dump demo/checkpoint/state/0/3/12.delta --limit 20
     """
-    from statekit.formats.values import hex_preview, render_value
-    from statekit.state_files import open_state_file
+    from statekit.checkpoint.location import resolve
+    from statekit.state_files import open_state_file, record_text
 
-    opened = open_state_file(file, parse_storage_options(storage_option))
+    opened = open_state_file(resolve(file, parse_storage_options(storage_option)))
     records = islice(opened.records, limit) if limit is not None else opened.records
     if as_json:
         for r in records:
@@ -149,11 +149,7 @@ def dump_command(file, storage_option, limit, as_json):
     table.add_column("value", overflow="fold")
     count = 0
     for count, r in enumerate(records, 1):
-        key = render_value(r.key) if r.key is not None else hex_preview(r.key_bytes)
-        if r.value is not None:
-            value = render_value(r.value, max_len=400)
-        else:
-            value = "" if r.value_bytes is None else hex_preview(r.value_bytes)
+        key, value = record_text(r)
         table.add_row(str(count), r.op, escape(key), escape(value))
     out = console()
     out.print(table)

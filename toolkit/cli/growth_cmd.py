@@ -7,59 +7,36 @@ Exit codes make it an alert: with ``--fail-on growing`` the command exits with
 
 from __future__ import annotations
 
-import re
-from contextlib import contextmanager
-
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from statekit.cli.options import json_option, open_from_cli, print_json, read_progress_log
-from statekit.cli.render import console
-from statekit.errors import EXIT_GROWTH, BadInput
+from statekit.cli.options import (
+    json_option,
+    open_from_cli,
+    print_json,
+    read_progress_log,
+    spark_options,
+    storage_option,
+)
+from statekit.cli.params import COUNT, SIZE
+from statekit.cli.render import console, status
+from statekit.errors import EXIT_GROWTH
+from statekit.formats.values import shorten
 from statekit.presentation import human_bytes, sparkline
 
 _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold red reverse",
           "insufficient-history": "bold yellow"}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> float:
-    """``10GiB``, ``500MB``, ``2e9`` or ``123`` → bytes."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    match = _SIZE.match(text)
-    if not match:
-        raise BadInput(f"--max-bytes: cannot read {text!r} as a size (e.g. 10GiB, 500MB)")
-    number, prefix, binary = match.groups()
-    power = "kmgtp".find(prefix.lower()) + 1 if prefix else 0
-    return float(number) * (1024 if binary else 1000) ** power
-
-
-@contextmanager
-def _status(enabled: bool):
-    """A one-line progress message on stderr (never mixed into ``--json`` output)."""
-    if not enabled:
-        yield lambda message: None
-        return
-    err = Console(stderr=True)
-    with err.status("reading state files…") as status:
-        yield lambda message: status.update(escape(message))
-
-
 @click.command("growth")
 @click.argument("checkpoint", metavar="[CKPT]", required=False)
-@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
-              help="fsspec storage option for object stores (repeatable).")
+@storage_option
 @click.option("--operator", type=int, help="Only this operator id.")
 @click.option("--progress", "progress_log", metavar="FILE",
               help="StreamingQueryProgress JSON (one object per line, or a JSON array): "
                    "history beyond the retained batches.")
-@click.option("--max-keys", type=float, help="Project when the state reaches this many keys.")
-@click.option("--max-bytes", help="Project when the state reaches this size (e.g. 50GiB).")
+@click.option("--max-keys", type=COUNT, help="Project when the state reaches this many keys.")
+@click.option("--max-bytes", type=SIZE,
+              help="Project when the state reaches this size (e.g. 50GiB).")
 @click.option("--stale-after", type=click.IntRange(min=1),
               help="Versions without change after which a key counts as untouched "
                    "(default: a third of the history, 2..10).")
@@ -68,9 +45,7 @@ def _status(enabled: bool):
 @click.option("--deep", is_flag=True,
               help="Also read Spark's change feed (or row counts) and cross-check the files "
                    "(starts a JVM).")
-@click.option("--master", default=None, help="Spark master for --deep (default local[*]).")
-@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
-              help="Extra Spark settings for --deep, repeatable.")
+@spark_options
 @click.option("--history", "show_history", is_flag=True,
               help="Print the per-version table of every store.")
 @json_option
@@ -91,10 +66,9 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
         raise click.UsageError("--deep needs a checkpoint")
     ckpt = open_from_cli(checkpoint, storage_option) if checkpoint else None
     progress = read_progress_log(progress_log, storage_option) if progress_log else ()
-    limit_bytes = parse_size(max_bytes) if max_bytes else None
-    with _status(not as_json) as on_progress:
+    with status(not as_json, "reading state files…") as on_progress:
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
-                         max_bytes=limit_bytes, stale_after=stale_after,
+                         max_bytes=max_bytes, stale_after=stale_after,
                          on_progress=on_progress)
         checks = _deep(ckpt, report, master, confs, on_progress) if deep else []
     if as_json:
@@ -203,7 +177,7 @@ def _oldest_table(store) -> Table:
         value = "" if k.value is None else str(k.value)
         table.add_row(str(k.partition), str(k.last_changed), f"{bound}{k.age}",
                       escape(str(k.key) if k.key is not None else k.key_hex),
-                      escape(value[:80] + ("…" if len(value) > 80 else "")))
+                      escape(shorten(value, 81)))
     return table
 
 

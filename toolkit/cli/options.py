@@ -43,13 +43,25 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
-def checkpoint_options(command: Callable) -> Callable:
-    """Add the CKPT argument and ``--storage-option``."""
-    command = click.option(
+def storage_option(command: Callable) -> Callable:
+    """Add ``--storage-option KEY=VALUE`` (repeatable)."""
+    return click.option(
         "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
         help="fsspec storage option for object stores (repeatable; JSON values allowed), "
              f"merged over ${STORAGE_OPTIONS_ENV}.")(command)
-    return click.argument("checkpoint", metavar="CKPT")(command)
+
+
+def checkpoint_options(command: Callable) -> Callable:
+    """Add the CKPT argument and ``--storage-option``."""
+    return click.argument("checkpoint", metavar="CKPT")(storage_option(command))
+
+
+def spark_options(command: Callable) -> Callable:
+    """Add ``--master`` and ``--conf KEY=VALUE`` for commands that start Spark."""
+    command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+                           help="Extra Spark settings, repeatable.")(command)
+    return click.option("--master", default=None,
+                        help="Spark master URL (default local[*]).")(command)
 
 
 def json_option(command: Callable) -> Callable:

@@ -6,8 +6,6 @@ sample of state files to time the filesystem. Never starts a JVM.
 
 from __future__ import annotations
 
-import re
-
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -20,22 +18,10 @@ from statekit.cli.options import (
     print_json,
     read_progress_text,
 )
+from statekit.cli.params import DURATION
 from statekit.cli.render import console
-from statekit.errors import BadInput
 from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
-_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """``30s``, ``2m``, ``500ms``, ``1h`` or plain seconds → seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise BadInput(f"--rto: cannot read {text!r} as a duration (e.g. 30s, 2m)")
-    number, unit = match.groups()
-    return float(number) * _UNITS[unit.lower() if unit else None]
 
 
 @click.command("recovery")
@@ -50,8 +36,9 @@ def parse_duration(text: str) -> float:
 @click.option("--sink", metavar="PATH",
               help="The query's file sink folder: an uncommitted batch it already committed "
                    "(_spark_metadata/<batch>) is skipped on restart, not re-run.")
-@click.option("--rto", help="Recovery-time objective (e.g. 30s): recommend the largest "
-                            "minDeltasForSnapshot whose worst case meets it.")
+@click.option("--rto", type=DURATION,
+              help="Recovery-time objective (e.g. 30s): recommend the largest "
+                   "minDeltasForSnapshot whose worst case meets it.")
 @click.option("--min-deltas", type=click.IntRange(min=1),
               help="minDeltasForSnapshot the query runs with (added to the what-if table).")
 @click.option("--calibrate", is_flag=True,
@@ -64,25 +51,32 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
 
     Example: statekit recovery demo/checkpoint --rto 30s
     """
+    from statekit.checkpoint.location import resolve
+    from statekit.errors import StatekitError
     from statekit.progress_log import parse_timings
     from statekit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
     from statekit.recovery import calibrate as run_calibration
 
+    options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option)
     slots = (cores or usable_cpus()) * executors
+    sink_location = resolve(sink, options) if sink else None
     timings = None
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
                                              shown=progress_log)
         timings = timings or None
-        sink = sink or logged_sink
+        if sink_location is None and logged_sink:
+            try:  # the log's sink may be on a store this machine cannot reach: then unknown
+                sink_location = resolve(logged_sink, options)
+            except StatekitError:
+                sink_location = None
     model = default_model(ckpt)
     measured = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
-    estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings, sink=sink,
-                                 storage_options=parse_storage_options(storage_option),
-                                 rto_s=parse_duration(rto) if rto else None,
+    estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings,
+                                 sink=sink_location, rto_s=rto,
                                  current_min_deltas=min_deltas)
     if as_json:
         data = estimate.to_dict()
@@ -130,10 +124,11 @@ def _render(estimate, measured, rto) -> None:
                           str(w.files), human_bytes(w.bytes), f"{w.records:,.0f}",
                           str(w.changes), f"{w.seconds:.3f}")
         out.print(table)
+    objective = f"RTO {human_duration(rto)}" if rto else ""
     if not estimate.what_if:
         if rto:
-            meets = estimate.estimate_s <= parse_duration(rto)
-            out.print(f"RTO {rto}: the estimate {'meets' if meets else '[red]misses[/]'} it")
+            meets = estimate.estimate_s <= rto
+            out.print(f"{objective}: the estimate {'meets' if meets else '[red]misses[/]'} it")
         return
     table = Table(title="what if minDeltasForSnapshot were …", title_justify="left")
     for name in ("minDeltas", "worst case", "typical", "snapshot bytes written per batch"):
@@ -145,7 +140,7 @@ def _render(estimate, measured, rto) -> None:
     out.print(table)
     if rto:
         if estimate.recommendation:
-            out.print(f"RTO {rto}: the largest minDeltasForSnapshot that meets it is "
+            out.print(f"{objective}: the largest minDeltasForSnapshot that meets it is "
                       f"[bold]{estimate.recommendation}[/]")
         else:
-            out.print(f"[red]RTO {rto}: no minDeltasForSnapshot value meets it[/]")
+            out.print(f"[red]{objective}: no minDeltasForSnapshot value meets it[/]")

@@ -1,16 +1,13 @@
 """``statekit repartition``: the source's state in a NEW checkpoint with another partition count.
 
-Thin: the refusals and the plan come from ``statekit.repartition.plan`` (no JVM: a refused
-request never starts Spark); the re-bucketing, verification and publish from
-``statekit.jobs.repartition``. The source is only ever read.
+Thin: the refusals, the plan, the Spark run, the verification and the file sink's entry all
+come from :mod:`statekit.jobs.repartition_action`, the same steps the TUI runs (no JVM before
+the plan is accepted: a refused request never starts Spark). The source is only ever read.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,20 +17,10 @@ from statekit.cli.options import (
     open_from_cli,
     parse_storage_options,
     print_json,
+    spark_options,
 )
-from statekit.cli.render import console
-from statekit.cli.state_cmd import spark_options
+from statekit.cli.render import console, status
 from statekit.presentation import human_bytes
-
-
-@contextmanager
-def _status(enabled: bool):
-    """One progress line on stderr (never mixed into ``--json``)."""
-    if not enabled:
-        yield lambda message: None
-        return
-    with Console(stderr=True).status("planning…") as status:
-        yield lambda message: status.update(escape(message))
 
 
 @click.command("repartition")
@@ -62,61 +49,29 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
     Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
     """
     from statekit.checkpoint.location import resolve
-    from statekit.repartition.plan import plan_repartition
+    from statekit.jobs.repartition_action import prepare, run
 
     options = parse_storage_options(storage_option)
-    ckpt = open_from_cli(checkpoint, storage_option)
-    destination = resolve(target, options)
-    plan = plan_repartition(ckpt, destination, partitions, allow_uncommitted=allow_uncommitted,
-                            force=force)
-    sink_entry = None
-    if file_sink:
-        from statekit.repartition.file_sink import repartition_entry
-
-        sink = resolve(file_sink, options)
-        sink_entry = repartition_entry(sink, plan.repartition_batch)
-    from statekit.jobs.repartition import (
-        count_per_new_partition,
-        key_field_names,
-        run_repartition,
-    )
+    prepared = prepare(open_from_cli(checkpoint, storage_option), resolve(target, options),
+                       partitions, storage_options=options,
+                       file_sink=resolve(file_sink, options) if file_sink else None,
+                       allow_uncommitted=allow_uncommitted, force=force)
     from statekit.jobs.session import build_session, parse_conf_pairs
-    from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
-    from statekit.repartition.staging import Staging
 
-    with _status(not as_json) as progress:
+    with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
         spark = build_session("statekit-repartition", master, parse_conf_pairs(confs))
-        with session_confs(spark, reader_confs(ckpt)):
-            if dry_run:
-                progress("counting keys per new partition…")
-                counts = count_per_new_partition(spark, source_path=spark_path(ckpt),
-                                                 plan=plan, key_fields=key_field_names(ckpt))
-                plan.keys_per_partition.update(counts)
-                result = None
-            else:
-                result = run_repartition(spark, ckpt, plan, Staging(destination, ckpt.location.url),
-                                         storage_options=options, check=verify,
-                                         progress=progress)
-    sink_written = None
-    if sink_entry is not None:
-        sink_written = f"{file_sink.rstrip('/')}/{sink_entry[0]}"
-        if result is not None:
-            from statekit.repartition.file_sink import write_entry
-
-            write_entry(sink, *sink_entry)
+        outcome = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
-        print_json({"dry_run": True, "plan": plan.to_dict(), "file_sink_entry": sink_written}
-                   if result is None else
-                   {"dry_run": False, **result.to_dict(), "file_sink_entry": sink_written})
+        print_json(outcome.to_dict())
         return
-    _render_plan(plan, verify)
-    if result is not None:
-        _render_result(result)
-    if sink_written:
-        verb = "would write" if result is None else "wrote"
-        console().print(f"file sink: {verb} {escape(sink_written)} — restart only the new "
-                        "checkpoint against this sink from now on")
+    _render_plan(outcome.plan, verify)
+    if outcome.result is not None:
+        _render_result(outcome.result)
+    if outcome.file_sink_entry:
+        verb = "would write" if outcome.dry_run else "wrote"
+        console().print(f"file sink: {verb} {escape(outcome.file_sink_entry)} — restart only "
+                        "the new checkpoint against this sink from now on")
 
 
 def _render_plan(plan, verify: bool) -> None:

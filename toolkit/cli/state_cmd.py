@@ -15,7 +15,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from statekit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    print_json,
+    spark_options,
+)
 from statekit.cli.render import console
 from statekit.errors import UnsafeOperation
 from statekit.presentation import human_bytes, iso_ms
@@ -33,13 +39,6 @@ def target_options(command: Callable) -> Callable:
     ]):
         command = option(command)
     return command
-
-
-def spark_options(command: Callable) -> Callable:
-    command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
-                           help="Extra Spark settings, repeatable.")(command)
-    return click.option("--master", default=None,
-                        help="Spark master URL (default local[*]).")(command)
 
 
 def _start_spark(ckpt, master, confs):

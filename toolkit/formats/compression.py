@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import lz4.block
 import xxhash
 import zstandard
 
 from statekit.errors import CorruptFile, UnsupportedFormat
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 CODECS_SUPPORTED = ("lz4", "zstd")
 """Codecs :func:`open_decompressed` can read."""
@@ -118,12 +121,12 @@ def open_decompressed(raw: BinaryIO, codec: str, *, path: str) -> BinaryIO:
             f"{', '.join(CODECS_SUPPORTED)} (spark.sql.streaming.stateStore.compression.codec)",
             path=path,
         )
-    return io.BufferedReader(inner, buffer_size=_READ_CHUNK)  # type: ignore[return-value]
+    return io.BufferedReader(inner, buffer_size=_READ_CHUNK)
 
 
 def _read_exact(raw: BinaryIO, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of file."""
-    data = raw.read(n)
+    data: bytes | None = raw.read(n)  # None: a non-blocking raw stream with nothing to read
     if data is None:
         data = b""
     if len(data) == n or not data:
@@ -151,14 +154,15 @@ class _BlockStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer) -> int:
         while self._pos >= len(self._block):
             if self._eof:
                 return 0
             self._block = self._next_block()
             self._pos = 0
-        n = min(len(buffer), len(self._block) - self._pos)
-        buffer[:n] = self._block[self._pos : self._pos + n]
+        with memoryview(buffer) as view:
+            n = min(len(view), len(self._block) - self._pos)
+            view[:n] = self._block[self._pos : self._pos + n]
         self._pos += n
         return n
 
@@ -372,7 +376,9 @@ class _ZstdReader(_BlockStream):
         self._path = path
         self._source = _TrackedSource(raw, path)
         self._reader = zstandard.ZstdDecompressor().stream_reader(
-            self._source, read_size=_READ_CHUNK, read_across_frames=True, closefd=False
+            # zstandard only calls .read(); its stubs ask for a whole IO[bytes]
+            self._source,  # type: ignore[arg-type]
+            read_size=_READ_CHUNK, read_across_frames=True, closefd=False
         )
 
     def _next_block(self) -> bytes:

@@ -13,14 +13,15 @@ whenever the check fails or the frame stored the block uncompressed. Used by
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import lz4.frame
 
 _LZ4_64K_LIMIT = 65536 + 11
 """Inputs shorter than this use the 16-bit table (``LZ4_64Klimit``)."""
 _MIN_LENGTH = 13  # MFLIMIT + 1: shorter inputs are all literals
-_U32 = struct.Struct("<I").unpack_from
-_U64 = struct.Struct("<Q").unpack_from
+_U32: Callable[[bytes, int], tuple[int]] = struct.Struct("<I").unpack_from
+_U64: Callable[[bytes, int], tuple[int]] = struct.Struct("<Q").unpack_from
 _MASK64 = (1 << 64) - 1
 
 
@@ -144,7 +145,7 @@ def _lz4_compress_block_frame(src: bytes) -> bytes | None:
     picks the smallest block size that holds it) with no checksums and no content size:
     7 header bytes, a 4-byte block size (high bit: stored raw), the block, a zero end mark.
     """
-    frame = lz4.frame.compress(
+    frame: bytes = lz4.frame.compress(
         src, compression_level=0, block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
         content_checksum=False, block_checksum=False, store_size=False)
     if not frame.startswith(_FRAME_MAGIC) or frame[4] & 0x1C:  # a size or checksum field

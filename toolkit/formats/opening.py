@@ -6,17 +6,22 @@ wrong-kind path the same way, naming the file and what it expected.
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from statekit.errors import BadInput
 
+if TYPE_CHECKING:
+    from fsspec.spec import AbstractFileSystem
 
-def open_binary(fs: Any, path: str, what: str, *, shown: str | None = None) -> BinaryIO:
+
+def open_binary(fs: AbstractFileSystem, path: str, what: str, *,
+                shown: str | None = None) -> BinaryIO:
     """``fs.open(path, "rb")``; ``what`` names the expected file (e.g. "state file"),
     ``shown`` is how messages name it (default: ``path``; callers pass the user's URL)."""
     shown = shown or path
     try:
-        return fs.open(path, "rb")
+        stream: BinaryIO = fs.open(path, "rb")
+        return stream
     except FileNotFoundError:
         raise BadInput(f"{what} not found", path=shown) from None
     except PermissionError:

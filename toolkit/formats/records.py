@@ -29,12 +29,15 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import open_decompressed
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
+
+if TYPE_CHECKING:
+    from fsspec.spec import AbstractFileSystem
 
 _INT = struct.Struct(">i")
 _CHUNK = 1 << 20
@@ -126,7 +129,8 @@ class _Cursor:
         return data
 
     def int32(self, what: str, start: int) -> int:
-        return _INT.unpack(self.exact(4, what, start))[0]
+        value: int = _INT.unpack(self.exact(4, what, start))[0]
+        return value
 
     def utf(self, what: str) -> str:
         start = self.pos
@@ -334,8 +338,8 @@ def read_changelog(
     return header, (_iter_v1(cur) if version == 3 else _iter_v2(cur))
 
 
-def read_state_file(fs: Any, path: str, codec: str, kind: str, *, shown: str | None = None
-                    ) -> Iterator[StateRecord]:
+def read_state_file(fs: AbstractFileSystem, path: str, codec: str, kind: str, *,
+                    shown: str | None = None) -> Iterator[StateRecord]:
     """Open a state file on an fsspec filesystem and yield its records.
 
     Parameters
@@ -378,7 +382,8 @@ def records_from_bytes(data: bytes, codec: str, kind: str, *, shown: str) -> Ite
     return _records_then_close(raw, open_decompressed(raw, codec, path=shown), shown, kind)
 
 
-def _records_then_close(raw: Any, stream: BinaryIO, path: str, kind: str) -> Iterator[StateRecord]:
+def _records_then_close(raw: BinaryIO, stream: BinaryIO, path: str, kind: str
+                        ) -> Iterator[StateRecord]:
     try:
         if kind == "changelog":
             _, records = read_changelog(stream, path=path)

@@ -8,11 +8,11 @@ Files are read block by block through a seekable file object, never whole.
 
 Layout (all integers little-endian). Verified on files written by pyspark 4.3 / rocksdbjni
 9.8.4 with Spark's options (``stateStore.rocksdb.formatVersion`` 5, the default, and 6;
-``stateStore.rocksdb.compression`` lz4, the default, zstd, ``z`` (zlib) and none), and on
-files rocksdbjni wrote with options Spark never sets (format_version 2-4, checksums crc32c,
-xxHash, xxHash64, LZ4HC and bzip2, index restart interval 16, first-key index, data block
-hash index, partitioned index, single deletes, merges, range deletions); see
-tests/data/formats/README.md:
+``stateStore.rocksdb.compression`` lz4, the default, zstd, ``z`` (zlib), snappy and none),
+and on files rocksdbjni wrote with options Spark never sets (format_version 2-4, checksums
+crc32c, xxHash, xxHash64, LZ4HC, bzip2 and snappy, index restart interval 16, first-key
+index, data block hash index, partitioned index, single deletes, merges, range deletions);
+see tests/data/formats/README.md:
 
 * **Footer** (last 53 bytes): checksum type (1 byte; Spark's files: 4 = XXH3), 40 bytes,
   ``uint32 format_version``, ``uint64`` magic ``0x88e241b785f4cff7``. For format_version
@@ -26,19 +26,22 @@ tests/data/formats/README.md:
 * **Blocks** are followed by a 5-byte trailer: compression type (0 none, 1 snappy, 2 zlib,
   3 bzip2, 4 LZ4, 5 LZ4HC, 7 ZSTD) and a ``uint32`` checksum. Compressed blocks of
   format_version >= 2 start with ``varint32`` uncompressed size, then the codec's raw block
-  (LZ4 block, zstd frame carrying its content size, raw deflate, bzip2 stream). In Spark's
-  lz4/zstd files the data and index blocks are compressed; metaindex, properties and filter
-  blocks are not. Snappy (no library here), XPRESS and dictionary compression are refused
-  (UnsupportedFormat).
+  (LZ4 block, zstd frame carrying its content size, raw deflate, bzip2 stream). Snappy blocks
+  are a raw snappy block (not the framed format) in every format_version, with no size before
+  it: snappy's own header is that ``varint32``. In Spark's lz4/zstd/snappy files the data and
+  index blocks are compressed (when that saves space); metaindex, properties and filter
+  blocks are not. XPRESS and dictionary compression are refused (UnsupportedFormat).
 * **Checksums** verified: XXH3 (type 4, Spark's): low 32 bits of ``XXH3_64(block)`` XOR
   ``(compression_type * 0x6b9083d9) mod 2**32``; xxHash32 (2) and the low 32 bits of xxHash64
-  (3) over block + type byte. With format_version 6 the stored value is that plus (mod 2**32)
-  ``base_context_checksum ^ (low32(offset) + high32(offset))`` for the block's file offset,
-  and the footer carries its own checksum (the same, over the 53 footer bytes with the
-  checksum field zeroed, at the footer's offset). CRC32c (type 1, RocksDB's default before
-  XXH3) is **not** verified: no crc32c library is installed and a pure-Python one is too slow
-  for big files. Such files (and type 0, no checksum) are parsed, with the order of internal
-  keys checked instead; a damaged compressed block may then go unnoticed.
+  (3) over block + type byte; CRC32c (1, RocksDB's default before XXH3): the *masked* crc32c
+  of block + type byte, ``(rotr32(crc, 15) + 0xa282ead8) mod 2**32``. With format_version 6
+  the stored value is that plus (mod 2**32) ``base_context_checksum ^ (low32(offset) +
+  high32(offset))`` for the block's file offset, and the footer carries its own checksum (the
+  same, over the 53 footer bytes with the checksum field zeroed, at the footer's offset).
+  Files with no checksum (type 0), and crc32c files when no crc32c library is installed, are
+  parsed with the order of internal keys checked instead; a damaged compressed block may then
+  go unnoticed. Nothing reports that a file was read this way (its footer's checksum type
+  tells).
 * **Data and meta blocks**: entries ``varint32 shared, varint32 non_shared, varint32
   value_length, key bytes after the shared prefix, value``, then ``uint32`` restart offsets
   and a ``uint32`` whose low 31 bits count them (the high bit marks a data block hash index:
@@ -67,6 +70,12 @@ byte + UnsafeRow; transformWithState adds a 2-byte column family id before the k
 ``StringAppendOperator``: list state (transformWithState) writes merge operands, which
 :func:`live_state` refuses unless told the delimiter.
 
+Optional libraries (``pip install 'statekit[rocksdb]'``, imported on first need, never at
+import): ``google-crc32c`` verifies crc32c checksums (its C implementation only: the
+pure-Python fallback runs at about 2 MB/s, too slow for state files) and ``cramjam`` reads
+snappy blocks. Without cramjam, snappy blocks are refused (UnsupportedFormat naming the
+extra); a pure-Python snappy decoder would be the slowest step of every read.
+
 Malformed input raises :class:`CorruptFile` naming the file (with the byte offset of the block
 at fault where there is one), valid features not read here :class:`UnsupportedFormat`.
 """
@@ -74,8 +83,9 @@ at fault where there is one), valid features not read here :class:`UnsupportedFo
 from __future__ import annotations
 
 import bz2
+import warnings
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -138,7 +148,10 @@ _DELETE_TYPES = frozenset({0x00, 0x07})
 _PUT, _MERGE = 0x01, 0x02
 
 _XXH3_LAST_BYTE_PRIME = 0x6B9083D9
+_CRC32C_MASK_DELTA = 0xA282EAD8
 _MASK32 = 0xFFFFFFFF
+_EXTRA_HINT = "pip install 'statekit[rocksdb]'"
+"""How to install the optional libraries (crc32c checksums, snappy blocks)."""
 
 # Table properties RocksDB stores as varint64 numbers (``rocksdb.`` prefix omitted); every
 # other property is a string, except the index type below (fixed uint32).
@@ -229,6 +242,54 @@ def _context_modifier(base: int, offset: int) -> int:
     return (base ^ ((offset & _MASK32) + (offset >> 32))) & _MASK32
 
 
+# -- optional libraries -------------------------------------------------------------------------
+
+_OPTIONAL: dict[str, Callable[..., Any] | None] = {}
+"""Functions of the optional libraries, looked up on first need: name -> function, or ``None``
+when the library is missing (tests replace this dict to simulate either case)."""
+
+
+def _crc32c_extend() -> Callable[[int, bytes], int] | None:
+    """``google_crc32c.extend`` (``crc32c(A + data)`` from ``crc32c(A)``), or ``None``."""
+    if "crc32c" not in _OPTIONAL:
+        extend: Callable[[int, bytes], int] | None = None
+        try:
+            with warnings.catch_warnings():  # the slow-fallback warning; refused below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                import google_crc32c
+        except ImportError:
+            pass
+        else:
+            if getattr(google_crc32c, "implementation", None) == "c":
+                extend = google_crc32c.extend
+        _OPTIONAL["crc32c"] = extend
+    return _OPTIONAL["crc32c"]
+
+
+def _snappy_raw() -> Callable[[bytes], bytes] | None:
+    """A raw (unframed) snappy block decoder raising ``ValueError``, or ``None``."""
+    if "snappy" not in _OPTIONAL:
+        try:
+            import cramjam
+        except ImportError:
+            _OPTIONAL["snappy"] = None
+        else:
+            def decode(data: bytes) -> bytes:
+                try:
+                    return bytes(cramjam.snappy.decompress_raw(data))
+                except cramjam.DecompressionError as exc:
+                    raise ValueError(str(exc)) from None
+
+            _OPTIONAL["snappy"] = decode
+    return _OPTIONAL["snappy"]
+
+
+def _verified(checksum_type: int) -> bool:
+    """Whether block checksums of this type are verified here (xxHash, xxHash64 and XXH3
+    always, crc32c with google-crc32c installed)."""
+    return _checksum(checksum_type, b"", 0) is not None
+
+
 def _checksum(kind: int, data: bytes, last_byte: int) -> int | None:
     """RocksDB's ``ComputeBuiltinChecksumWithLastByte``; ``None`` when not verified here."""
     if kind == 4:
@@ -242,6 +303,12 @@ def _checksum(kind: int, data: bytes, last_byte: int) -> int | None:
         h64 = xxhash.xxh64(data)
         h64.update(bytes((last_byte,)))
         return h64.intdigest() & _MASK32
+    if kind == 1:
+        extend = _crc32c_extend()
+        if extend is None:
+            return None
+        crc = extend(extend(0, data), bytes((last_byte,)))
+        return ((((crc >> 15) | (crc << 17)) & _MASK32) + _CRC32C_MASK_DELTA) & _MASK32
     return None
 
 
@@ -375,14 +442,14 @@ class _Table:
 
     def _decompress(self, body: bytes, comp: int, what: str, at: int) -> bytes:
         name = COMPRESSION_TYPES.get(comp)
-        if comp in (1, 6) or name is None:
+        if comp == 6 or name is None:
             label = f"{name}-compressed" if name else f"compression type {comp} in"
-            hint = " (no snappy library; use lz4 or zstd)" if comp == 1 else ""
-            raise UnsupportedFormat(f"{label} SST blocks are not supported{hint}",
-                                    path=self.path)
+            raise UnsupportedFormat(f"{label} SST blocks are not supported", path=self.path)
         if COMPRESSION_DICT_BLOCK in self.metaindex:
             raise UnsupportedFormat("SST blocks compressed with a dictionary are not supported",
                                     path=self.path)
+        if comp == 1:
+            return self._snappy(body, what, at)
         if self.footer.format_version < 2:
             raise UnsupportedFormat(f"{name}-compressed blocks of SST format_version "
                                     f"{self.footer.format_version} are not supported",
@@ -398,6 +465,7 @@ class _Table:
         if n > bound:
             raise self.corrupt(f"{what}: impossible uncompressed size {n} for "
                                f"{len(payload)} {name} bytes", at)
+        out: bytes
         try:
             if comp in (4, 5):
                 out = lz4.block.decompress(payload, uncompressed_size=n)
@@ -421,6 +489,30 @@ class _Table:
         except (lz4.block.LZ4BlockError, zstandard.ZstdError, zlib.error, OSError, ValueError,
                 MemoryError, EOFError) as exc:
             raise self.corrupt(f"{what} does not decompress ({name}: {exc})", at) from None
+        if len(out) != n:
+            raise self.corrupt(f"{what} decompresses to {len(out)} bytes, not {n}", at)
+        return out
+
+    def _snappy(self, body: bytes, what: str, at: int) -> bytes:
+        """A raw snappy block (the same in every format_version: no size prefix of RocksDB's,
+        snappy's own header is the ``varint32`` uncompressed size)."""
+        decode = _snappy_raw()
+        if decode is None:
+            raise UnsupportedFormat("snappy-compressed SST blocks are not supported without "
+                                    f"cramjam ({_EXTRA_HINT})", path=self.path)
+        try:
+            n, _ = _varint(body, 0, len(body), 32)
+        except _Bad as exc:
+            raise self.corrupt(f"{what}: bad uncompressed size ({exc})", at) from None
+        # Checked before decoding, which allocates what the header claims. A snappy element
+        # of 3 bytes yields at most 64.
+        if n > min(MAX_BLOCK_BYTES, 22 * len(body)):
+            raise self.corrupt(f"{what}: impossible uncompressed size {n} for {len(body)} "
+                               "snappy bytes", at)
+        try:
+            out = decode(body)
+        except (ValueError, MemoryError) as exc:
+            raise self.corrupt(f"{what} does not decompress ({exc})", at) from None
         if len(out) != n:
             raise self.corrupt(f"{what} decompresses to {len(out)} bytes, not {n}", at)
         return out
@@ -525,8 +617,9 @@ class _Table:
     def raw_entries(self) -> Iterator[tuple[bytes, int, bytes]]:
         """``(user_key, trailer, value)`` of every data block entry, in file order."""
         handles = self.data_handles()
-        # Where checksums are not verified (crc32c, none), check the key order instead.
-        check_order = (_checksum(self.footer.checksum_type, b"", 0) is None
+        # Where checksums are not verified (none; crc32c without google-crc32c), check the
+        # key order instead.
+        check_order = (not _verified(self.footer.checksum_type)
                        and self.properties.get("rocksdb.comparator", _BYTEWISE) == _BYTEWISE)
         count = 0
         i = 0
@@ -770,7 +863,8 @@ def iter_sst_entries(fs: Any, path: str, *, shown: str | None = None) -> Iterato
         Bad magic, truncation, a checksum mismatch, a block that does not decompress or
         parse, entries out of order, or an entry count that disagrees with the properties.
     UnsupportedFormat
-        Snappy or dictionary compression, a partitioned index, another table format.
+        Snappy blocks without cramjam installed, dictionary compression, a partitioned
+        index, another table format.
     """
     shown = shown or path
     f = open_binary(fs, path, "SST file", shown=shown)
@@ -860,7 +954,7 @@ def live_state(
         t = trailer & 0xFF
         if t == _PUT:
             live[key] = value
-        elif t == _MERGE and resolve:
+        elif t == _MERGE and merge_delimiter is not None:  # i.e. resolve
             merged = _resolve_merge(key, [(trailer, value, i), *history.get(key, ())],
                                     merge_delimiter, names)
             if merged is not None:

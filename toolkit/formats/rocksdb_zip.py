@@ -24,10 +24,15 @@ import json
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.opening import open_binary
+
+if TYPE_CHECKING:
+    from fsspec.spec import AbstractFileSystem
+
+_V = TypeVar("_V", int, bool)
 
 METADATA_MEMBER = "metadata"
 MAX_METADATA_BYTES = 256 << 20
@@ -51,6 +56,9 @@ class LogFileRef:
     size_bytes: int
 
 
+_Ref = TypeVar("_Ref", SstFileRef, LogFileRef)
+
+
 @dataclass(frozen=True)
 class RocksDBCheckpointMetadata:
     """The parsed ``metadata`` member of a RocksDB checkpoint zip."""
@@ -72,7 +80,7 @@ class RocksDBCheckpointMetadata:
     """The whole JSON object, unknown fields included."""
 
 
-def read_zip_metadata(fs: Any, path: str) -> RocksDBCheckpointMetadata:
+def read_zip_metadata(fs: AbstractFileSystem, path: str) -> RocksDBCheckpointMetadata:
     """Read and parse ``metadata`` from the checkpoint zip at ``path`` on fsspec ``fs``.
 
     Raises
@@ -89,7 +97,7 @@ def read_zip_metadata(fs: Any, path: str) -> RocksDBCheckpointMetadata:
         return metadata_from_zip(f, path=path)
 
 
-def metadata_from_zip(fileobj: Any, *, path: str) -> RocksDBCheckpointMetadata:
+def metadata_from_zip(fileobj: IO[bytes], *, path: str) -> RocksDBCheckpointMetadata:
     """Parse ``metadata`` from an open, seekable zip (a file or ``io.BytesIO`` of its bytes).
 
     Callers that fetched many zips at once (one concurrent ``fs.cat`` on object stores) pass
@@ -147,7 +155,7 @@ def parse_metadata_bytes(data: bytes, *, path: str) -> RocksDBCheckpointMetadata
     )
 
 
-def _opt_int(obj: dict, key: str, path: str) -> int | None:
+def _opt_int(obj: dict[str, Any], key: str, path: str) -> int | None:
     value = obj.get(key)
     if value is None:
         return None
@@ -156,7 +164,7 @@ def _opt_int(obj: dict, key: str, path: str) -> int | None:
     return value
 
 
-def _typed_map(obj: dict, key: str, kind: type, path: str) -> dict:
+def _typed_map(obj: dict[str, Any], key: str, kind: type[_V], path: str) -> dict[str, _V]:
     value = obj.get(key) or {}
     ok = isinstance(value, dict) and all(
         isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in value.values()
@@ -166,7 +174,8 @@ def _typed_map(obj: dict, key: str, kind: type, path: str) -> dict:
     return dict(value)
 
 
-def _refs(obj: dict, key: str, dfs_key: str, cls: type, path: str) -> list:
+def _refs(obj: dict[str, Any], key: str, dfs_key: str, cls: type[_Ref], path: str
+          ) -> list[_Ref]:
     entries = obj.get(key) or []
     if not isinstance(entries, list):
         raise CorruptFile(f"zip 'metadata': {key} is not a list", path=path)

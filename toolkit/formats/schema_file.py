@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
 from statekit.formats.schema import StructType, parse_struct_json
+
+if TYPE_CHECKING:
+    from fsspec.spec import AbstractFileSystem
 
 MAX_SCHEMA_FILE_BYTES = 64 << 20
 """Schema files are small; anything bigger is not one."""
@@ -99,7 +102,7 @@ class _Bytes:
         return "".join(self.utf(what) for _ in range(count))
 
 
-def read_schema_file(fs: Any, path: str) -> StateSchemaFile:
+def read_schema_file(fs: AbstractFileSystem, path: str) -> StateSchemaFile:
     """Read and parse a state schema file (v1, v2 or v3).
 
     Raises
@@ -156,12 +159,13 @@ def _parse_v3(cur: _Bytes) -> StateSchemaFile:
     return _v3_result(families)
 
 
-def _v3_entries(cur: _Bytes, *, with_ids: bool) -> list[tuple[ColumnFamilySchema, dict]]:
+def _v3_entries(cur: _Bytes, *, with_ids: bool
+                ) -> list[tuple[ColumnFamilySchema, dict[str, Any]]]:
     at = cur.pos
     count = cur.int(4, "column family count")
     if count < 0 or count > len(cur.data):
         raise cur.corrupt(f"bad column family count {count}", at)
-    out = []
+    out: list[tuple[ColumnFamilySchema, dict[str, Any]]] = []
     for _ in range(count):
         name = cur.utf("column family name")
         key_id = cur.int(2, "key schema id") if with_ids else None
@@ -225,7 +229,7 @@ def _parse_v3_text(data: bytes, path: str) -> StateSchemaFile:
     return _v3_result(families)
 
 
-def _v3_result(families: list[tuple[ColumnFamilySchema, dict]]) -> StateSchemaFile:
+def _v3_result(families: list[tuple[ColumnFamilySchema, dict[str, Any]]]) -> StateSchemaFile:
     default = next((cf for cf, _ in families if cf.name == "default"), None)
     return StateSchemaFile(
         3,

@@ -49,7 +49,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import BinaryIO, Self
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import xxhash
 import zstandard
@@ -66,6 +66,9 @@ from statekit.formats.compression import (
 from statekit.formats.lz4_compress import lz4_compress_block
 from statekit.formats.records import MAX_FIELD_BYTES
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
 LZ4_DEFAULT_BLOCK_SIZE = 32 * 1024
 """Spark's ``spark.io.compression.lz4.blockSize`` default."""
 LZ4_MIN_BLOCK_SIZE = 64
@@ -79,6 +82,13 @@ _LZ4_COMPRESSED = 0x20
 _INT = struct.Struct(">i")
 _END_OF_RECORDS = _INT.pack(-1)
 _JOIN_LIMIT = 1 << 16
+
+class _Output(Protocol):
+    """What is written to: a file object, or a raw stream whose ``write`` may write only part
+    of the bytes (returning how many) or return ``None``."""
+
+    def write(self, data: bytes | memoryview, /) -> int | None: ...
+
 
 def _lz4_level(block_size: int) -> int:
     """lz4-java's ``compressionLevel(blockSize)``: the token's low nibble."""
@@ -181,7 +191,7 @@ class CompressedWriter(_ClosedOnExit):
                  lz4_block_size: int = LZ4_DEFAULT_BLOCK_SIZE,
                  zstd_level: int = ZSTD_DEFAULT_LEVEL, path: str | None = None) -> None:
         name = normalize_codec(codec)
-        self._out = out
+        self._out: _Output = out
         self._bytes_in = 0
         self._bytes_written = 0
         self._closed = False

@@ -359,4 +359,5 @@ def decode_unsafe_row(
     data: bytes, schema: StructType, *, path: str | None = None
 ) -> dict[str, object]:
     """Decode one UnsafeRow into ``{field name: value}`` (see :func:`make_decoder`)."""
-    return make_decoder(schema, path=path)(data)
+    row: dict[str, object] = make_decoder(schema, path=path)(data)
+    return row

@@ -280,7 +280,8 @@ def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:
             if zips and len(zips) == len(instances):
                 metas = zip_metadata(ckpt, zips)
                 counts = [m.num_keys for m in metas.values()]
-                keys = sum(counts) if all(c is not None for c in counts) else None
+                known = [c for c in counts if c is not None]
+                keys = sum(known) if len(known) == len(counts) else None
                 size += sum(s.size_bytes for m in metas.values() for s in m.sst_files)
             plans.append(StorePlan(op_id, _operator_label(meta.name), store, len(instances),
                                    len(files), size, keys))

@@ -119,6 +119,8 @@ SST_WRITER_VARIANTS = {
     "fv6_lz4hc": (6, "kXXH3", "LZ4HC_COMPRESSION", "kBinarySearch", "kDataBlockBinarySearch", 1),
     "fv6_bzip2_xxhash64": (6, "kxxHash64", "BZLIB2_COMPRESSION", "kBinarySearch",
                            "kDataBlockBinarySearch", 1),
+    "fv6_crc32c_snappy": (6, "kCRC32c", "SNAPPY_COMPRESSION", "kBinarySearch",
+                          "kDataBlockBinarySearch", 1),
 }
 
 

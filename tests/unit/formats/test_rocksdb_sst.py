@@ -13,6 +13,8 @@ import datetime as dt
 import hashlib
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import fsspec
@@ -72,6 +74,22 @@ def row_digest(rows: list[list[object]]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+@pytest.fixture
+def without_crc32c(monkeypatch):
+    """As if google-crc32c were not installed (the optional ``rocksdb`` extra)."""
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)
+    monkeypatch.setattr(rocksdb_sst, "_OPTIONAL", {})
+    assert rocksdb_sst._crc32c_extend() is None
+
+
+@pytest.fixture
+def without_cramjam(monkeypatch):
+    """As if cramjam were not installed (the optional ``rocksdb`` extra)."""
+    monkeypatch.setitem(sys.modules, "cramjam", None)
+    monkeypatch.setattr(rocksdb_sst, "_OPTIONAL", {})
+    assert rocksdb_sst._snappy_raw() is None
+
+
 def variant_entries(n: int = 80) -> list[tuple[bytes, str, bytes | None]]:
     """Copy of generate_sst_fixtures.variant_entries (checked against its digest)."""
     out: list[tuple[bytes, str, bytes | None]] = []
@@ -91,10 +109,15 @@ def variant_entries(n: int = 80) -> list[tuple[bytes, str, bytes | None]]:
 
 @pytest.mark.parametrize("name", SPARK_SETS)
 def test_live_state_equals_spark_state_reader(fs, name):
+    assert len(expected(name)["versions"]) >= 2
+    check_against_spark_state_reader(fs, name)
+
+
+def check_against_spark_state_reader(fs, name: str) -> None:
+    """live_state of every version of a Spark set == what Spark's state reader returned."""
     exp = expected(name)
     schema = read_schema_file(fs, str(SST_DATA / name / "schema"))
     key_row, value_row = make_decoder(schema.key_schema), make_decoder(schema.value_schema)
-    assert len(exp["versions"]) >= 2
     for version, want in exp["versions"].items():
         live = live_state(fs, version_paths(fs, name, version))
         assert len(live) == want["numKeys"] == want["rows"], version
@@ -118,7 +141,7 @@ def test_versions_overlap_and_hold_tombstones(fs, name):
     assert set(kinds) == {"put", "delete"} and kinds["delete"] > 50
 
 
-@pytest.mark.parametrize("name", SPARK_SETS)
+@pytest.mark.parametrize("name", [*SPARK_SETS, "snappy"])
 def test_entries_are_sane(fs, name):
     for path in all_ssts(name):
         entries = list(iter_sst_entries(fs, str(path)))
@@ -162,14 +185,24 @@ def test_format_facts_of_spark_files(fs, name, codec, version, most_blocks):
     assert max(blocks) == most_blocks  # 4 KiB blocks: the larger files span several
 
 
-def test_snappy_is_refused_naming_the_file(fs):
+def test_snappy_is_refused_naming_the_file(fs, without_cramjam):
     (path,) = all_ssts("snappy")
     assert sst_properties(fs, str(path))["rocksdb.compression"] == b"Snappy"
     with pytest.raises(UnsupportedFormat, match="snappy-compressed SST blocks") as err:
         list(iter_sst_entries(fs, str(path), shown="s3://b/SSTs/x.sst"))
     assert err.value.path == "s3://b/SSTs/x.sst"
+    message = str(err.value)
+    assert message.startswith("s3://b/SSTs/x.sst: ") and "\n" not in message
+    assert "pip install 'statekit[rocksdb]'" in message
     with pytest.raises(UnsupportedFormat, match="snappy"):
         live_state(fs, version_paths(fs, "snappy", 1))
+
+
+def test_snappy_live_state_equals_spark_state_reader(fs):
+    """With cramjam (the ``rocksdb`` extra), Spark's snappy files are read."""
+    (path,) = all_ssts("snappy")
+    assert compression_types(path.read_bytes())[1] >= 1  # really a snappy-compressed block
+    check_against_spark_state_reader(fs, "snappy")
 
 
 # -- rocksdbjni-written variants --------------------------------------------------------------
@@ -181,6 +214,12 @@ def test_variant_entries_match_the_generator():
 
 
 CHECKSUMS = {"kCRC32c": 1, "kxxHash": 2, "kxxHash64": 3, "kXXH3": 4}
+
+
+def compression_types(data: bytes) -> collections.Counter:
+    """How many blocks of a file have each compression type (from their trailers)."""
+    _, handles = block_handles(data)
+    return collections.Counter(data[h.offset + h.size] for h in handles)
 
 
 @pytest.mark.parametrize("name", sorted(json.loads(
@@ -205,6 +244,26 @@ def db_files(name: str) -> tuple[list[str], dict[bytes, bytes]]:
     spec = json.loads((VARIANTS / "expected.json").read_text())["db"][name]
     live = {bytes.fromhex(k): bytes.fromhex(v) for k, v in spec["live"].items()}
     return [str(VARIANTS / f) for f in spec["files"]], live
+
+
+def test_snappy_variant_holds_what_the_lz4_and_zstd_variants_hold(fs):
+    snappy = str(VARIANTS / "sst_fv6_crc32c_snappy.sst")
+    types = compression_types((VARIANTS / "sst_fv6_crc32c_snappy.sst").read_bytes())
+    assert types[1] > 10  # data and index blocks are snappy-compressed
+    want = live_state(fs, [snappy], merge_delimiter=b",")
+    assert len(want) > 50
+    for other in ("sst_fv5_crc32c_lz4.sst", "sst_fv4_xxhash64_zstd.sst"):
+        assert live_state(fs, [str(VARIANTS / other)], merge_delimiter=b",") == want
+    assert list(iter_sst_entries(fs, snappy)) == list(
+        iter_sst_entries(fs, str(VARIANTS / "sst_fv5_crc32c_lz4.sst")))
+
+
+def test_snappy_variant_is_refused_without_cramjam(fs, without_cramjam):
+    path = str(VARIANTS / "sst_fv6_crc32c_snappy.sst")
+    assert read_sst_footer(fs, path).format_version == 6  # the footer needs no snappy
+    with pytest.raises(UnsupportedFormat, match=r"statekit\[rocksdb\]") as err:
+        list(iter_sst_entries(fs, path))
+    assert err.value.path == path
 
 
 def test_database_versions_single_deletes_and_snapshots(fs):
@@ -307,9 +366,9 @@ def test_footer_checksum_of_format_version_6():
         read_sst_footer(MEMFS, path)
 
 
-def test_entry_count_checked_against_properties():
-    """A crc32c file (checksum not verified) with a flipped entry byte in an uncompressed block
-    is still caught by the structure checks."""
+def test_entry_count_checked_against_properties(without_crc32c):
+    """A crc32c file (checksum not verified: google-crc32c missing) with a flipped entry byte
+    in an uncompressed block is still caught by the structure checks."""
     data = bytearray((VARIANTS / "sst_fv5_crc32c_lz4.sst").read_bytes())
     assert read_sst_footer(MEMFS, memory_file("c.sst", bytes(data))).checksum_type == 1
     caught = 0
@@ -324,6 +383,72 @@ def test_entry_count_checked_against_properties():
     assert caught > 10
 
 
+CRC32C_FILES = ["sst_fv5_crc32c_lz4.sst", "sst_fv6_crc32c_snappy.sst"]
+
+
+@pytest.mark.parametrize("name", CRC32C_FILES)
+def test_flipped_byte_in_a_crc32c_block_fails_its_checksum(name):
+    """With google-crc32c (the ``rocksdb`` extra), crc32c files are verified like XXH3 ones."""
+    data = (VARIANTS / name).read_bytes()
+    assert read_sst_footer(MEMFS, memory_file(name, data)).checksum_type == 1
+    data_blocks = rocksdb_sst._Table(io.BytesIO(data), "t").data_handles()
+    for h in (data_blocks[0], data_blocks[len(data_blocks) // 2], data_blocks[-1]):
+        for where in (h.offset, h.offset + h.size // 2, h.offset + h.size - 1):
+            damaged = bytearray(data)
+            damaged[where] ^= 0x10
+            path = memory_file(name, bytes(damaged))
+            with pytest.raises(CorruptFile, match="data block checksum mismatch") as err:
+                list(iter_sst_entries(MEMFS, path))
+            assert (err.value.path, err.value.offset) == (path, h.offset)
+            assert str(err.value) == (f"{path}: data block checksum mismatch at byte "
+                                      f"{h.offset}")
+
+
+def test_flipped_byte_in_the_crc32c_index_block():
+    data = bytearray((VARIANTS / "sst_fv5_crc32c_lz4.sst").read_bytes())
+    footer = read_sst_footer(MEMFS, memory_file("i.sst", bytes(data)))
+    data[footer.index.offset + 3] ^= 1
+    path = memory_file("i.sst", bytes(data))
+    with pytest.raises(CorruptFile, match="index block checksum mismatch") as err:
+        list(iter_sst_entries(MEMFS, path))
+    assert (err.value.path, err.value.offset) == (path, footer.index.offset)
+
+
+def test_footer_checksum_of_a_crc32c_format_version_6_file():
+    data = bytearray((VARIANTS / "sst_fv6_crc32c_snappy.sst").read_bytes())
+    data[-53 + 20] ^= 1  # unchecked reserved padding, still covered by the footer checksum
+    path = memory_file("fv6c.sst", bytes(data))
+    with pytest.raises(CorruptFile, match="footer checksum mismatch") as err:
+        read_sst_footer(MEMFS, path)
+    assert (err.value.path, err.value.offset) == (path, len(data) - 53)
+
+
+@pytest.mark.parametrize("name", CRC32C_FILES)
+def test_crc32c_files_read_without_google_crc32c(fs, name, without_crc32c):
+    """Without the library: read as before, checksums unverified, key order checked."""
+    entries = list(iter_sst_entries(fs, str(VARIANTS / name)))
+    assert [(e.user_key, e.kind, e.value) for e in entries] == variant_entries()
+    data = bytearray((VARIANTS / name).read_bytes())
+    footer, _ = block_handles(bytes(data))
+    if footer.format_version >= 6:  # the footer checksum is not verified either
+        data[-53 + 20] ^= 1
+        assert read_sst_footer(MEMFS, memory_file(name, bytes(data))).checksum_type == 1
+
+
+def test_optional_libraries_are_not_imported_with_the_module():
+    code = ("import sys, statekit.formats.rocksdb_sst; "
+            "print(sorted({'google_crc32c', 'cramjam'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_reads_without_the_optional_libraries(without_crc32c, without_cramjam):
+    """The module imports and reads XXH3/lz4 files with neither library installed."""
+    assert rocksdb_sst._checksum(1, b"x", 0) is None
+    assert len(list(iter_sst_entries(MEMFS, memory_file("s.sst", SAMPLE.read_bytes())))) > 0
+
+
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 FUZZ_SEEDS = [p.read_bytes() for p in (
@@ -332,6 +457,7 @@ FUZZ_SEEDS = [p.read_bytes() for p in (
     + [VARIANTS / "sst_fv3_xxhash_none.sst", VARIANTS / "sst_fv5_crc32c_lz4.sst",
        VARIANTS / "sst_fv5_first_key_index.sst", VARIANTS / "sst_fv5_hash_data_index.sst",
        VARIANTS / "sst_fv5_index_restart16.sst", VARIANTS / "sst_fv6_bzip2_xxhash64.sst",
+       VARIANTS / "sst_fv6_crc32c_snappy.sst", *all_ssts("snappy"),
        VARIANTS / "db_versions_1.sst", VARIANTS / "db_range_del_2.sst"])]
 
 
@@ -388,6 +514,50 @@ def xxh3_block_checksum(body: bytes, compression: int, base: int, offset: int) -
     return value
 
 
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), bit by bit: slow, independent."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def crc32c_block_checksum(body: bytes, compression: int, base: int, offset: int) -> int:
+    """RocksDB's kCRC32c block checksum: crc32c::Mask of crc32c(block + type byte)."""
+    mask = 0xFFFFFFFF
+    crc = crc32c(body + bytes((compression,)))
+    value = ((((crc >> 15) | (crc << 17)) & mask) + 0xA282EAD8) & mask
+    if base:  # format_version 6: the block's offset is mixed in
+        value = (value + (base ^ ((offset & mask) + (offset >> 32)))) & mask
+    return value
+
+
+def test_crc32c_reference():
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value of CRC-32C
+
+
+@pytest.mark.parametrize("name", CRC32C_FILES)
+def test_crc32c_checksum_rule_on_every_block(name):
+    data = (VARIANTS / name).read_bytes()
+    footer, handles = block_handles(data)
+    assert footer.checksum_type == 1
+    assert (footer.base_context_checksum != 0) == (footer.format_version >= 6)
+    for h in handles:
+        body, trailer = data[h.offset : h.offset + h.size], data[h.offset + h.size :][:5]
+        stored = int.from_bytes(trailer[1:], "little")
+        assert stored == crc32c_block_checksum(body, trailer[0], footer.base_context_checksum,
+                                               h.offset)
+    assert len(handles) > 12
+    if footer.format_version >= 6:
+        tail = bytearray(data[-53:])
+        stored = int.from_bytes(tail[5:9], "little")
+        tail[5:9] = bytes(4)
+        assert stored == crc32c_block_checksum(bytes(tail[:-1]), tail[-1],
+                                               footer.base_context_checksum, len(data) - 53)
+
+
 @pytest.mark.parametrize("name", ["window_lz4", "window_zstd", "window_fv6"])
 def test_xxh3_checksum_rule_on_every_block(name):
     blocks = 0
@@ -405,7 +575,7 @@ def test_xxh3_checksum_rule_on_every_block(name):
 
 
 RESEAL_SEEDS = [p.read_bytes() for p in (
-    all_ssts("window_lz4")[:2] + all_ssts("window_none")[:1]
+    all_ssts("window_lz4")[:2] + all_ssts("window_none")[:1] + all_ssts("snappy")
     + [VARIANTS / "sst_fv5_first_key_index.sst", VARIANTS / "sst_fv5_index_restart16.sst",
        VARIANTS / "sst_fv5_hash_data_index.sst", VARIANTS / "db_versions_1.sst"])]
 
@@ -429,3 +599,32 @@ def test_damage_under_a_valid_checksum_fails_only_with_statekit_errors(draw):
     except StatekitError as exc:
         assert isinstance(exc, (CorruptFile, UnsupportedFormat))
         assert exc.path == path
+
+
+def test_damaged_snappy_block_under_a_valid_checksum():
+    """The snappy decoder's own checks, behind a checksum that passes."""
+    (sst,) = all_ssts("snappy")
+    original = sst.read_bytes()
+    _, handles = block_handles(original)
+    (h,) = [h for h in handles if original[h.offset + h.size] == 1]
+
+    def resealed(body: bytes) -> str:
+        data = bytearray(original)
+        data[h.offset : h.offset + h.size] = body
+        fixed = xxh3_block_checksum(body, 1, 0, h.offset)
+        data[h.offset + h.size + 1 : h.offset + h.size + 5] = fixed.to_bytes(4, "little")
+        return memory_file("snappy.sst", bytes(data))
+
+    body = original[h.offset : h.offset + h.size]
+    size = body[:2]
+    assert size == b"\xa6\x03"  # snappy's own varint32 header: 422 bytes, no RocksDB prefix
+    for damaged, message in [
+        (b"\xff\xff\xff\x7f" + body[4:], "impossible uncompressed size"),
+        (b"\xa7\x03" + body[2:], "does not decompress"),  # one byte more than it holds
+        (size + bytes(len(body) - 2), "does not decompress"),  # 196 literals of 1 byte
+        (b"\xa5\x03" + body[2:], "does not decompress"),  # one byte less
+    ]:
+        path = resealed(damaged)
+        with pytest.raises(CorruptFile, match=message) as err:
+            list(iter_sst_entries(MEMFS, path))
+        assert err.value.path == path
