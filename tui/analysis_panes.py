@@ -3,7 +3,7 @@ computed from the files in a worker the first time its tab opens — no JVM."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,8 +13,12 @@ from statekit.presentation import human_bytes, sparkline
 from statekit.tui.model import Snapshot
 from statekit.tui.panes import LazyPane, Table
 
+if TYPE_CHECKING:
+    from statekit.growth import GrowthReport
+    from statekit.recovery import RecoveryEstimate
 
-class GrowthPane(LazyPane):
+
+class GrowthPane(LazyPane["GrowthReport"]):
     """Keys over versions per store, the verdict and its evidence (``statekit growth``)."""
 
     loading_message = "replaying the state files for the key history…"
@@ -33,18 +37,18 @@ class GrowthPane(LazyPane):
                                   *(f"• {line}" for line in store.evidence)])
         return None
 
-    def compute(self, snapshot: Snapshot) -> Any:
+    def compute(self, snapshot: Snapshot) -> GrowthReport:
         from statekit.growth import analyse
 
         return analyse(snapshot.ckpt)
 
-    def show_result(self, report: Any) -> None:
+    def show_result(self, report: GrowthReport) -> None:
         self.title_line.update(Text.assemble(("verdict ", "dim"), (
             report.verdict.upper(), "bold red" if report.is_growth else "bold green"),
             ("  ", ""), (" ".join(report.summary), "")))
-        keys = report.total_keys.last_value if report.total_keys else None
+        total = report.total_keys.last_value if report.total_keys else None
         size = report.total_bytes.last_value if report.total_bytes else None
-        self.status.update(f"{'-' if keys is None else f'{keys:,.0f}'} keys, "
+        self.status.update(f"{'-' if total is None else f'{total:,.0f}'} keys, "
                            f"{human_bytes(size)} — the chart: the first store's keys per "
                            "version")
         rows = []
@@ -62,7 +66,7 @@ class GrowthPane(LazyPane):
         self.table.load(("store", "verdict", "keys", "keys over versions", "evidence"), rows)
 
 
-class RecoveryPane(LazyPane):
+class RecoveryPane(LazyPane["RecoveryEstimate"]):
     """The restart estimate, its slowest partitions and the minDeltasForSnapshot what-if."""
 
     loading_message = "estimating the restart from the files…"
@@ -77,12 +81,12 @@ class RecoveryPane(LazyPane):
                      "written per batch)", classes="caption")
         yield Table(classes="whatif")
 
-    def compute(self, snapshot: Snapshot) -> Any:
+    def compute(self, snapshot: Snapshot) -> RecoveryEstimate:
         from statekit.recovery import estimate_recovery
 
         return estimate_recovery(snapshot.ckpt, cores=self.tui.cores)
 
-    def show_result(self, e: Any) -> None:
+    def show_result(self, e: RecoveryEstimate) -> None:
         self.title_line.update(Text.assemble(
             ("estimated recovery ", "dim"), (f"{e.estimate_s:.2f} s", "bold"),
             (f"  (state load {e.state_load_s:.2f} s + re-run {e.rerun_s:.2f} s) · "

@@ -10,11 +10,13 @@ data would have been; the rest keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
@@ -38,8 +40,9 @@ class ScreenCommands(Provider):
         app = self.app
         assert isinstance(app, StatekitApp)
         matcher = self.matcher(query)
-        entries = [(f"Show {title}", lambda tab=tab: app.show_tab(tab), f"go to {title}")
-                   for tab, title, _ in TABS]
+        entries: list[tuple[str, Callable[[], object], str]] = [
+            (f"Show {title}", partial(app.show_tab, tab), f"go to {title}")
+            for tab, title, _ in TABS]
         entries += [("Refresh", app.action_refresh, "re-read the checkpoint"),
                     ("Filter", app.action_filter, "filter the current table"),
                     ("Back", app.action_back, "one level up, or clear the filter"),
@@ -47,8 +50,7 @@ class ScreenCommands(Provider):
         for tab, title, pane in TABS:  # each screen's own actions (State paging, execute…)
             for binding in vars(pane).get("BINDINGS", ()):
                 entries.append((f"{title}: {binding.description}",
-                                lambda tab=tab, action=binding.action: app.pane_action(tab,
-                                                                                       action),
+                                partial(app.pane_action, tab, binding.action),
                                 f"key {binding.key_display or binding.key}"))
         for name, callback, help_text in entries:
             score = matcher.match(name)
@@ -62,7 +64,7 @@ class StatekitApp(App):
     TITLE = "statekit"
     CSS_PATH = "statekit.tcss"
     COMMANDS = App.COMMANDS | {ScreenCommands}
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("r", "refresh", "Refresh"),
@@ -163,7 +165,7 @@ class StatekitApp(App):
         box.remove_class("shown")
         return True
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         if self.clear_filter_box():
             self.current_pane().apply_filter("")
             self.current_pane().focus_main()

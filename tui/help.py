@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+
+if TYPE_CHECKING:
+    from statekit.tui.panes import Pane
 
 #: Keys handled by widgets rather than app bindings (tables, the filter box).
 WIDGET_KEYS = (
@@ -21,10 +24,12 @@ WIDGET_KEYS = (
 )
 
 
-class HelpScreen(ModalScreen):
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, bindings: Sequence[Binding], tabs: Sequence[tuple[str, str, Any]]):
+    def __init__(self, bindings: Sequence[BindingType],
+                 tabs: Sequence[tuple[str, str, type[Pane]]]) -> None:
         super().__init__()
         self.bindings_shown = bindings
         self.tabs = tabs
@@ -32,9 +37,11 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
             yield Static("statekit — keys", classes="title")
-            table = DataTable(cursor_type="none", id="help-keys")
+            table: DataTable[str] = DataTable(cursor_type="none", id="help-keys")
             table.add_columns("key", "does")
             for binding in self.bindings_shown:
+                if not isinstance(binding, Binding):
+                    continue  # the app declares Binding objects only
                 if binding.action.startswith("show_tab") or binding.action == "back":
                     continue  # tabs are listed by number below, Esc with the table keys
                 table.add_row(binding.key_display or binding.key, binding.description)

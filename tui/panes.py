@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
@@ -51,7 +51,7 @@ def _cell_width(cell: Any) -> int:
 class Table(DataTable):
     """A DataTable that keeps its rows so ``/`` can filter them, with vim keys."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", show=False), Binding("k", "cursor_up", show=False),
         Binding("h", "cursor_left", show=False), Binding("l", "cursor_right", show=False)]
 
@@ -106,6 +106,13 @@ class Pane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.snapshot: Snapshot | None = None
+
+    @property
+    def shown(self) -> Snapshot:
+        """The snapshot on screen (panes render only after the first one arrived)."""
+        if self.snapshot is None:
+            raise RuntimeError(f"{type(self).__name__} rendered before a snapshot arrived")
+        return self.snapshot
 
     @property
     def tui(self) -> StatekitApp:
@@ -187,7 +194,7 @@ class OverviewPane(Pane):
         return self.explained.get(key)
 
     def render_snapshot(self) -> None:
-        r = self.snapshot.report
+        r = self.shown.report
         pending = [b for b in r.planned_batches if b not in set(r.committed_batches)]
         self.title_line.update(Text.assemble(
             ("query ", "dim"), (r.query_id, "bold"), ("  provider ", "dim"), (r.provider, "bold"),
@@ -200,12 +207,12 @@ class OverviewPane(Pane):
             f"uncommitted: {', '.join(map(str, pending)) or 'none'}",
             f"{r.state_files:,} state files, {human_bytes(r.state_bytes)}",
             f"minDeltasForSnapshot {r.min_deltas_for_snapshot} ({r.min_deltas_source})",
-            f"read in {self.snapshot.seconds:.2f} s",
+            f"read in {self.shown.seconds:.2f} s",
         ]
         self.status.update("  ·  ".join(facts))
         severity = {"error": "bold red", "warning": "yellow", "info": "cyan"}
         self.explained, rows = {}, []
-        for n, f in enumerate(self.snapshot.report.findings):
+        for n, f in enumerate(self.shown.report.findings):
             style, meaning = severity.get(f.severity, ""), explain(f.code, f.message)
             self.explained[f"finding-{n}"] = Text.assemble((f"{f.severity} {f.code}: ", style),
                                                            meaning)
@@ -265,16 +272,16 @@ class OperatorsPane(Pane):
 
     def _store(self, key: str):
         op, store = key.split("/", 1)
-        for s in self.snapshot.report.stores:
+        for s in self.shown.report.stores:
             if s.operator_id == int(op) and s.store == store:
                 return s
         return None
 
     def _stores(self) -> None:
         self.title_line.update("operators and stores — Enter: partitions")
-        self.status.update(f"{len(self.snapshot.report.stores)} stores")
+        self.status.update(f"{len(self.shown.report.stores)} stores")
         rows = []
-        for s in self.snapshot.report.stores:
+        for s in self.shown.report.stores:
             lags = [p.versions_since_snapshot for p in s.partitions
                     if p.versions_since_snapshot is not None]
             sizes = [p.bytes for p in s.partitions]
@@ -348,19 +355,19 @@ class OperatorsPane(Pane):
 
     def _files(self, key: str, partition: int) -> None:
         op, store = key.split("/", 1)
-        instance = self.snapshot.ckpt.inventory.instance(int(op), store, partition)
+        instance = self.shown.ckpt.inventory.instance(int(op), store, partition)
         self.title_line.update(f"operator {key} partition {partition}: files — Enter: records "
                                "· Esc: back")
         files = instance.files if instance else ()
         self.files = {f.path: f for f in files}
         self.status.update(f"{len(files)} files")
-        rel = self.snapshot.ckpt.location.relative
+        rel = self.shown.ckpt.location.relative
         self.table.load(("file", "kind", "version", "bytes"), [
             (f.path, (rel(f.path), f.kind, "-" if f.version is None else str(f.version),
                       human_bytes(f.size))) for f in files])
 
     def _records(self, path: str) -> None:
-        rel = self.snapshot.ckpt.location.relative(path)
+        rel = self.shown.ckpt.location.relative(path)
         self.title_line.update(f"{rel}: decoded records (first {RECORD_LIMIT}) · Esc: back")
         file = self.files.get(path)
         if file is None:
@@ -368,7 +375,7 @@ class OperatorsPane(Pane):
             return
         self.status.update("decoding…")
         self.table.load(("#", "op", "key", "value"), [])
-        self._decode(self.snapshot.ckpt, file)
+        self._decode(self.shown.ckpt, file)
 
     @work(thread=True, exclusive=True, group="records")
     def _decode(self, ckpt: Checkpoint, file: StateFile) -> None:
@@ -419,10 +426,10 @@ class BatchesPane(Pane):
     """Every retained batch: committed or not, interval, watermark progression."""
 
     def render_snapshot(self) -> None:
-        rows = self.snapshot.timeline.rows
+        rows = self.shown.timeline.rows
         self.title_line.update("batches — newest last")
         self.status.update(f"{len(rows)} batches retained, last committed "
-                           f"{self.snapshot.timeline.last_committed}")
+                           f"{self.shown.timeline.last_committed}")
         previous = None
         out = []
         for r in rows:
@@ -444,15 +451,18 @@ class BatchesPane(Pane):
             self.table.move_cursor(row=self.table.row_count - 1)
 
 
-class LazyPane(Pane):
-    """A pane whose analysis runs in a worker the first time it is opened (and on refresh
-    while it is open)."""
+Result = TypeVar("Result")
+
+
+class LazyPane(Pane, Generic[Result]):
+    """A pane whose analysis (a ``Result``) runs in a worker the first time it is opened
+    (and on refresh while it is open)."""
 
     loading_message = "working…"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.result: Any = None
+        self.result: Result | None = None
         self.wanted = False
 
     def activated(self) -> None:
@@ -469,7 +479,7 @@ class LazyPane(Pane):
 
     def _start(self) -> None:
         self.status.update(self.loading_message)
-        self._run(self.snapshot)
+        self._run(self.shown)
 
     @work(thread=True, exclusive=True)
     def _run(self, snapshot: Snapshot) -> None:
@@ -482,14 +492,14 @@ class LazyPane(Pane):
             return
         self.app.call_from_thread(self._done, result)
 
-    def _done(self, result: Any) -> None:
+    def _done(self, result: Result) -> None:
         self.result = result
         self.show_result(result)
 
-    def compute(self, snapshot: Snapshot) -> Any:
+    def compute(self, snapshot: Snapshot) -> Result:
         raise NotImplementedError
 
-    def show_result(self, result: Any) -> None:
+    def show_result(self, result: Result) -> None:
         raise NotImplementedError
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
@@ -46,7 +46,7 @@ class StatePane(Pane):
     in a worker, with each step shown. Rows stream in pages (``n`` next, ``p`` previous);
     ``o`` switches to the next operator."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "page(1)", "Next page"), Binding("p", "page(-1)", "Previous page"),
         Binding("o", "next_operator", "Next operator")]
     PAGE = 100
@@ -201,7 +201,7 @@ class StatePane(Pane):
 class ConfirmScreen(ModalScreen[bool]):
     """y / n for an action that writes."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("y", "answer(True)", "Yes"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "Yes"),
                                          Binding("n,escape", "answer(False)", "No")]
 
     def __init__(self, question: str) -> None:
@@ -226,7 +226,7 @@ class RepartitionPane(Pane):
     repartition`` runs them: refusals before Spark starts, reader confs for the run only, and
     the file sink's entry for the repartition batch when a sink folder is given."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("x", "execute", "Execute")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("x", "execute", "Execute")]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -287,3 +287,38 @@ def test_unsupported_operators_are_refused_before_spark(small_queries, tmp_path,
     err = capsys.readouterr().err
     assert "not supported" in err and "nothing was written" in err
     assert tree_hash(query.checkpoint) == before and not (tmp_path / "dst").exists()
+
+
+def _reader_confs_now(spark) -> dict[str, str | None]:
+    from statekit.jobs.state_reader import CHANGELOG_CONF, FORMAT_VERSION_CONF
+
+    return {key: spark.conf.get(key, None) for key in (CHANGELOG_CONF, FORMAT_VERSION_CONF)}
+
+
+def test_reader_confs_are_set_for_the_run_and_restored_after(spark, reference_checkpoints,
+                                                             tmp_path, capsys):
+    """The action sets what Spark's readers need (changelog checkpointing, format v2) only
+    while it runs, through the CLI as through the shared function; the session keeps its
+    own values afterwards."""
+    from statekit.jobs.repartition_action import prepare
+    from statekit.jobs.repartition_action import run as run_action
+    from statekit.jobs.state_reader import CHANGELOG_CONF, FORMAT_VERSION_CONF
+
+    ckpt_dir = reference_checkpoints.get("rocksdb", changelog=True, variant="format-v2").checkpoint
+    spark.conf.set(CHANGELOG_CONF, "false")
+    spark.conf.unset(FORMAT_VERSION_CONF)
+    try:
+        before = _reader_confs_now(spark)
+        during: list[dict[str, str | None]] = []
+        prepared = prepare(open_checkpoint(str(ckpt_dir)), resolve(str(tmp_path / "dst")), 3,
+                           force=True)
+        outcome = run_action(spark, prepared, dry_run=True,
+                             progress=lambda _m: during.append(_reader_confs_now(spark)))
+        assert sum(outcome.plan.keys_per_partition["0/default"]) > 0
+        assert during and all(d == {CHANGELOG_CONF: "true", FORMAT_VERSION_CONF: "2"}
+                              for d in during)
+        assert _reader_confs_now(spark) == before
+        result = repartition(ckpt_dir, tmp_path / "dst-cli", 3, "--dry-run")
+        assert result["dry_run"] and _reader_confs_now(spark) == before
+    finally:
+        spark.conf.unset(CHANGELOG_CONF)

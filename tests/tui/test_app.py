@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +191,64 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
     asyncio.run(scenario())
     assert tree_hash(source) == before
     assert target.exists() == allow_write
+
+
+@pytest.mark.slow
+def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path):
+    """The TUI runs the same repartition as the CLI: with the pipeline's file sink given, the
+    sink gets the repartition batch's entry, and the reference pipeline restarted on the
+    target produces exactly what the source would have. The session's confs are unchanged."""
+    from statekit.jobs.session import session_conf
+    from statekit.reference_pipeline.generator import generate
+    from statekit.tui.spark_panes import RepartitionPane
+    from tests.conftest import TEST_GENERATOR
+    from tests.spark.test_inspect_cli import tree_hash
+    from tests.spark.test_repartition import pipeline_run, restart_pipeline
+
+    run = pipeline_run(spark, tmp_path / "run", "hdfs", 4)
+    before = tree_hash(run.checkpoint)
+    target, target_out = tmp_path / "target", tmp_path / "target-out"
+    shutil.copytree(run.output, target_out)
+    statekit_defaults = {*session_conf("statekit-tui"), "spark.app.name"}
+
+    def session_confs_now() -> dict[str, str]:
+        return {k: v for k, v in spark.conf.getAll.items() if k not in statekit_defaults}
+
+    confs_before = session_confs_now()
+
+    async def scenario():
+        app = StatekitApp(str(run.checkpoint), allow_write=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            pane = app.query_one(RepartitionPane)
+            await pilot.press("7")
+            await pilot.pause()
+            pane.query_one("#rp-target").value = str(target)
+            pane.query_one("#rp-file-sink").value = str(target_out)
+            pane.query_one("#rp-force").value = True
+            await pilot.click("#rp-partitions")
+            await pilot.press("3", "enter")
+            await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+            assert f"file sink: will write {target_out}" in str(pane.status.render())
+            await pilot.press("x")
+            assert app.screen.__class__.__name__ == "ConfirmScreen"
+            await pilot.press("y")
+            await settle(pilot, app, lambda: pane.result is not None, timeout=180)
+            assert pane.result.verification.ok
+            return pane.outcome
+
+    outcome = asyncio.run(scenario())
+    batch = outcome.plan.repartition_batch
+    entry = f"{target_out}/_spark_metadata/{batch}"
+    assert outcome.file_sink_entry in (entry, entry + ".compact")
+    assert Path(outcome.file_sink_entry).is_file()
+    assert tree_hash(run.checkpoint) == before
+    assert session_confs_now() == confs_before
+
+    generate(run.landing, TEST_GENERATOR, 2)
+    source_copy, source_out = tmp_path / "src-copy", tmp_path / "src-out"
+    shutil.copytree(run.checkpoint, source_copy)
+    shutil.copytree(run.output, source_out)
+    expected = restart_pipeline(spark, run, source_copy, source_out)
+    got = restart_pipeline(spark, run, target, target_out)
+    assert got == expected and len(expected) > 5
