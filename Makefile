@@ -11,8 +11,8 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
-	@echo "make test   build .venv and run the whole test suite (lint, import contracts, unit, Spark)"
-	@echo "make lint   ruff + import contracts only"
+	@echo "make test   build .venv and run the whole test suite (lint, contracts, mypy, unit, Spark)"
+	@echo "make lint   ruff, the import-linter contracts and mypy only"
 	@echo "make clean  remove .venv and ./$(DEMO_DIR)"
 
 check-java:
@@ -40,10 +40,10 @@ demo: check-java venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports
+	$(BIN)/python tests/static_checks.py
 
 test: check-java lint
 	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR)
+	rm -rf $(VENV) $(DEMO_DIR) build
