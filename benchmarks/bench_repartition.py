@@ -1,6 +1,6 @@
 """Benchmark: ``statekit repartition`` throughput and peak driver memory, HDFS and RocksDB.
 
-The question (the repartition issue's acceptance): how many keys per second does
+The question: how many keys per second does
 ``statekit repartition`` move for ~1M keys of HDFS-backed state, and does the driver's peak
 memory stay flat as the state grows (the HDFS path re-buckets in executor tasks and collects
 only per-partition counts, so it must)? For RocksDB statekit runs Spark's own offline

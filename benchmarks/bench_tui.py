@@ -1,7 +1,7 @@
 """Benchmark: how fast ``statekit tui`` shows its first screen on a 200-partition checkpoint.
 
-The question (the TUI issue's acceptance): the Overview must appear in under 1.5 s on a
-200-partition checkpoint, with no JVM. The checkpoint is the one ``bench_report.py`` builds:
+The question: does the Overview appear in under 1.5 s on a 200-partition checkpoint, with
+no JVM? The checkpoint is the one ``bench_report.py`` builds:
 a small real checkpoint written by the reference pipeline with Spark (setup, not measured),
 synthesised into 200 partitions × 100 retained versions from those real files (~44,000 files
 with their ``.crc`` for HDFS).

@@ -41,6 +41,16 @@ def spark_session() -> SparkSession:
     return build_session("statekit-tui").newSession()
 
 
+def failed_in_worker(pane: Pane, error: Exception) -> None:
+    """Show a worker's failure in its pane: statekit's own one-line message, or Spark's
+    first line (never a JVM stack)."""
+    from statekit.errors import StatekitError
+    from statekit.jobs.errors import first_line
+
+    message = str(error) if isinstance(error, StatekitError) else f"Spark: {first_line(error)}"
+    pane.app.call_from_thread(pane.show_error, message)
+
+
 class StatePane(Pane):
     """State rows through Spark's own reader: the JVM starts the first time this tab opens,
     in a worker, with each step shown. Rows stream in pages (``n`` next, ``p`` previous);
@@ -108,7 +118,6 @@ class StatePane(Pane):
 
     @work(thread=True, exclusive=True, group="state")
     def _open(self, operator: int | None) -> None:
-        from statekit.errors import StatekitError
 
         def say(message: str) -> None:
             self.app.call_from_thread(self.status.update, message)
@@ -140,13 +149,8 @@ class StatePane(Pane):
                     frame = rows_containing(frame, wanted)
                 columns = list(frame.columns)
                 rows_iter = frame.toLocalIterator()
-        except StatekitError as error:
-            self.app.call_from_thread(self.show_error, str(error))
-            return
-        except Exception as error:  # a Spark failure: one line, shown in place
-            from statekit.jobs.errors import first_line
-
-            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+        except Exception as error:  # shown in place, one line
+            failed_in_worker(self, error)
             return
         self.app.call_from_thread(self._opened, target, columns, rows_iter)
 
@@ -172,10 +176,8 @@ class StatePane(Pane):
         try:
             with session_confs(self.spark, self.confs):
                 rows = [tuple(str(v) for v in r) for r in islice(self.rows_iter, self.PAGE)]
-        except Exception as error:
-            from statekit.jobs.errors import first_line
-
-            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+        except Exception as error:  # shown in place, one line
+            failed_in_worker(self, error)
             return
         self.app.call_from_thread(self._fetched, rows)
 
@@ -292,7 +294,6 @@ class RepartitionPane(Pane):
     def _dry_run(self, snapshot: Snapshot, partitions: int, target: str, file_sink: str,
                  force: bool) -> None:
         from statekit.checkpoint.location import resolve
-        from statekit.errors import StatekitError
         from statekit.jobs.repartition_action import prepare, run
 
         options = dict(self.tui.storage_options)
@@ -303,13 +304,8 @@ class RepartitionPane(Pane):
                                force=force)
             self._say("counting keys per new partition (starting Spark)…")
             run(self._session(), prepared, dry_run=True, progress=self._say)
-        except StatekitError as error:
-            self.app.call_from_thread(self.show_error, str(error))
-            return
-        except Exception as error:
-            from statekit.jobs.errors import first_line
-
-            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+        except Exception as error:  # shown in place, one line
+            failed_in_worker(self, error)
             return
         self.app.call_from_thread(self._planned, prepared)
 
@@ -369,18 +365,12 @@ class RepartitionPane(Pane):
 
     @work(thread=True, exclusive=True, group="repartition")
     def _execute(self, prepared: PreparedRepartition) -> None:
-        from statekit.errors import StatekitError
         from statekit.jobs.repartition_action import run
 
         try:
             outcome = run(self._session(), prepared, progress=self._say)
-        except StatekitError as error:
-            self.app.call_from_thread(self.show_error, str(error))
-            return
-        except Exception as error:
-            from statekit.jobs.errors import first_line
-
-            self.app.call_from_thread(self.show_error, f"Spark: {first_line(error)}")
+        except Exception as error:  # shown in place, one line
+            failed_in_worker(self, error)
             return
         self.app.call_from_thread(self._executed, outcome)
 

@@ -83,13 +83,26 @@ def restart_pipeline(spark, run: PipelineRun, checkpoint: Path, output: Path) ->
     return sorted(tuple(str(v) for v in r) for r in rows)
 
 
+def assert_target_restarts_like_the_source(spark, run: PipelineRun, target: Path,
+                                           target_out: Path, tmp_path: Path) -> None:
+    """The same new input into the source (restarted on a copy) and the target: the target's
+    new output rows (alerts and sessions) must equal the source's."""
+    from statekit.reference_pipeline.generator import generate
+    from tests.conftest import TEST_GENERATOR
+
+    generate(run.landing, TEST_GENERATOR, 2)
+    source_copy, source_out = tmp_path / "src-copy", tmp_path / "src-out"
+    shutil.copytree(run.checkpoint, source_copy)
+    shutil.copytree(run.output, source_out)
+    expected = restart_pipeline(spark, run, source_copy, source_out)
+    got = restart_pipeline(spark, run, target, target_out)
+    assert got == expected and len(expected) > 5
+
+
 @pytest.mark.parametrize(("provider", "before", "after"), [
     ("hdfs", 8, 3), ("hdfs", 4, 16), ("rocksdb", 8, 3), ("rocksdb", 4, 16)])
 def test_reference_pipeline_repartitioned_restarts_identically(spark, tmp_path, provider,
                                                                before, after):
-    from statekit.reference_pipeline.generator import generate
-    from tests.conftest import TEST_GENERATOR
-
     run = pipeline_run(spark, tmp_path / "run", provider, before)
     source_hash = tree_hash(run.checkpoint)
     target = tmp_path / "target"
@@ -111,14 +124,7 @@ def test_reference_pipeline_repartitioned_restarts_identically(spark, tmp_path, 
     assert {f.version for f in target_ckpt.inventory.all_files() if f.kind != "sst"} == {n + 2}
     assert not list(tmp_path.glob(".*statekit-staging"))
 
-    # the same new input into the source (restarted on a copy) and the target
-    generate(run.landing, TEST_GENERATOR, 2)
-    source_copy, source_out = tmp_path / "src-copy", tmp_path / "src-out"
-    shutil.copytree(run.checkpoint, source_copy)
-    shutil.copytree(run.output, source_out)
-    expected = restart_pipeline(spark, run, source_copy, source_out)
-    got = restart_pipeline(spark, run, target, target_out)
-    assert got == expected and len(expected) > 5  # alerts and sessions of the new input
+    assert_target_restarts_like_the_source(spark, run, target, target_out, tmp_path)
 
 
 def test_dry_run_counts_keys_per_new_partition_and_writes_nothing(reference_checkpoints,

@@ -21,6 +21,24 @@ async def settle(pilot, app, condition, timeout: float = 30.0) -> None:
     await until(pilot, condition, "the app get there", timeout)
 
 
+async def plan_repartition(pilot, app, partitions: int, target: Path,
+                           file_sink: Path | None = None):
+    """Fill the Repartition screen (the query is stopped: force) and wait for the dry run."""
+    from statekit.tui.spark_panes import RepartitionPane
+
+    pane = app.query_one(RepartitionPane)
+    await pilot.press("7")
+    await pilot.pause()
+    pane.query_one("#rp-target").value = str(target)
+    if file_sink is not None:
+        pane.query_one("#rp-file-sink").value = str(file_sink)
+    pane.query_one("#rp-force").value = True
+    await pilot.click("#rp-partitions")
+    await pilot.press(*str(partitions), "enter")
+    await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+    return pane
+
+
 def cells(table: Table) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
@@ -155,7 +173,6 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
 @pytest.mark.parametrize("allow_write", [False, True])
 def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_checkpoints,
                                                                    tmp_path, allow_write):
-    from statekit.tui.spark_panes import RepartitionPane
     from tests.spark.test_inspect_cli import tree_hash
 
     source = reference_checkpoints.get("hdfs").checkpoint
@@ -166,14 +183,7 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
         app = StatekitApp(str(source), allow_write=allow_write)
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(pilot, app, lambda: app.snapshot is not None)
-            pane = app.query_one(RepartitionPane)
-            await pilot.press("7")
-            await pilot.pause()
-            pane.query_one("#rp-target").value = str(target)
-            pane.query_one("#rp-force").value = True
-            await pilot.click("#rp-partitions")
-            await pilot.press("2", "enter")
-            await settle(pilot, app, lambda: pane.plan is not None, timeout=90)
+            pane = await plan_repartition(pilot, app, 2, target)
             assert pane.table.row_count == 2  # keys per new partition
             assert sum(int(str(pane.table.get_row_at(i)[2]).replace(",", ""))
                        for i in range(2)) == reference_checkpoints.get("hdfs").result \
@@ -199,11 +209,8 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
     sink gets the repartition batch's entry, and the reference pipeline restarted on the
     target produces exactly what the source would have. The session's confs are unchanged."""
     from statekit.jobs.session import session_conf
-    from statekit.reference_pipeline.generator import generate
-    from statekit.tui.spark_panes import RepartitionPane
-    from tests.conftest import TEST_GENERATOR
     from tests.spark.test_inspect_cli import tree_hash
-    from tests.spark.test_repartition import pipeline_run, restart_pipeline
+    from tests.spark.test_repartition import assert_target_restarts_like_the_source, pipeline_run
 
     run = pipeline_run(spark, tmp_path / "run", "hdfs", 4)
     before = tree_hash(run.checkpoint)
@@ -220,15 +227,7 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
         app = StatekitApp(str(run.checkpoint), allow_write=True)
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(pilot, app, lambda: app.snapshot is not None)
-            pane = app.query_one(RepartitionPane)
-            await pilot.press("7")
-            await pilot.pause()
-            pane.query_one("#rp-target").value = str(target)
-            pane.query_one("#rp-file-sink").value = str(target_out)
-            pane.query_one("#rp-force").value = True
-            await pilot.click("#rp-partitions")
-            await pilot.press("3", "enter")
-            await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+            pane = await plan_repartition(pilot, app, 3, target, file_sink=target_out)
             assert f"file sink: will write {target_out}" in str(pane.status.render())
             await pilot.press("x")
             assert app.screen.__class__.__name__ == "ConfirmScreen"
@@ -245,10 +244,4 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
     assert tree_hash(run.checkpoint) == before
     assert session_confs_now() == confs_before
 
-    generate(run.landing, TEST_GENERATOR, 2)
-    source_copy, source_out = tmp_path / "src-copy", tmp_path / "src-out"
-    shutil.copytree(run.checkpoint, source_copy)
-    shutil.copytree(run.output, source_out)
-    expected = restart_pipeline(spark, run, source_copy, source_out)
-    got = restart_pipeline(spark, run, target, target_out)
-    assert got == expected and len(expected) > 5
+    assert_target_restarts_like_the_source(spark, run, target, target_out, tmp_path)

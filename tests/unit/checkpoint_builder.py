@@ -2,7 +2,7 @@
 
 The model's listing and log logic only looks at names, sizes and the small text logs, so a
 layout with the real log formats and placeholder state files is a faithful input for it. The
-log texts follow what pyspark 4.3 wrote in our real checkpoints (see FORMATS.md). Tests that
+log texts follow what pyspark 4.3 wrote in our real checkpoints. Tests that
 decode state bytes use real files instead (tests/data/formats).
 """
 

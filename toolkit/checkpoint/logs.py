@@ -7,9 +7,10 @@ counts, providers and codecs starts here, so the parsers are strict about struct
 file is reported with its name, never half-read) and lenient about content (unknown fields
 from newer Spark versions are kept in ``raw``, as pyspark's ``StreamingQueryProgress`` does).
 
-Formats (see FORMATS.md): offsets v1 = ``v1`` / metadata JSON / one line per source (``-`` for
-none); offsets v2 ("OffsetMap") = ``v2`` / metadata JSON / ``sourceId:offset`` lines; commits
-v1 = ``v1`` / ``{"nextBatchWatermarkMs":…}``; commits v2 add ``stateUniqueIds``.
+Formats, as pyspark 4.3 writes them: offsets v1 = ``v1`` / metadata JSON / one line per
+source (``-`` for none); offsets v2 ("OffsetMap") = ``v2`` / metadata JSON /
+``sourceId:offset`` lines; commits v1 = ``v1`` / ``{"nextBatchWatermarkMs":…}``; commits v2
+add ``stateUniqueIds``.
 """
 
 from __future__ import annotations

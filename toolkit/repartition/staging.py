@@ -1,6 +1,6 @@
 """Build a new checkpoint beside its final place, and publish it only when complete.
 
-The safety protocol (DESIGN.md): a crash at any point must leave either no target or a
+The safety protocol for every write: a crash at any point must leave either no target or a
 complete one, and rerunning must succeed. So everything is written into a staging folder
 next to the target (``<parent>/.<name>.statekit-staging``), verified there, and then moved
 into place in one rename — atomic on a local disk and HDFS. Object stores have no atomic
