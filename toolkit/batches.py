@@ -14,6 +14,7 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import SourceOffset
+from statekit.formats.values import shorten
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def summarize_offset(offset: SourceOffset) -> str:
     try:
         value = json.loads(offset.offset)
     except json.JSONDecodeError:
-        return f"{offset.source}: {offset.offset[:50]}"
+        return f"{offset.source}: {shorten(offset.offset, 50)}"
     parts = []
     if isinstance(value, dict):
         for key, item in value.items():
@@ -64,11 +65,11 @@ def summarize_offset(offset: SourceOffset) -> str:
             elif isinstance(item, (int, float, str)) and not isinstance(item, bool):
                 parts.append(f"{key}={item}")
             else:
-                parts.append(f"{key}={json.dumps(item, separators=(',', ':'))[:40]}")
+                parts.append(f"{key}={shorten(json.dumps(item, separators=(',', ':')), 40)}")
         text = ", ".join(parts)
     else:
         text = json.dumps(value, separators=(",", ":"))
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shorten(text, 80)
 
 
 def batch_timeline(ckpt: Checkpoint) -> BatchTimeline:

@@ -50,3 +50,20 @@ def test_usable_cpus_without_sched_getaffinity(monkeypatch):
 def test_usable_cpus_honours_the_affinity_mask(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 3, 5}, raising=False)
     assert machine.usable_cpus() == 3
+
+
+def test_offset_summaries_are_cut_with_an_ellipsis():
+    """A source offset too long for the batches table is cut visibly, never silently."""
+    import json
+
+    from statekit.batches import summarize_offset
+    from statekit.checkpoint.logs import SourceOffset
+
+    kafka = {f"topic-{n}": {str(p): p * 1000 for p in range(4)} for n in range(9)}
+    shown = summarize_offset(SourceOffset("0", json.dumps(kafka)))
+    assert len(shown) == 80 and shown.endswith("…")
+    assert shown.startswith("topic-0: 4 partitions, Σ 6000")
+    nested = summarize_offset(SourceOffset("0", json.dumps({"k": {"deep": "x" * 60}})))
+    assert nested == "k=" + json.dumps({"deep": "x" * 60}, separators=(",", ":"))[:39] + "…"
+    assert summarize_offset(SourceOffset("0", "not json " * 10)).endswith("…")
+    assert summarize_offset(SourceOffset("0", '{"logOffset":7}')) == "logOffset=7"
