@@ -75,21 +75,23 @@ def deep_check(spark: SparkSession, ckpt: Checkpoint, history: StoreHistory,
     store = None if history.store == "default" else history.store
     stats = history.versions
     if _has_change_feed(history, ckpt) and history.method == "replay":
-        churn = [v for v in stats if v.inserts is not None]
+        # (batch, upserts, deletes) of every version with churn counts (all three are known
+        # together, or none is)
+        churn = [(v.version - 1, v.inserts + v.updates, v.deletes) for v in stats
+                 if v.inserts is not None and v.updates is not None]
         if not churn:
             return DeepCheck(history.operator_id, history.store, "skipped", (),
                              "no version with complete churn counts")
         target = resolve_target(ckpt, operator=history.operator_id, store=store)
         if on_progress:
-            on_progress(f"change feed of {target.label} from batch {churn[0].version - 1}")
-        feed = summarize_changes(read_changes(spark, target, churn[0].version - 1,
-                                              churn[-1].version - 1))
+            on_progress(f"change feed of {target.label} from batch {churn[0][0]}")
+        feed = summarize_changes(read_changes(spark, target, churn[0][0], churn[-1][0]))
         by_batch = {b.batch_id: b for b in feed}
         checks = []
-        for v in churn:
-            got = by_batch.get(v.version - 1)
+        for batch, upserts, deletes in churn:
+            got = by_batch.get(batch)
             checks.append(BatchCheck(
-                v.version - 1, {"upserts": v.inserts + v.updates, "deletes": v.deletes},
+                batch, {"upserts": upserts, "deletes": deletes},
                 {"upserts": got.upserts if got else 0, "deletes": got.deletes if got else 0}))
         return DeepCheck(history.operator_id, history.store, "change-feed", tuple(checks))
     checks = []
@@ -98,7 +100,8 @@ def deep_check(spark: SparkSession, ckpt: Checkpoint, history: StoreHistory,
                                 batch=v.version - 1)
         if on_progress:
             on_progress(f"counting rows of {target.label} at batch {v.version - 1}")
-        rows = collect(lambda t=target: read_state(spark, t).count(),
-                       f"counting {target.label}")
+        # read_state's own errors are already one-line statekit errors; collect translates
+        # the count's
+        rows = collect(read_state(spark, target).count, f"counting {target.label}")
         checks.append(BatchCheck(v.version - 1, {"keys": v.keys}, {"keys": int(rows)}))
     return DeepCheck(history.operator_id, history.store, "row-count", tuple(checks))

@@ -32,6 +32,11 @@ from statekit.jobs.state_reader import spark_url
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.checkpoint.state_data import StoreSchema
+    from statekit.repartition.plan import RepartitionPlan
+    from statekit.repartition.staging import Staging
+
 KEY_BYTES = "__statekit_key"
 VALUE_BYTES = "__statekit_value"
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -206,7 +211,7 @@ def placement(key_names: list[str], partitions: int) -> str:
     return f"pmod(hash({columns}), {partitions})"
 
 
-def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
+def count_per_new_partition(spark: SparkSession, *, source_path: str, plan: RepartitionPlan,
                             key_fields: dict[tuple[int, str], list[str]]
                             ) -> dict[str, list[int]]:
     """Keys per new partition per ``op/store`` (the dry run's skew): the source's rows at
@@ -221,7 +226,7 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan,
                                              store.operator_name, store.store,
                                              batch_id=plan.last_committed))
         expr = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
-        counts = dict(rows.groupBy(F.expr(expr).alias("p")).count().collect())
+        counts: dict[int, int] = dict(rows.groupBy(F.expr(expr).alias("p")).count().collect())
         out[f"{store.operator_id}/{store.store}"] = [int(counts.get(p, 0))
                                                      for p in range(plan.to_partitions)]
     return out
@@ -267,7 +272,7 @@ class Verification:
         return out
 
 
-def verify(spark: SparkSession, *, source_path: str, target_path: str, plan,
+def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: RepartitionPlan,
            key_fields: dict[tuple[int, str], list[str]]) -> Verification:
     """Compare the target at batch N + 1 with the source at batch N through Spark's readers."""
     from pyspark.sql import functions as F
@@ -293,7 +298,8 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan,
     return Verification(tuple(checks), tuple(metadata), plan.to_partitions)
 
 
-def source_tasks(ckpt, operator_id: int, store: str, version: int) -> list[SourceTask]:
+def source_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int
+                 ) -> list[SourceTask]:
     """One task per source partition: the files Spark would load for ``version``."""
     return [SourceTask(i.partition, tuple((f.path, f.kind) for f in i.files_to_load(version)))
             for i in ckpt.inventory.instances_of(operator_id, store)]
@@ -301,7 +307,7 @@ def source_tasks(ckpt, operator_id: int, store: str, version: int) -> list[Sourc
 
 @dataclass(frozen=True)
 class RepartitionResult:
-    plan: Any
+    plan: RepartitionPlan
     written: dict[str, list[WrittenPartition]]
     """Per ``op/store``: keys and bytes of every new partition's state."""
     verification: Verification | None
@@ -319,8 +325,8 @@ class RepartitionResult:
                     "metadata_partitions": list(self.verification.metadata_partitions)}}
 
 
-def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
-                        ) -> dict[str, list[WrittenPartition]]:
+def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
+                        staging: Staging) -> dict[str, list[WrittenPartition]]:
     """Spark's own offline repartition, on a staged copy of what loading batch N needs.
 
     Spark writes ``offsets/N+1``, the state at version N + 2 and ``commits/N+1`` into the
@@ -372,14 +378,15 @@ def repartition_rocksdb(spark: SparkSession, ckpt, plan, staging
     return written
 
 
-def _is_spark_error(error: BaseException) -> bool:
+def is_spark_error(error: BaseException) -> bool:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
-def key_field_names(ckpt, schemas: dict | None = None) -> dict[tuple[int, str], list[str]]:
+def key_field_names(ckpt: Checkpoint, schemas: dict[tuple[int, str], StoreSchema] | None = None
+                    ) -> dict[tuple[int, str], list[str]]:
     """Key column names per (operator, store); ``schemas``: :func:`store_schemas` of ``ckpt``
     when the caller has read them already."""
     from statekit.checkpoint.state_data import store_schemas
@@ -389,7 +396,8 @@ def key_field_names(ckpt, schemas: dict | None = None) -> dict[tuple[int, str], 
             for key, schema in schemas.items()}
 
 
-def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options: dict,
+def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
+                    staging: Staging, *, storage_options: dict[str, Any],
                     check: bool = True, progress: Callable[[str], None] = lambda _m: None,
                     fail_on: str | None = None) -> RepartitionResult:
     """Build the target in ``staging``, verify it, publish it (see the module docstring).
@@ -443,7 +451,7 @@ def run_repartition(spark: SparkSession, ckpt, plan, staging, *, storage_options
         staging.publish(last=name)
     except BaseException as error:
         staging.abort()
-        if _is_spark_error(error):
+        if is_spark_error(error):
             from statekit.jobs.errors import job_failed
 
             raise job_failed("repartition", error) from error

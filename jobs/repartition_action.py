@@ -108,8 +108,10 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
         verify: bool = True, progress: Progress = _quiet) -> RepartitionOutcome:
     """Dry-run (count keys per new partition) or execute ``prepared`` on ``spark``; the
     session confs the state readers need are set for this call only."""
+    from statekit.jobs.errors import job_failed
     from statekit.jobs.repartition import (
         count_per_new_partition,
+        is_spark_error,
         key_field_names,
         run_repartition,
     )
@@ -121,9 +123,14 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
     with session_confs(spark, reader_confs(ckpt)):
         if dry_run:
             progress("counting keys per new partition…")
-            plan.keys_per_partition.update(count_per_new_partition(
-                spark, source_path=spark_path(ckpt), plan=plan,
-                key_fields=key_field_names(ckpt)))
+            try:
+                counts = count_per_new_partition(spark, source_path=spark_path(ckpt),
+                                                 plan=plan, key_fields=key_field_names(ckpt))
+            except Exception as error:
+                if is_spark_error(error):  # one line, never the JVM's stack
+                    raise job_failed("repartition dry run", error) from error
+                raise
+            plan.keys_per_partition.update(counts)
         else:
             result = run_repartition(
                 spark, ckpt, plan, Staging(prepared.destination, ckpt.location.url),

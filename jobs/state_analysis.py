@@ -21,6 +21,7 @@ from statekit.jobs.state_reader import (
     flatten,
     read_metadata,
     read_state,
+    target_batch,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def _percentiles(df: DataFrame, column: str) -> dict[str, float | None]:
 
     row = df.agg(F.percentile_approx(column, [0.5, 0.9, 0.99]).alias("p"),
                  F.max(column).alias("max"), F.avg(column).alias("mean")).first()
+    assert row is not None  # an aggregate without grouping always has exactly one row
     p = row["p"] or [None, None, None]
     return {"p50": p[0], "p90": p[1], "p99": p[2], "max": row["max"],
             "mean": round(row["mean"], 2) if row["mean"] is not None else None}
@@ -67,7 +69,7 @@ def state_stats(spark: SparkSession, ckpt: Checkpoint, target: StateTarget, top:
                 ) -> StateStats:
     from pyspark.sql import functions as F
 
-    batch = target.batch_id if target.batch_id is not None else ckpt.last_committed_batch
+    batch = target_batch(ckpt, target)
     df = read_state(spark, target).cache()
     try:
         def compute():

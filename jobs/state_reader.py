@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
@@ -37,6 +37,8 @@ JOIN_OPERATOR = "symmetricHashJoin"
 TWS_OPERATORS = ("transformWithStateExec", "transformWithStateInPandasExec",
                  "transformWithStateInPySparkExec")
 FMGWS_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,16 @@ def resolve_target(ckpt: Checkpoint, *, operator: int | None = None, store: str 
                        timers, batch)
 
 
+def target_batch(ckpt: Checkpoint, target: StateTarget) -> int:
+    """The batch ``target`` reads: its own, else the last committed one (a target from
+    :func:`resolve_target` always has one; a checkpoint without a commit has no state)."""
+    batch = target.batch_id if target.batch_id is not None else ckpt.last_committed_batch
+    if batch is None:
+        raise BadInput("no committed batch yet: there is no state to read",
+                       path=ckpt.location.url)
+    return batch
+
+
 def reader_confs(ckpt: Checkpoint) -> dict[str, str]:
     """Session confs Spark's reader needs for this checkpoint but does not read from it."""
     files = list(ckpt.inventory.all_files())
@@ -187,11 +199,11 @@ def session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, old in previous.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 def _spark_error_line(error: BaseException) -> str:
@@ -222,7 +234,7 @@ def translate(what: str, error: BaseException) -> Exception:
     return JobFailed(f"{what} failed: {line}")
 
 
-def _guarded(what: str, action: Callable[[], DataFrame]):
+def _guarded(what: str, action: Callable[[], T]) -> T:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
@@ -234,7 +246,7 @@ def _guarded(what: str, action: Callable[[], DataFrame]):
 
 def read_state(spark: SparkSession, target: StateTarget) -> DataFrame:
     """The state rows (``key``, ``value``, ``partition_id`` …) as a lazy DataFrame."""
-    def load():
+    def load() -> DataFrame:
         reader = spark.read.format("statestore")
         for key, value in target.options().items():
             reader = reader.option(key, value)
@@ -247,7 +259,7 @@ def read_state(spark: SparkSession, target: StateTarget) -> DataFrame:
 def read_changes(spark: SparkSession, target: StateTarget, start: int,
                  end: int | None = None) -> DataFrame:
     """The change feed (``batch_id``, ``change_type``, ``key``, ``value``, ``partition_id``)."""
-    def load():
+    def load() -> DataFrame:
         reader = spark.read.format("statestore").option("readChangeFeed", "true") \
             .option("changeStartBatchId", str(start))
         if end is not None:
@@ -297,6 +309,6 @@ def to_arrow(df: DataFrame, limit: int | None = None) -> pa.Table:
     return _guarded("collecting state rows", df.toArrow)
 
 
-def collect(action: Callable, what: str):
+def collect(action: Callable[[], T], what: str) -> T:
     """Run a Spark action with errors translated (for callers outside this module)."""
     return _guarded(what, action)

@@ -346,11 +346,13 @@ class _Batches:
                 txn(t, amount, home, merchant)
             if pattern == "fraud":
                 t += int(rng.integers(30_000, 100_000))
-                txn(t, rng.uniform(100, 2000), foreign(), "electronics")
+                amount = rng.uniform(100, 2000)  # drawn before the country, as always
+                abroad = foreign()
+                txn(t, amount, abroad, "electronics")
                 flagged_at = t
                 for _ in range(int(rng.integers(0, 3))):
                     t += int(rng.integers(15_000, 60_000))
-                    txn(t, rng.uniform(50, 1500), steps[-1][3], "gift_cards")
+                    txn(t, rng.uniform(50, 1500), abroad, "gift_cards")
                 closed = flagged_at + int(rng.integers(20 * MINUTE_MS, 40 * MINUTE_MS))
                 steps.append(("case_closed", closed, None, None, None))
             elif pattern == "burst_cleared":
@@ -361,13 +363,13 @@ class _Batches:
                     txn(t, everyday_amount(), home, everyday_merchant())
 
         events = []
-        for k, (kind, at, amount, country, merchant) in enumerate(steps):
+        for k, (kind, at, step_amount, step_country, step_merchant) in enumerate(steps):
             file = (at - cfg.start_ms) // cfg.span_ms
             in_tail = (at - cfg.start_ms) % cfg.span_ms >= cfg.span_ms - OUT_OF_ORDER_TAIL_MS
             if pattern == "normal" and in_tail and rng.random() < cfg.out_of_order:
                 file += 1  # arrives one file late, still ahead of the watermark
-            events.append(GeneratedEvent(f"{uid}-{batch:06d}-{k:02d}", kind, uid, at, amount,
-                                         country, merchant, int(file)))
+            events.append(GeneratedEvent(f"{uid}-{batch:06d}-{k:02d}", kind, uid, at,
+                                         step_amount, step_country, step_merchant, int(file)))
         return GeneratedSession(f"{uid}-{batch:06d}", uid, pattern, batch, tuple(events))
 
     def late_events(self, batch: int) -> list[GeneratedEvent]:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -41,7 +41,7 @@ from statekit.reference_pipeline.state_machine import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -177,7 +177,11 @@ def fraud_session_fn(key, frames, state) -> Iterator[pd.DataFrame]:
     """applyInPandasWithState function of the normal (bounded) pipeline."""
     user = str(key[0])
     current = UserSession.from_row(state.get) if state.exists else None
-    step = expire(user, current) if state.hasTimedOut else process(user, current, _events(frames))
+    if state.hasTimedOut:
+        assert current is not None  # Spark times out only keys that hold state
+        step = expire(user, current)
+    else:
+        step = process(user, current, _events(frames))
     if step.state is None:
         if state.exists:
             state.remove()
@@ -293,7 +297,8 @@ def run(
     try:
         query = start_query(spark, opts)
         try:
-            while not query.awaitTermination(0.5):
+            # pyspark annotates the timeout as int but takes float seconds (int(timeout * 1000))
+            while not query.awaitTermination(0.5):  # type: ignore[arg-type]
                 drain()
                 if opts.timeout_s is not None and time.monotonic() - started > opts.timeout_s:
                     query.stop()
@@ -326,7 +331,10 @@ def read_output(spark: SparkSession, output: str) -> DataFrame:
     from pyspark.sql.types import StructType
 
     if not _has_files(output):
-        return spark.createDataFrame([], StructType.fromDDL(OUTPUT_SCHEMA_DDL))
+        schema = StructType.fromDDL(OUTPUT_SCHEMA_DDL)
+        assert isinstance(schema, StructType)  # annotated DataType; a column list is a struct
+        no_rows: list[tuple[Any, ...]] = []
+        return spark.createDataFrame(no_rows, schema)
     return spark.read.parquet(output)
 
 

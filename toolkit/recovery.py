@@ -68,8 +68,11 @@ class CostModel:
     source: str = "default"
     """``default`` (benchmark-fitted) or ``calibrated`` (measured on this checkpoint)."""
 
-    def seconds(self, base_files: int, change_files: int, size: float, records: float
+    def seconds(self, base_files: int, change_files: float, size: float, records: float
                 ) -> float:
+        """Seconds to load one instance from ``base_files`` base files and ``change_files``
+        change files (fractional for the what-if's typical case: half an interval of deltas),
+        ``size`` bytes and ``records`` records in all."""
         return (self.per_instance_s + self.base_file_s * base_files
                 + self.change_file_s * change_files + size / self.bytes_per_s
                 + records * self.record_s)
@@ -335,7 +338,7 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
     committed = ckpt.committed_batches[-12:]
     pending = ckpt.uncommitted_batches[:1]
     stamps = ckpt.load_offsets([*committed, *pending])
-    times = [stamps[b].timestamp_ms for b in sorted(stamps) if stamps[b].timestamp_ms]
+    times = [ms for b in sorted(stamps) if (ms := stamps[b].timestamp_ms)]
     gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     if not gaps:
         return None, "unknown: no progress log and no batch timestamps"
@@ -395,7 +398,7 @@ def _what_if(instances: Sequence[StoreInstance], version: int, model: CostModel,
             changes = [f for f in inst.of_kind("delta", "changelog")
                        if f.version is not None and f.version <= version]
             delta = sum(f.size for f in changes) / len(changes) if changes else 0.0
-            base = max(base_files, key=lambda f: f.version).size if base_files else \
+            base = max(base_files, key=lambda f: f.version or 0).size if base_files else \
                 sum(f.size for f in changes)
             snapshot_bytes += base / m
             for deltas, target in ((m, worst), (m / 2, typical)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
 from statekit.checkpoint.facts import instance_facts
@@ -29,6 +29,9 @@ from statekit.formats.compression import sniff_codec
 from statekit.formats.opening import open_binary
 from statekit.formats.records import read_state_file
 from statekit.formats.values import hex_preview, render_value
+
+if TYPE_CHECKING:
+    from fsspec.spec import AbstractFileSystem
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ def record_text(record: DecodedRecord, value_len: int | None = 400) -> tuple[str
     return key, "" if record.value_bytes is None else hex_preview(record.value_bytes)
 
 
-def _must_exist(fs, path: str, shown: str) -> None:
+def _must_exist(fs: AbstractFileSystem, path: str, shown: str) -> None:
     try:
         if fs.isfile(path):
             return

@@ -11,9 +11,9 @@ import click
 import pytest
 
 from statekit.cli.main import cli
+from statekit.cli.pipeline_cmd import cli as pipeline_cli
 from statekit.cli.runner import run_cli
 from statekit.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_USAGE
-from statekit.reference_pipeline.cli import cli as pipeline_cli
 
 SMALL = ["--users", "50", "--events-per-batch", "40", "--new-users-per-batch", "2"]
 

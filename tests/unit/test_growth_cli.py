@@ -68,6 +68,8 @@ def test_fail_on_accelerating_ignores_linear_growth(tmp_path, capsys):
     (["growth", "{tmp}/missing", "--max-keys", "inf"], 2, "'inf' is not a positive number"),
     (["growth", "{tmp}/missing", "--max-keys", "-1"], 2, "'-1' is not a positive number"),
     (["growth", "{tmp}/missing", "--max-keys", "many"], 2, "cannot read 'many' as a number"),
+    # an empty CKPT (an unset $CKPT in a cron job) is not "no checkpoint": it must fail
+    (["growth", "", "--fail-on", "growing"], 3, "empty checkpoint location"),
 ])
 def test_bad_input_is_one_line_with_its_code(tmp_path, capsys, args, code, message):
     (tmp_path / "bad.jsonl").write_text("{oops\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -10,11 +12,18 @@ from statekit.cli.options import checkpoint_options, json_option, open_from_cli,
 from statekit.cli.render import console
 from statekit.presentation import dash, human_duration, iso_ms
 
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
+_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("batch", "right"), ("committed", "center"), ("watermark", "left"), ("planned at", "left"),
+    ("interval", "right"), ("partitions", "right"), ("source offsets", "left"))
+
 
 @click.command("batches")
 @checkpoint_options
 @json_option
-def batches_command(checkpoint, storage_option, as_json):
+def batches_command(checkpoint: str, storage_option: tuple[str, ...], as_json: bool) -> None:
     """One row per retained batch: committed?, watermark, timestamp, interval, offsets.
 
     Example: statekit batches demo/checkpoint
@@ -26,9 +35,7 @@ def batches_command(checkpoint, storage_option, as_json):
         print_json(timeline.to_dict())
         return
     table = Table(title=f"{len(timeline.rows)} retained batches", title_justify="left")
-    for name, justify in (("batch", "right"), ("committed", "center"), ("watermark", "left"),
-                          ("planned at", "left"), ("interval", "right"),
-                          ("partitions", "right"), ("source offsets", "left")):
+    for name, justify in _COLUMNS:
         table.add_column(name, justify=justify)
     for row in timeline.rows:
         committed = "yes" if row.committed else "[bold yellow]NO[/]"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from itertools import islice
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -20,6 +21,9 @@ from statekit.cli.options import (
 from statekit.cli.render import console
 from statekit.presentation import dash, human_bytes
 
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
 _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
                "stale": "yellow", "beyond-last-commit": "cyan"}
 
@@ -28,7 +32,8 @@ _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
 @checkpoint_options
 @click.option("--operator", type=int, help="Only this operator id.")
 @json_option
-def schema_command(checkpoint, storage_option, operator, as_json):
+def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                   as_json: bool) -> None:
     """Key and value schema of every operator/store, from the schema files Spark wrote.
 
     Example: statekit schema demo/checkpoint
@@ -77,7 +82,8 @@ def schema_command(checkpoint, storage_option, operator, as_json):
 @click.option("--partition", type=int, required=True, help="Partition id.")
 @click.option("--store", help="Store name (joins: e.g. left-keyToNumValues).")
 @json_option
-def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
+def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, partition: int,
+               store: str | None, as_json: bool) -> None:
     """The files of one state store instance: versions, kinds, sizes and roles.
 
     Role: 'load' = read to restore the committed version; 'retained' = kept for older
@@ -96,8 +102,10 @@ def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
     table = Table(title=f"operator {listing.operator_id} · store {listing.store} · partition "
                         f"{listing.partition} · committed version "
                         f"{dash(listing.committed_version)}", title_justify="left")
-    for name, justify in (("version", "right"), ("kind", "left"), ("file", "left"),
-                          ("size", "right"), ("role", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("version", "right"), ("kind", "left"), ("file", "left"), ("size", "right"),
+        ("role", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     if rocks:
         table.add_column("keys", justify="right")
@@ -119,7 +127,8 @@ def ls_command(checkpoint, storage_option, operator, partition, store, as_json):
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after this many records.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per record (JSON lines) instead of a table.")
-def dump_command(file, storage_option, limit, as_json):
+def dump_command(file: str, storage_option: tuple[str, ...], limit: int | None,
+                 as_json: bool) -> None:
     """Decoded records of one .delta / .snapshot / .changelog file.
 
     Inside a checkpoint the store's schema decodes keys and values; a file on its own is

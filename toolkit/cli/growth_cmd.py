@@ -7,6 +7,9 @@ Exit codes make it an alert: with ``--fail-on growing`` the command exits with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -24,6 +27,11 @@ from statekit.cli.render import console, status
 from statekit.errors import EXIT_GROWTH
 from statekit.formats.values import shorten
 from statekit.presentation import human_bytes, sparkline
+
+if TYPE_CHECKING:
+    from statekit.checkpoint import Checkpoint
+    from statekit.growth import GrowthReport, StoreGrowth
+    from statekit.jobs.growth_deep import DeepCheck
 
 _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold red reverse",
           "insufficient-history": "bold yellow"}
@@ -49,8 +57,11 @@ _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold 
 @click.option("--history", "show_history", is_flag=True,
               help="Print the per-version table of every store.")
 @json_option
-def growth_command(checkpoint, storage_option, operator, progress_log, max_keys, max_bytes,
-                   stale_after, fail_on, deep, master, confs, show_history, as_json):
+def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
+                   operator: int | None, progress_log: str | None, max_keys: float | None,
+                   max_bytes: float | None, stale_after: int | None, fail_on: str | None,
+                   deep: bool, master: str | None, confs: tuple[str, ...], show_history: bool,
+                   as_json: bool) -> None:
     """Detect unbounded key growth: trend, turnover, value size, timeouts, key age.
 
     Replays the retained state files once (no JVM) and classifies every store as bounded,
@@ -64,13 +75,14 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
         raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
     if deep and checkpoint is None:
         raise click.UsageError("--deep needs a checkpoint")
-    ckpt = open_from_cli(checkpoint, storage_option) if checkpoint else None
+    ckpt = open_from_cli(checkpoint, storage_option) if checkpoint is not None else None
     progress = read_progress_log(progress_log, storage_option) if progress_log else ()
     with status(not as_json, "reading state files…") as on_progress:
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
                          max_bytes=max_bytes, stale_after=stale_after,
                          on_progress=on_progress)
-        checks = _deep(ckpt, report, master, confs, on_progress) if deep else []
+        checks = (_deep(ckpt, report, master, confs, on_progress)
+                  if deep and ckpt is not None else [])
     if as_json:
         data = report.to_dict(with_history=True)
         if deep:
@@ -83,7 +95,8 @@ def growth_command(checkpoint, storage_option, operator, progress_log, max_keys,
         raise click.exceptions.Exit(EXIT_GROWTH)
 
 
-def _deep(ckpt, report, master, confs, on_progress):
+def _deep(ckpt: Checkpoint, report: GrowthReport, master: str | None, confs: tuple[str, ...],
+          on_progress: Callable[[str], None]) -> list[DeepCheck]:
     from statekit.jobs.growth_deep import deep_check
     from statekit.jobs.session import build_session, parse_conf_pairs
     from statekit.jobs.state_reader import reader_confs, session_confs
@@ -98,7 +111,7 @@ def _verdict(verdict: str) -> str:
     return f"[{_STYLE.get(verdict, 'bold')}]{verdict.upper()}[/]"
 
 
-def _render(report, checks, show_history: bool) -> None:
+def _render(report: GrowthReport, checks: Sequence[DeepCheck], show_history: bool) -> None:
     out = console()
     if report.checkpoint:
         out.print(f"[bold]checkpoint[/] {escape(report.checkpoint)}")
@@ -139,13 +152,13 @@ def _render(report, checks, show_history: bool) -> None:
             out.print(f"  batch {b.batch_id}: files {b.files} · spark {b.spark}")
 
 
-def _num(value) -> str:
+def _num(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:,.2f}"
 
 
-def _stores_table(report) -> Table:
+def _stores_table(report: GrowthReport) -> Table:
     table = Table(title="stores", title_justify="left")
     for name in ("operator/store", "method", "versions", "keys", "keys/batch", "keys/hour",
                  "MK p", "value B (mean)", "turnover", "untouched", "no timeout", "verdict"):
@@ -168,7 +181,7 @@ def _stores_table(report) -> Table:
     return table
 
 
-def _oldest_table(store) -> Table:
+def _oldest_table(store: StoreGrowth) -> Table:
     table = Table(title="least recently changed live keys", title_justify="left")
     for name in ("partition", "last changed", "age (versions)", "key", "value"):
         table.add_column(name)
@@ -181,7 +194,7 @@ def _oldest_table(store) -> Table:
     return table
 
 
-def _history_table(store) -> Table:
+def _history_table(store: StoreGrowth) -> Table:
     table = Table(title=f"history of {store.label}", title_justify="left")
     for name in ("version", "keys", "bytes", "inserts", "updates", "deletes", "value mean",
                  "p99", "oldest age", "untouched", "no timeout"):

@@ -9,6 +9,7 @@ help, and ``statekit --help`` lists them without importing any of them.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -16,8 +17,8 @@ import click
 class LazyGroup(click.Group):
     """``lazy_commands`` maps a command name to ``("package.module:attr", "short help")``."""
 
-    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str]] | None = None,
-                 **kwargs) -> None:
+    def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
 
@@ -28,7 +29,7 @@ class LazyGroup(click.Group):
         if cmd_name in self.lazy_commands and cmd_name not in self.commands:
             target, _ = self.lazy_commands[cmd_name]
             module_name, attr = target.split(":")
-            command = getattr(importlib.import_module(module_name), attr)
+            command: click.Command = getattr(importlib.import_module(module_name), attr)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 

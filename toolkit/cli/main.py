@@ -35,7 +35,7 @@ COMMANDS = {
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",
               "State rows through Spark's state data source: show, export, changes, stats."),
-    "pipeline": ("statekit.reference_pipeline.cli:cli",
+    "pipeline": ("statekit.cli.pipeline_cmd:cli",
                  "The reference fraud/session pipeline: generate, run, labels."),
 }
 

@@ -9,13 +9,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from statekit.errors import BadInput
 
+if TYPE_CHECKING:
+    from statekit.checkpoint import Checkpoint
+    from statekit.progress_log import OperatorProgress
+
 STORAGE_OPTIONS_ENV = "STATEKIT_STORAGE_OPTIONS"
+
+F = TypeVar("F", bound=Callable[..., Any])
+"""A command function (or command) that an option decorator returns as it was given."""
 
 
 def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -43,7 +50,7 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
-def storage_option(command: Callable) -> Callable:
+def storage_option(command: F) -> F:
     """Add ``--storage-option KEY=VALUE`` (repeatable)."""
     return click.option(
         "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
@@ -51,12 +58,12 @@ def storage_option(command: Callable) -> Callable:
              f"merged over ${STORAGE_OPTIONS_ENV}.")(command)
 
 
-def checkpoint_options(command: Callable) -> Callable:
+def checkpoint_options(command: F) -> F:
     """Add the CKPT argument and ``--storage-option``."""
     return click.argument("checkpoint", metavar="CKPT")(storage_option(command))
 
 
-def spark_options(command: Callable) -> Callable:
+def spark_options(command: F) -> F:
     """Add ``--master`` and ``--conf KEY=VALUE`` for commands that start Spark."""
     command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
                            help="Extra Spark settings, repeatable.")(command)
@@ -64,12 +71,12 @@ def spark_options(command: Callable) -> Callable:
                         help="Spark master URL (default local[*]).")(command)
 
 
-def json_option(command: Callable) -> Callable:
+def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True,
                         help="Print JSON for machines instead of tables.")(command)
 
 
-def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]):
+def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]) -> Checkpoint:
     """Open the checkpoint a command was given (imports the model lazily)."""
     from statekit.checkpoint import open_checkpoint
 
@@ -80,7 +87,8 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
-def read_progress_log(path: str, storage_option: tuple[str, ...]):
+def read_progress_log(path: str, storage_option: tuple[str, ...]
+                      ) -> list[OperatorProgress]:
     """A StreamingQueryProgress log (``--progress``) parsed per operator; one-line errors."""
     from statekit.progress_log import parse_progress
 
@@ -94,7 +102,7 @@ def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     try:
         with fsspec.open(path, "rt", encoding="utf-8",
                          **parse_storage_options(storage_option)) as handle:
-            text = handle.read()
+            text: str = handle.read()
     except FileNotFoundError:
         raise BadInput("no such file", path=path) from None
     except PermissionError:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -58,15 +59,21 @@ def parse_count(text: str, option: str = "--max-keys") -> float:
     return value
 
 
-class _Parsed(click.ParamType):
+if TYPE_CHECKING:
+    _FloatParamType = click.ParamType[float]
+else:  # older clicks (8.1, 8.2) have a ParamType that cannot be subscripted at run time
+    _FloatParamType = click.ParamType
+
+
+class _Parsed(_FloatParamType):
     """A click type around one of the parsers above."""
 
-    def __init__(self, name: str, parse: Any) -> None:
+    def __init__(self, name: str, parse: Callable[[str, str], float]) -> None:
         self.name = name
         self._parse = parse
 
     def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+                ctx: click.Context | None) -> float:
         if isinstance(value, float):
             return value
         option = param.opts[0] if param is not None and param.opts else self.name

@@ -6,6 +6,8 @@ sample of state files to time the filesystem. Never starts a JVM.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +24,11 @@ from statekit.cli.params import DURATION
 from statekit.cli.render import console
 from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
+
+if TYPE_CHECKING:
+    from statekit.checkpoint.location import Location
+    from statekit.progress_log import BatchTiming
+    from statekit.recovery import Calibration, RecoveryEstimate
 
 
 @click.command("recovery")
@@ -45,8 +52,10 @@ from statekit.presentation import human_bytes, human_duration
               help="Time reading a sample of this checkpoint's files through its filesystem "
                    "and use the measured latency and bandwidth.")
 @json_option
-def recovery_command(checkpoint, storage_option, cores, executors, progress_log, sink, rto,
-                     min_deltas, calibrate, as_json):
+def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
+                     executors: int, progress_log: str | None, sink: str | None,
+                     rto: float | None, min_deltas: int | None, calibrate: bool,
+                     as_json: bool) -> None:
     """Estimate how long a restart spends loading state (and re-running uncommitted batches).
 
     Example: statekit recovery demo/checkpoint --rto 30s
@@ -60,8 +69,8 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option)
     slots = (cores or usable_cpus()) * executors
-    sink_location = resolve(sink, options) if sink else None
-    timings = None
+    sink_location: Location | None = resolve(sink, options) if sink else None
+    timings: list[BatchTiming] | None = None
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
                                              shown=progress_log)
@@ -72,7 +81,7 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
             except StatekitError:
                 sink_location = None
     model = default_model(ckpt)
-    measured = None
+    measured: Calibration | None = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
     estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings,
@@ -87,7 +96,8 @@ def recovery_command(checkpoint, storage_option, cores, executors, progress_log,
     _render(estimate, measured, rto)
 
 
-def _render(estimate, measured, rto) -> None:
+def _render(estimate: RecoveryEstimate, measured: Calibration | None, rto: float | None
+            ) -> None:
     out = console()
     out.print(f"[bold]checkpoint[/] {escape(estimate.checkpoint)}")
     out.print(f"[bold]estimated recovery: {human_duration(estimate.estimate_s)}[/] "
@@ -119,10 +129,10 @@ def _render(estimate, measured, rto) -> None:
         for name in ("partition", "store", "base", "files", "bytes", "records", "changes",
                      "seconds"):
             table.add_column(name, justify="left" if name == "store" else "right")
-        for w in stage.critical[:8]:
-            table.add_row(str(w.partition), escape(w.store), str(w.base_version or "-"),
-                          str(w.files), human_bytes(w.bytes), f"{w.records:,.0f}",
-                          str(w.changes), f"{w.seconds:.3f}")
+        for work in stage.critical[:8]:
+            table.add_row(str(work.partition), escape(work.store), str(work.base_version or "-"),
+                          str(work.files), human_bytes(work.bytes), f"{work.records:,.0f}",
+                          str(work.changes), f"{work.seconds:.3f}")
         out.print(table)
     objective = f"RTO {human_duration(rto)}" if rto else ""
     if not estimate.what_if:

@@ -7,6 +7,8 @@ the plan is accepted: a refused request never starts Spark). The source is only 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -21,6 +23,10 @@ from statekit.cli.options import (
 )
 from statekit.cli.render import console, status
 from statekit.presentation import human_bytes
+
+if TYPE_CHECKING:
+    from statekit.jobs.repartition import RepartitionResult
+    from statekit.repartition.plan import RepartitionPlan
 
 
 @click.command("repartition")
@@ -42,8 +48,10 @@ from statekit.presentation import human_bytes
                    "batch's entry to its _spark_metadata log (the sink then belongs to DST).")
 @spark_options
 @json_option
-def repartition_command(checkpoint, storage_option, partitions, target, dry_run, verify,
-                        allow_uncommitted, force, file_sink, master, confs, as_json):
+def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partitions: int,
+                        target: str, dry_run: bool, verify: bool, allow_uncommitted: bool,
+                        force: bool, file_sink: str | None, master: str | None,
+                        confs: tuple[str, ...], as_json: bool) -> None:
     """Repartition the state of CKPT into a new checkpoint DST (the source is never written).
 
     Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
@@ -74,7 +82,7 @@ def repartition_command(checkpoint, storage_option, partitions, target, dry_run,
                         "the new checkpoint against this sink from now on")
 
 
-def _render_plan(plan, verify: bool) -> None:
+def _render_plan(plan: RepartitionPlan, verify: bool) -> None:
     out = console()
     out.print(f"[bold]repartition[/] {escape(plan.source)} → {escape(plan.target)}: "
               f"{plan.from_partitions} → {plan.to_partitions} partitions · provider "
@@ -112,7 +120,7 @@ def _render_plan(plan, verify: bool) -> None:
         out.print(table)
 
 
-def _render_result(result) -> None:
+def _render_result(result: RepartitionResult) -> None:
     out = console()
     for key, parts in result.written.items():
         out.print(f"operator/store {key}: wrote {len(parts)} snapshot files, "

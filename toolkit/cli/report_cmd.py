@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -9,6 +11,9 @@ from rich.table import Table
 from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
 from statekit.cli.render import console
 from statekit.presentation import dash, human_bytes, iso_ms
+
+if TYPE_CHECKING:
+    from statekit.report import StoreReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -21,7 +26,8 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
               help="minDeltasForSnapshot the query runs with (Spark does not pin it; "
                    "default 10). Sets the snapshot-lag thresholds.")
 @json_option
-def report_command(checkpoint, storage_option, operator, partition, min_deltas, as_json):
+def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                   partition: int | None, min_deltas: int | None, as_json: bool) -> None:
     """Delta/snapshot/changelog/zip/SST counts, sizes, snapshot lag and warnings.
 
     Reads only listings and small metadata files: no JVM, fast on object stores.
@@ -63,7 +69,7 @@ def report_command(checkpoint, storage_option, operator, partition, min_deltas, 
         out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.message)}")
 
 
-def _store_table(store) -> Table:
+def _store_table(store: StoreReport) -> Table:
     rocks = store.provider == "rocksdb"
     title = (f"operator {store.operator_id} {store.operator_name or '?'} · store {store.store} "
              f"· {store.provider}/{store.codec} · {dash(store.num_partitions)} partitions · "

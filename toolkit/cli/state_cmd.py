@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from statekit.cli.options import (
+    F,
     checkpoint_options,
     json_option,
     open_from_cli,
@@ -26,8 +27,14 @@ from statekit.cli.render import console
 from statekit.errors import UnsafeOperation
 from statekit.presentation import human_bytes, iso_ms
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def target_options(command: Callable) -> Callable:
+    from statekit.checkpoint import Checkpoint
+    from statekit.jobs.state_analysis import OperatorRow
+
+
+def target_options(command: F) -> F:
     for option in reversed([
         click.option("--operator", type=int, help="Operator id (default: the first)."),
         click.option("--store", help="Store name (joins: e.g. left-keyWithIndexToValue)."),
@@ -41,7 +48,7 @@ def target_options(command: Callable) -> Callable:
     return command
 
 
-def _start_spark(ckpt, master, confs):
+def _start_spark(ckpt: Checkpoint, master: str | None, confs: tuple[str, ...]) -> SparkSession:
     """Spark once per command, with the reader confs this checkpoint needs set for this
     command only (a notebook or test may share the session)."""
     from statekit.jobs.session import build_session, parse_conf_pairs
@@ -55,20 +62,25 @@ def _start_spark(ckpt, master, confs):
 class _Context:
     """The checkpoint, the validated target, and a Spark session started on first use."""
 
-    def __init__(self, checkpoint, storage_option, master, confs, batch=None, **target):
+    def __init__(self, checkpoint: str, storage_option: tuple[str, ...], master: str | None,
+                 confs: tuple[str, ...], batch: int | None = None, *, operator: int | None,
+                 store: str | None, join_side: str | None, state_var: str | None,
+                 timers: bool) -> None:
         from statekit.jobs.state_reader import resolve_target
 
         self.ckpt = open_from_cli(checkpoint, storage_option)
-        self.target = resolve_target(self.ckpt, batch=batch, **target)
+        self.target = resolve_target(self.ckpt, batch=batch, operator=operator, store=store,
+                                     join_side=join_side, state_var=state_var, timers=timers)
         self.master, self.confs = master, confs
 
-    def spark(self):
+    def spark(self) -> SparkSession:
         return _start_spark(self.ckpt, self.master, self.confs)
 
     @property
     def batch(self) -> int:
-        return (self.target.batch_id if self.target.batch_id is not None
-                else self.ckpt.last_committed_batch)
+        from statekit.jobs.state_reader import target_batch
+
+        return target_batch(self.ckpt, self.target)
 
 
 @click.group("state")
@@ -90,8 +102,10 @@ def state_group() -> None:
               help="Rows to show.")
 @spark_options
 @json_option
-def show_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
-                 batch, partition, where, limit, master, confs, as_json):
+def show_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                 store: str | None, join_side: str | None, state_var: str | None, timers: bool,
+                 batch: int | None, partition: int | None, where: str | None, limit: int,
+                 master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Key and value columns of state rows, flattened into a table.
 
     Example: statekit state show demo/checkpoint --where "value.groupState.phase = 'Flagged'"
@@ -121,7 +135,7 @@ def show_command(checkpoint, storage_option, operator, store, join_side, state_v
     out.print(f"{len(rows)} rows shown (--limit {limit})")
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     from statekit.formats.values import render_value
 
     return render_value(value, max_len=120)
@@ -137,8 +151,10 @@ def _cell(value) -> str:
               help="Output format (CSV writes nested values as JSON text).")
 @spark_options
 @json_option
-def export_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
-                   batch, out, fmt, master, confs, as_json):
+def export_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                   store: str | None, join_side: str | None, state_var: str | None,
+                   timers: bool, batch: int | None, out: str, fmt: str, master: str | None,
+                   confs: tuple[str, ...], as_json: bool) -> None:
     """Every state row, written by Spark (no collect: works for state larger than memory),
     with partition_id and batch_id columns.
 
@@ -178,8 +194,10 @@ def export_command(checkpoint, storage_option, operator, store, join_side, state
               help="Also show this many changed rows.")
 @spark_options
 @json_option
-def changes_command(checkpoint, storage_option, operator, store, join_side, state_var,
-                    timers, start, end, show_rows, master, confs, as_json):
+def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                    store: str | None, join_side: str | None, state_var: str | None,
+                    timers: bool, start: int, end: int | None, show_rows: int,
+                    master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """The change feed: per batch, upserts and deletes (and optionally the changed rows).
 
     Example: statekit state changes demo/checkpoint --from 30
@@ -222,8 +240,10 @@ def changes_command(checkpoint, storage_option, operator, store, join_side, stat
               help="How many of the largest values to list.")
 @spark_options
 @json_option
-def stats_command(checkpoint, storage_option, operator, store, join_side, state_var, timers,
-                  batch, top, master, confs, as_json):
+def stats_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+                  store: str | None, join_side: str | None, state_var: str | None,
+                  timers: bool, batch: int | None, top: int, master: str | None,
+                  confs: tuple[str, ...], as_json: bool) -> None:
     """Rows per partition and skew, value sizes, the largest values, and — for
     flatMapGroupsWithState/applyInPandasWithState — keys without a timeout and timeouts
     relative to the watermark.
@@ -267,7 +287,8 @@ def stats_command(checkpoint, storage_option, operator, store, join_side, state_
 @checkpoint_options
 @spark_options
 @json_option
-def operators_command(checkpoint, storage_option, master, confs, as_json):
+def operators_command(checkpoint: str, storage_option: tuple[str, ...], master: str | None,
+                      confs: tuple[str, ...], as_json: bool) -> None:
     """Spark's state-metadata reader beside statekit's own reading; disagreements shown.
 
     Example: statekit state operators demo/checkpoint
@@ -284,12 +305,13 @@ def operators_command(checkpoint, storage_option, master, confs, as_json):
     for name in ("operator", "store", "name", "partitions", "batches", "agree"):
         view.add_column(name)
     for r in rows:
-        def both(key, r=r):
+        def both(key: str, r: OperatorRow = r) -> str:
             a = (r.spark or {}).get(key)
             b = (r.statekit or {}).get(key)
             return str(a) if a == b else f"[red]Spark {a} / statekit {b}[/]"
-        batches = (f"{(r.spark or r.statekit)['min_batch_id']}.."
-                   f"{(r.spark or r.statekit)['max_batch_id']}")
+        seen = r.spark or r.statekit
+        assert seen is not None  # every row comes from Spark's side, statekit's or both
+        batches = f"{seen['min_batch_id']}..{seen['max_batch_id']}"
         view.add_row(str(r.operator_id), escape(r.store), both("operator_name"),
                      both("num_partitions"), batches,
                      "yes" if r.agree else "[bold red]NO[/]")

@@ -19,7 +19,8 @@ from statekit.cli.options import checkpoint_options, open_from_cli, parse_storag
               help="Task slots the Recovery screen assumes (default: this machine's cores).")
 @click.option("--allow-write", is_flag=True,
               help="Allow actions that write (executing a repartition into a new checkpoint).")
-def tui_command(checkpoint, storage_option, watch, cores, allow_write):
+def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float | None,
+                cores: int | None, allow_write: bool) -> None:
     """Browse CKPT: overview, operators → partitions → files → records, batches, growth,
     recovery. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
 

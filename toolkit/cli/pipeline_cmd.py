@@ -1,7 +1,8 @@
-"""``python -m reference_pipeline`` (also ``statekit pipeline``): generate events, run the query.
+"""``statekit pipeline …``: generate events, run the reference query, print the labels.
 
-Thin on purpose: options become a ``GeneratorConfig`` or ``RunOptions`` and one call; the
-summary is rendered with rich. Spark is imported only by ``run``.
+Thin on purpose: options become a ``GeneratorConfig`` or ``RunOptions`` and one call into
+:mod:`statekit.reference_pipeline`; the summary is rendered with rich. Spark is imported only
+by ``run``. The pipeline itself knows nothing of click: this is its front end.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import json
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from statekit.cli.options import json_option, spark_options
 from statekit.errors import BadInput
 from statekit.reference_pipeline.generator import GeneratorConfig, generate, read_manifest
 from statekit.reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
@@ -60,8 +63,9 @@ def cli() -> None:
 @click.option("--burstiness", default=DEFAULTS.burstiness, show_default=True,
               type=click.FloatRange(0, 2),
               help="Lognormal sigma of per-batch traffic (0 = steady; 0.6 = bursty).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool, **options) -> None:
+@json_option
+def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool,
+                 **options: Any) -> None:
     """Write deterministic transaction batches (and their ground truth) into LANDING."""
     ctx = click.get_current_context()
     manifest = _manifest(landing)
@@ -102,7 +106,7 @@ def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool, **opt
     )
 
 
-def _manifest(landing: Path):
+def _manifest(landing: Path) -> tuple[GeneratorConfig, int] | None:
     try:
         return read_manifest(landing)
     except ValueError as exc:
@@ -160,12 +164,10 @@ def _duration_ms(text: str) -> str:
               help="Stop a live run after this many seconds.")
 @click.option("--progress-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append each StreamingQueryProgress as a JSON line to this file.")
-@click.option("--master", default=None, help="Spark master URL (default local[*]).")
-@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
-              help="Extra Spark settings, repeatable.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@spark_options
+@json_option
 def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
-            confs: tuple[str, ...], as_json: bool, **options) -> None:
+            confs: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Run the fraud/session query over LANDING into CHECKPOINT and OUTPUT."""
     from statekit.jobs.session import build_session, parse_conf_pairs
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
@@ -189,7 +191,7 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
         spark = build_session("statekit-reference-pipeline", master, session_confs)
     jvm_s = time.perf_counter() - started
 
-    def on_batch(progress: dict) -> None:
+    def on_batch(progress: dict[str, Any]) -> None:
         ops = progress.get("stateOperators") or [{}]
         console.print(
             f"batch {progress['batchId']:>4}: {progress.get('numInputRows', 0):>6} events, "
@@ -253,7 +255,8 @@ def _display_path(location: str) -> str:
     return location if local is None else str(local.resolve())
 
 
-def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) -> dict:
+def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float
+             ) -> dict[str, Any]:
     return {
         "checkpoint": _display_path(opts.checkpoint),
         "output": _display_path(opts.output),
@@ -272,7 +275,7 @@ def _summary(opts: RunOptions, result: RunResult, elapsed: float, jvm_s: float) 
     }
 
 
-def _print_summary(console: Console, summary: dict) -> None:
+def _print_summary(console: Console, summary: dict[str, Any]) -> None:
     table = Table(title="reference pipeline run", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
