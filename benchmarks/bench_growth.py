@@ -36,11 +36,23 @@ Measured per provider, each in a fresh process (imports and JVM start count):
   checked against statekit's inserts + updates / deletes.
 
 Speed-ups are process wall times over the statekit CLI's. Data lives in a temporary folder,
-removed at the end. Not a test: nothing is asserted; the script prints whether the per-version
-key counts of statekit and Spark agree.
+removed at the end, unless ``--data DIR`` names a folder to keep it in (and to reuse it from
+on the next run with the same sizes). Not a test: nothing is asserted; the script prints
+whether the per-version key counts of statekit and Spark agree.
+
+Before / after (``--baseline FILE``, e.g. ``git show HEAD:toolkit/state_history.py >
+/tmp/old.py``): the replay is timed for the installed ``statekit.state_history`` and for that
+copy of the module, alternately (A B C, then C B A, … ``--rounds`` times), each in a fresh
+process that makes one cold call (worker pool started from scratch, as the CLI does) and
+``--repeats`` − 1 warm ones; the table gives medians and ranges. The installed module is
+timed twice: called from the process's only thread (``after``: its workers may be forked),
+and with a second thread alive (``after, 2 threads``, as in the TUI or under the CLI's
+progress spinner: its workers come from the fork server). With ``--skip-spark`` only statekit
+is measured.
 
 Run: ``.venv/bin/python benchmarks/bench_growth.py [--batches 40 --new-keys 10000]
-[--provider hdfs|rocksdb|both] [--quick]``
+[--provider hdfs|rocksdb|both] [--quick] [--data DIR] [--skip-spark]
+[--baseline FILE --rounds 5]``
 """
 
 from __future__ import annotations
@@ -72,12 +84,19 @@ UPDATE_SHARE = 0.10
 QUICK = {"batches": 12, "new_keys": 2000}
 
 STATEKIT_SCRIPT = r"""
-import json, sys, time
+import importlib, json, os, sys, threading, time
+if os.environ.get("BENCH_IDLE_THREAD"):  # a second thread alive, as in the TUI
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
 t0 = time.perf_counter()
 from statekit.checkpoint import open_checkpoint
-from statekit.state_history import all_histories
-t1 = time.perf_counter()
 path, repeats = sys.argv[1], int(sys.argv[2])
+module = sys.argv[3] if len(sys.argv) > 3 else None
+if module:  # a copy of state_history (--baseline), importable by name in worker processes
+    sys.path.insert(0, os.path.dirname(module))
+    all_histories = importlib.import_module(os.path.basename(module)[:-3]).all_histories
+else:
+    from statekit.state_history import all_histories
+t1 = time.perf_counter()
 times = []
 for _ in range(repeats):
     a = time.perf_counter()
@@ -221,10 +240,11 @@ def setup(work: Path, providers: list[str], batches: int, new_keys: int, partiti
 
 # -- measuring ----------------------------------------------------------------------------------
 
-def run_json(command: list[str], what: str) -> tuple[dict, float]:
+def run_json(command: list[str], what: str, env: dict | None = None) -> tuple[dict, float]:
     """Run a fresh process; its last stdout line as JSON and its wall time."""
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **env} if env else None)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
@@ -239,9 +259,14 @@ def pick_store(stores: list[dict]) -> dict:
                 and s["store"] == "default")
 
 
-def measure(provider: str, checkpoint: Path, repeats: int) -> dict:
+def measure(provider: str, checkpoint: Path, repeats: int, skip_spark: bool = False) -> dict:
     path = str(checkpoint)
     r: dict = {"provider": provider}
+    if skip_spark:
+        inproc, _ = run_json([sys.executable, "-c", STATEKIT_SCRIPT, path, str(repeats)],
+                             "statekit in-process")
+        r["inproc"] = {**inproc, "history": pick_store(inproc["stores"])}
+        return r
     # statekit CLI: fresh processes, best of N; key counts from the JSON.
     cli_walls = []
     for _ in range(repeats):
@@ -293,6 +318,77 @@ def compare(r: dict) -> dict:
 
 def fmt_s(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def spread(values: list[float]) -> str:
+    """Median [min–max] of ``values``, in seconds."""
+    return (f"{statistics.median(values):.2f} s [{min(values):.2f}–{max(values):.2f}]"
+            if values else "–")
+
+
+def copy_baseline(source: Path, work: Path) -> Path:
+    """The baseline module under a name of its own, in a folder of its own (its worker
+    processes import it by that name)."""
+    folder = work / "baseline"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "baseline_state_history.py"
+    shutil.copyfile(source, target)
+    return target
+
+
+THREADED = "after, 2 threads"
+VARIANTS = ("before", "after", THREADED)
+
+
+def compare_modules(checkpoints: list[tuple[str, str]], baseline: Path, rounds: int,
+                    repeats: int) -> dict:
+    """Alternate fresh processes of the installed module (``after``) and ``baseline``
+    (``before``): per provider and variant, each process's cold call and best warm call.
+    The installed module is timed twice: called from a process's only thread, and with a
+    second thread alive (as in the TUI, or the CLI's progress spinner), which changes how it
+    may start its worker processes."""
+    out: dict = {}
+    for turn in range(rounds):
+        order = [(v, str(baseline) if v == "before" else None,
+                  {"BENCH_IDLE_THREAD": "1"} if v == THREADED else None) for v in VARIANTS]
+        for provider, path in checkpoints:
+            for variant, module, env in (order if turn % 2 == 0 else order[::-1]):
+                command = [sys.executable, "-c", STATEKIT_SCRIPT, path, str(repeats)]
+                data, wall = run_json(command + ([module] if module else []),
+                                      f"statekit in-process ({variant})", env)
+                times = data["times"]
+                runs = out.setdefault(provider, {}).setdefault(
+                    variant, {"cold": [], "warm": [], "process": [], "keys": None})
+                runs["cold"].append(times[0])
+                runs["warm"].extend([min(times[1:])] if len(times) > 1 else [])
+                runs["process"].append(wall)
+                keys = [v[1] for v in pick_store(data["stores"])["versions"]]
+                if runs["keys"] not in (None, keys):
+                    raise SystemExit(f"{provider} {variant}: key counts changed between runs")
+                runs["keys"] = keys
+                print(f"  round {turn + 1}/{rounds} {provider} {variant}: cold "
+                      f"{times[0]:.2f} s, warm {min(times[1:] or times):.2f} s, process "
+                      f"{wall:.2f} s", flush=True)
+    return out
+
+
+def report_modules(results: dict, baseline: Path, rounds: int, repeats: int) -> None:
+    print(f"\nReplay before ({baseline}) / after (installed statekit.state_history), "
+          f"{rounds} alternating rounds of one fresh process each; median [min–max]:")
+    header = ("provider", "keys at end", "variant", "cold call (pool started)",
+              f"warm call (best of {repeats - 1})", "process wall (imports + all calls)")
+    print("\n| " + " | ".join(header) + " |")
+    print("|---|---:|---|" + "---:|" * (len(header) - 3))
+    for provider, variants in results.items():
+        for variant in VARIANTS:
+            runs = variants[variant]
+            print(f"| {provider} | {runs['keys'][-1]:,} | {variant} | {spread(runs['cold'])} | "
+                  f"{spread(runs['warm'])} | {spread(runs['process'])} |")
+    print()
+    for provider, variants in results.items():
+        same = all(variants[v]["keys"] == variants["before"]["keys"] for v in VARIANTS)
+        print(f"{provider}: per-version key counts {'identical' if same else 'DIFFER'} "
+              "before and after")
 
 
 def report(results: list[dict], setup_lines: list[str], args, began: float) -> None:
@@ -370,6 +466,20 @@ def report(results: list[dict], setup_lines: list[str], args, began: float) -> N
     print(f"\nScript run time: {time.perf_counter() - began:.0f} s")
 
 
+def report_statekit(results: list[dict], setup_lines: list[str], args) -> None:
+    """``--skip-spark``: the statekit in-process times alone."""
+    print(f"\n{args.batches} micro-batches × {args.new_keys:,} new keys, {args.partitions} "
+          "partitions; setup (not measured):")
+    for line in setup_lines:
+        print(f"  {line}")
+    for r in results:
+        ip = r["inproc"]
+        keys = ip["history"]["versions"][-1][1] if ip["history"]["versions"] else 0
+        print(f"{r['provider']}: {keys:,} keys at end, method {ip['history']['method']}; "
+              f"all_histories: {', '.join(f'{t:.2f}' for t in ip['times'])} s (first call "
+              f"cold, + {ip['import_s']:.2f} s imports)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=40, help="micro-batches (versions)")
@@ -382,6 +492,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: {QUICK['batches']} batches × {QUICK['new_keys']:,} "
                              "new keys")
+    parser.add_argument("--data", type=Path,
+                        help="keep the input and checkpoints in this folder, and reuse them "
+                             "from there when it already holds them (same sizes and seed)")
+    parser.add_argument("--skip-spark", action="store_true",
+                        help="measure statekit only (no Spark reads)")
+    parser.add_argument("--baseline", type=Path,
+                        help="a copy of state_history.py to time the installed one against "
+                             "(alternating fresh processes)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating before/after rounds with --baseline")
     parser.add_argument("--setup-in", type=Path, help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
     if args.quick:
@@ -392,13 +512,31 @@ def main() -> None:
                                args.partitions, args.seed)))
         return
     began = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix="bench-growth-"))
+    keep = args.data is not None
+    work = args.data.resolve() if keep else Path(tempfile.mkdtemp(prefix="bench-growth-"))
     try:
-        command = [sys.executable, __file__, "--setup-in", str(work), "--batches",
-                   str(args.batches), "--new-keys", str(args.new_keys), "--partitions",
-                   str(args.partitions), "--provider", args.provider, "--seed", str(args.seed)]
-        print(f"writing the checkpoints ({', '.join(providers)}) …", flush=True)
-        made, _ = run_json(command, "setup")
+        made = load_setup(work, args, providers) if keep else None
+        if made is None:
+            if keep and work.exists() and any(work.iterdir()):
+                raise SystemExit(f"{work} holds other data: give an empty or new folder")
+            command = [sys.executable, __file__, "--setup-in", str(work), "--batches",
+                       str(args.batches), "--new-keys", str(args.new_keys), "--partitions",
+                       str(args.partitions), "--provider", args.provider, "--seed",
+                       str(args.seed)]
+            print(f"writing the checkpoints ({', '.join(providers)}) …", flush=True)
+            made, _ = run_json(command, "setup")
+            if keep:
+                (work / SETUP_FILE).write_text(json.dumps({**made, "args": setup_args(args)}))
+        else:
+            print(f"reusing the checkpoints in {work}", flush=True)
+        if args.baseline:
+            baseline = copy_baseline(args.baseline, work)
+            checkpoints = [(provider, checkpoint)
+                           for provider, _keys, checkpoint in made["checkpoints"]]
+            print(f"alternating before/after, {args.rounds} rounds …", flush=True)
+            results = compare_modules(checkpoints, baseline, args.rounds, args.repeats)
+            report_modules(results, args.baseline, args.rounds, args.repeats)
+            return
         results = []
         for provider, _keys, checkpoint in made["checkpoints"]:
             waited = wait_static(Path(checkpoint))  # the setup JVM is gone; double-check
@@ -406,10 +544,37 @@ def main() -> None:
                 made["lines"].append(f"{provider}: checkpoint still changed after setup "
                                      f"(waited {waited:.1f} s)")
             print(f"measuring {provider} …", flush=True)
-            results.append(measure(provider, Path(checkpoint), args.repeats))
-        report(results, made["lines"], args, began)
+            results.append(measure(provider, Path(checkpoint), args.repeats, args.skip_spark))
+        if args.skip_spark:
+            report_statekit(results, made["lines"], args)
+        else:
+            report(results, made["lines"], args, began)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+SETUP_FILE = "setup.json"
+
+
+def setup_args(args) -> dict:
+    return {"batches": args.batches, "new_keys": args.new_keys,
+            "partitions": args.partitions, "seed": args.seed}
+
+
+def load_setup(work: Path, args, providers: list[str]) -> dict | None:
+    """What an earlier run with ``--data`` wrote there, if it matches these sizes."""
+    try:
+        made = json.loads((work / SETUP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if made.get("args") != setup_args(args):
+        raise SystemExit(f"{work} holds checkpoints of other sizes: {made.get('args')}")
+    have = {provider for provider, _keys, _path in made["checkpoints"]}
+    if not set(providers) <= have:
+        raise SystemExit(f"{work} holds checkpoints of {sorted(have)} only")
+    made["checkpoints"] = [c for c in made["checkpoints"] if c[0] in providers]
+    return made
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ store, and records statistics after every version:
   many keys have not changed for N versions" is a prefix sum;
 * keys whose flatMapGroupsWithState/applyInPandasWithState timeout is not set.
 
+Big local checkpoints are replayed by worker processes, a group of partitions each, and by
+the calling thread (:mod:`statekit.partition_workers`); every call has its own workers, so
+several analyses may run at once from different threads.
+
 Memory is bounded by the live keys, not their bytes: each key is held as a 64-bit xxh3 digest
 mapped to one packed integer (last change, value size, no-timeout bit). The few oldest keys are
 decoded at the end by re-reading only the files that last wrote them.
@@ -25,12 +29,10 @@ bytes it references) from the zip metadata: exact counts, no churn or ages.
 from __future__ import annotations
 
 import heapq
-import multiprocessing
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import xxhash
 
@@ -48,7 +50,7 @@ from statekit.formats.records import StateRecord
 from statekit.formats.schema import StructType
 from statekit.formats.unsafe_row import make_decoder
 from statekit.formats.values import hex_preview
-from statekit.machine import usable_cpus
+from statekit.partition_workers import Progress, map_groups
 
 #: Operators whose value row may end in a ``timeoutTimestamp`` column.
 TIMEOUT_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState",
@@ -141,8 +143,33 @@ class StoreHistory:
         return data
 
 
+@dataclass(frozen=True)
+class _TimeoutField:
+    """Where a value's ``timeoutTimestamp`` long sits in its UnsafeRow. Plain data rather than
+    a closure, so that a worker process can be handed it and build the check itself."""
+
+    byte: int
+    """The byte of the null bitset holding the field's null bit …"""
+    bit: int
+    """… and the bit in it."""
+    offset: int
+    """Where the fixed-width long starts."""
+
+    def check(self) -> Callable[[bytes], bool]:
+        """Whether a value's timeout is unset (``NO_TIMESTAMP`` or null), read in place."""
+        byte, bit, offset, unpack = self.byte, self.bit, self.offset, _LONG.unpack_from
+
+        def no_timeout(value: bytes) -> bool:
+            if len(value) < offset + 8 or value[byte] >> bit & 1:
+                return True
+            stamp: int = unpack(value, offset)[0]
+            return stamp == NO_TIMESTAMP
+
+        return no_timeout
+
+
 def _timeout_reader(schema: StoreSchema | None, operator_name: str | None
-                    ) -> tuple[str, Callable[[bytes], bool] | None]:
+                    ) -> tuple[str, _TimeoutField | None]:
     """How to tell from a value's bytes that its timeout is unset (``NO_TIMESTAMP`` or null).
 
     The timestamp is a fixed-width long in the UnsafeRow: read in place, no decoding.
@@ -155,15 +182,12 @@ def _timeout_reader(schema: StoreSchema | None, operator_name: str | None
     if index is None:
         return "disabled", None
     bitset = ((len(fields) + 63) // 64) * 8
-    offset = bitset + 8 * index
     byte, bit = divmod(index, 8)
+    return "per-key", _TimeoutField(byte, bit, bitset + 8 * index)
 
-    def no_timeout(value: bytes) -> bool:
-        if len(value) < offset + 8 or value[byte] >> bit & 1:
-            return True
-        return _LONG.unpack_from(value, offset)[0] == NO_TIMESTAMP
 
-    return "per-key", no_timeout
+def _check(timeout: _TimeoutField | None) -> Callable[[bytes], bool] | None:
+    return timeout.check() if timeout is not None else None
 
 
 @dataclass
@@ -259,9 +283,11 @@ def _stats(version: int, parts: list[_Partial], stale_after: int, timeouts: bool
 
 @dataclass
 class _Replay:
-    """The live keys of one store instance, as digests."""
+    """The live keys of one store instance, as digests, and the files that rebuild them.
 
-    instance: StoreInstance
+    Plain data (no open filesystem): a worker process is handed it as it is."""
+
+    partition: int
     base: StateFile | None
     base_version: int
     changes: dict[int, StateFile]
@@ -274,11 +300,11 @@ def _plan(instance: StoreInstance, last_version: int) -> _Replay | None:
                if f.version is not None and f.version <= last_version}
     missing = [v for v in range(1, last_version + 1) if v not in changes]
     if not missing:
-        return _Replay(instance, None, 0, changes)
+        return _Replay(instance.partition, None, 0, changes)
     need_from = missing[-1]  # every version after the newest gap is present
     for snap in sorted(instance.of_kind("snapshot", "zip"), key=lambda f: f.version or 0):
         if snap.version is not None and need_from <= snap.version <= last_version:
-            return _Replay(instance, snap, snap.version,
+            return _Replay(instance.partition, snap, snap.version,
                            {v: f for v, f in changes.items() if v > snap.version})
     return None
 
@@ -307,7 +333,7 @@ def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Acc
             unset -= old & 1
         op = record.op
         if op == "put":
-            value = record.value
+            value = record.value or b""
             size = len(value)
             flag = 1 if no_timeout is not None and no_timeout(value) else 0
             live[digest] = stamp | (size << 1) | flag
@@ -340,7 +366,8 @@ class _Unreplayable(Exception):
     pass
 
 
-def _read_version(ckpt: Checkpoint, files: list[StateFile]) -> Iterator[tuple[StateFile, Any]]:
+def _read_version(ckpt: Checkpoint, files: list[StateFile]
+                  ) -> Iterator[tuple[StateFile, Iterator[StateRecord]]]:
     """Each file's records; on object stores the version's files are fetched concurrently."""
     if ckpt.location.is_local:
         for file in files:
@@ -362,34 +389,38 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
                   progress: Callable[[str], None] | None = None,
                   schemas: dict[tuple[int, str], StoreSchema] | None = None) -> StoreHistory:
     """Rebuild the retained history of one operator/store (see the module docstring).
-    ``schemas``: :func:`store_schemas` of the checkpoint, when the caller has them."""
+    ``schemas``: :func:`store_schemas` of the checkpoint, when the caller has them.
+
+    Several calls may run at once in different threads: each carries its own replay job
+    and, for big local checkpoints, has worker processes of its own (see
+    :func:`statekit.partition_workers.map_groups`)."""
     inventory = ckpt.inventory
     instances = inventory.instances_of(operator_id, store)
     operator = ckpt.operators.get(operator_id)
     name = operator.name if operator else None
     schema = (schemas if schemas is not None else store_schemas(ckpt)).get((operator_id, store))
-    timeouts, no_timeout = _timeout_reader(schema, name)
+    timeouts, timeout = _timeout_reader(schema, name)
     committed = ckpt.last_committed_batch
     last_version = committed + 1 if committed is not None else max(
         (i.latest_version or 0 for i in instances), default=0)
     partitions = tuple(i.partition for i in instances)
     plans = [_plan(i, last_version) for i in instances]
+    ready = [p for p in plans if p is not None]
     has_changes = any(i.of_kind("delta", "changelog") for i in instances)
-    if last_version and instances and has_changes and all(plans):
+    note = ""
+    if last_version and instances and has_changes and len(ready) == len(plans):
         try:
-            return _replay(ckpt, operator_id, store, name, schema, plans, last_version,
-                           timeouts, no_timeout, stale_after, progress)
+            return _replay(ckpt, operator_id, store, name, schema, ready, last_version,
+                           timeouts, timeout, stale_after, progress)
         except _Unreplayable as why:
             note = f"cannot replay ({why}); "
-        else:  # pragma: no cover - _replay returns
-            note = ""
     else:
         broken = [i.partition for i, p in zip(instances, plans, strict=True) if p is None]
         note = (f"partitions {_short(broken)} have no complete delta/changelog chain up to "
                 f"version {last_version}; " if broken else "")
     if any(i.of_kind("zip") for i in instances):
         return _from_zips(ckpt, operator_id, store, name, schema, instances, last_version,
-                          timeouts, no_timeout, stale_after,
+                          timeouts, timeout, stale_after,
                           note + "counts come from each zip's numKeys")
     return StoreHistory(operator_id, store, name, "none", partitions, (), {}, timeouts,
                         stale_after or 0, None, (), (note + "no history can be rebuilt",))
@@ -400,19 +431,22 @@ def _short(items: list[int]) -> str:
                                              else "")
 
 
-_JOB: dict[str, Any] = {}
-"""The replay job forked workers inherit (closures and open filesystems do not pickle)."""
-PARALLEL_MIN_BYTES = 16 << 20
-"""Below this much state-file data a replay runs in-process: forking costs more."""
+# -- the work a worker process is handed --------------------------------------------------------
+
+_T = TypeVar("_T")
+_Candidate = tuple[int, int, int]
+"""A possibly oldest live key: (version it last changed, partition, digest)."""
+_GroupResult = tuple[list[_Partial], dict[int, list[int]], list[_Candidate]]
+"""One group's totals after each version, live keys per partition, oldest-key candidates."""
 
 
 def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_version: int,
-                  start: int, no_timeout, progress=None
-                  ) -> tuple[list[_Partial], dict[int, list[int]], list[tuple]]:
+                  start: int, no_timeout: Callable[[bytes], bool] | None,
+                  progress: Progress | None = None) -> _GroupResult:
     """Replay some partitions of a store in lockstep; totals after each version ≥ start."""
     acc = _Accumulator()
     partials: list[_Partial] = []
-    per_partition: dict[int, list[int]] = {p.instance.partition: [] for p in plans}
+    per_partition: dict[int, list[int]] = {p.partition: [] for p in plans}
     for version in range(first, last_version + 1):
         todo: list[tuple[_Replay, StateFile, bool]] = []
         for plan in plans:
@@ -427,56 +461,87 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
         if version >= start:
             partials.append(acc.freeze(any(base for _, _, base in todo)))
             for plan in plans:
-                per_partition[plan.instance.partition].append(len(plan.live))
+                per_partition[plan.partition].append(len(plan.live))
         else:
             acc.inserts = acc.updates = acc.deletes = 0
         if progress:
             progress(f"version {version}/{last_version}")
     candidates = heapq.nsmallest(
         OLDEST_KEYS_SHOWN,
-        ((packed >> (_SIZE_BITS + 1), plan.instance.partition, digest)
+        ((packed >> (_SIZE_BITS + 1), plan.partition, digest)
          for plan in plans for digest, packed in plan.live.items()))
     return partials, per_partition, candidates
 
 
-def _run_group(index: int):
-    return _JOB["work"](_JOB["groups"][index])
+@dataclass(frozen=True)
+class _ReplayWork:
+    """The replay of a group of partitions (the group is the work's items), as plain data: a
+    worker process is handed this, never a closure or an open filesystem."""
+
+    first: int
+    last_version: int
+    start: int
+    timeout: _TimeoutField | None
+
+    def __call__(self, ckpt: Checkpoint, plans: list[_Replay], progress: Progress | None
+                 ) -> _GroupResult:
+        return _replay_group(ckpt, plans, self.first, self.last_version, self.start,
+                             _check(self.timeout), progress)
 
 
-def _map_groups(ckpt: Checkpoint, items: list, data_bytes: int, work: Callable[[list], Any]
-                ) -> list:
-    """``work`` over groups of ``items`` (partitions): in one process per core (fork, so the
-    open checkpoint and closures are inherited, nothing but results is pickled) for big local
-    checkpoints, else in-process as a single group. Object stores stay in-process: their
-    reads are already concurrent and a forked async filesystem is not safe."""
-    workers = 1
-    if ckpt.location.is_local and len(items) >= 2 and data_bytes >= PARALLEL_MIN_BYTES \
-            and "fork" in multiprocessing.get_all_start_methods():
-        workers = max(1, min(len(items), usable_cpus(), 8))
-    if workers == 1:
-        return [work(items)]
-    _JOB.update(work=work, groups=[items[i::workers] for i in range(workers)])
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")
-                                 ) as pool:
-            return list(pool.map(_run_group, range(workers)))
-    finally:
-        _JOB.clear()
+_ZipEnds = tuple[int, StateFile, StateFile]
+"""A partition and its zips of the first and the last common version."""
 
 
-def _replay(ckpt, operator_id, store, name, schema, plans: list[_Replay], last_version: int,
-            timeouts, no_timeout, stale_after, progress) -> StoreHistory:
+@dataclass(frozen=True)
+class _ZipWork:
+    """Statistics of the last version's SST contents for a group of partitions, a key counting
+    as changed at ``first`` when its bytes are identical in the first version's."""
+
+    first: int
+    last: int
+    timeout: _TimeoutField | None
+
+    def __call__(self, ckpt: Checkpoint, ends: list[_ZipEnds], progress: Progress | None
+                 ) -> tuple[_Partial, list[tuple[int, bytes, bytes]]]:
+        no_timeout = _check(self.timeout)
+        acc = _Accumulator()
+        unchanged: list[tuple[int, bytes, bytes]] = []
+        for partition, first_zip, last_zip in ends:
+            before = {_digest(r.key + b"\0" + (r.value or b""))
+                      for r in file_records(ckpt, first_zip)}
+            for record in file_records(ckpt, last_zip):
+                value = record.value or b""
+                same = _digest(record.key + b"\0" + value) in before
+                acc.add(_pack(self.first if same else self.last, len(value),
+                              bool(no_timeout and no_timeout(value))), len(record.key))
+                if same and len(unchanged) < OLDEST_KEYS_SHOWN:
+                    unchanged.append((partition, record.key, value))
+        return acc.freeze(True), unchanged
+
+
+# -- assembling a store's history -------------------------------------------------------------
+
+def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
+            schema: StoreSchema | None, plans: list[_Replay], last_version: int,
+            timeouts: str, timeout: _TimeoutField | None, stale_after: int | None,
+            progress: Progress | None) -> StoreHistory:
     first = max(min(p.base_version for p in plans), 1)
     start = max(max(p.base_version for p in plans), 1)
     stale = stale_after or default_stale_after(last_version - start + 1)
     size = sum(f.size for p in plans for f in [*p.changes.values(), p.base] if f is not None)
     label = f"operator {operator_id} {store}: "
-    if progress:
-        progress(f"{label}replaying {len(plans)} partitions up to version {last_version}")
-    results = _map_groups(ckpt, plans, size, lambda group: _replay_group(
-        ckpt, group, first, last_version, start, no_timeout,
-        progress and (lambda m: progress(label + m))))
-    partition_index = {p.instance.partition: i for i, p in enumerate(plans)}
+    labelled: Progress | None = None
+    if progress is not None:
+        say = progress
+
+        def labelled(message: str) -> None:
+            say(label + message)
+
+        say(f"{label}replaying {len(plans)} partitions up to version {last_version}")
+    results = map_groups(ckpt, plans, size, _ReplayWork(first, last_version, start, timeout),
+                          labelled)
+    partition_index = {p.partition: i for i, p in enumerate(plans)}
     versions = tuple(_stats(first_seen, [r[0][k] for r in results], stale, timeouts == "per-key")
                      for k, first_seen in enumerate(range(start, last_version + 1)))
     per_partition: dict[int, tuple[int, ...]] = {}
@@ -487,13 +552,13 @@ def _replay(ckpt, operator_id, store, name, schema, plans: list[_Replay], last_v
         max(p.base_version for p in plans)
     oldest = _oldest_keys(ckpt, schema, plans, partition_index, candidates, last_version)
     return StoreHistory(operator_id, store, name, "replay",
-                        tuple(p.instance.partition for p in plans), versions,
+                        tuple(p.partition for p in plans), versions,
                         dict(sorted(per_partition.items())), timeouts, stale, base_known,
                         oldest)
 
 
 def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Replay],
-                 partition_index: dict[int, int], candidates: list[tuple],
+                 partition_index: dict[int, int], candidates: list[_Candidate],
                  last_version: int) -> tuple[OldKey, ...]:
     """Decode the least recently changed live keys: re-read only the files that wrote them."""
     wanted: dict[tuple[int, int], set[int]] = {}
@@ -514,8 +579,9 @@ def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Repl
                  for changed, partition, digest in candidates if digest in found)
 
 
-def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInstance],
-               last_version: int, timeouts: str, no_timeout, stale_after: int | None,
+def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
+               schema: StoreSchema | None, instances: list[StoreInstance], last_version: int,
+               timeouts: str, timeout: _TimeoutField | None, stale_after: int | None,
                note: str) -> StoreHistory:
     """Counts from every version's zip metadata; contents (value sizes, timeouts, unchanged
     keys) from the SSTs of the first and last version only — reading every version's SSTs
@@ -525,7 +591,8 @@ def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInst
             for i in instances}
     common = sorted(set.intersection(*(set(z) for z in zips.values()))) if zips else []
     metadata = zip_metadata(ckpt, [zips[p][v] for p in zips for v in common])
-    versions, per_partition = [], {p: [] for p in zips}
+    versions: list[VersionStats] = []
+    per_partition: dict[int, list[int]] = {p: [] for p in zips}
     notes = [note]
     for version in common:
         keys = disk = 0
@@ -545,7 +612,7 @@ def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInst
     if len(common) >= 2:
         try:
             last_stats, oldest = _zip_contents(
-                ckpt, schema, zips, common[0], common[-1], no_timeout, timeouts == "per-key",
+                ckpt, schema, zips, common[0], common[-1], timeout, timeouts == "per-key",
                 stale, (versions[0].disk_bytes or 0) + (versions[-1].disk_bytes or 0))
         except (StatekitError, _Unreplayable) as why:
             notes.append(f"SST contents not read ({why})")
@@ -560,26 +627,14 @@ def _from_zips(ckpt, operator_id, store, name, schema, instances: list[StoreInst
                         first, oldest, tuple(notes))
 
 
-def _zip_contents(ckpt, schema, zips, first: int, last: int, no_timeout, timeouts: bool,
-                  stale: int, sst_bytes: int) -> tuple[VersionStats, tuple[OldKey, ...]]:
+def _zip_contents(ckpt: Checkpoint, schema: StoreSchema | None,
+                  zips: dict[int, dict[int, StateFile]], first: int, last: int,
+                  timeout: _TimeoutField | None, timeouts: bool, stale: int, sst_bytes: int
+                  ) -> tuple[VersionStats, tuple[OldKey, ...]]:
     """Statistics of the last version's state, a key counting as changed at ``first`` when
     its bytes are identical in the first version (unchanged for at least the whole span)."""
-    def work(partitions: list[int]) -> tuple[_Partial, list[tuple[int, bytes, bytes]]]:
-        acc = _Accumulator()
-        unchanged: list[tuple[int, bytes, bytes]] = []
-        for partition in partitions:
-            before = {_digest(r.key + b"\0" + (r.value or b""))
-                      for r in file_records(ckpt, zips[partition][first])}
-            for record in file_records(ckpt, zips[partition][last]):
-                value = record.value or b""
-                same = _digest(record.key + b"\0" + value) in before
-                acc.add(_pack(first if same else last, len(value),
-                              bool(no_timeout and no_timeout(value))), len(record.key))
-                if same and len(unchanged) < OLDEST_KEYS_SHOWN:
-                    unchanged.append((partition, record.key, value))
-        return acc.freeze(True), unchanged
-
-    results = _map_groups(ckpt, sorted(zips), sst_bytes, work)
+    ends = [(p, by_version[first], by_version[last]) for p, by_version in sorted(zips.items())]
+    results = map_groups(ckpt, ends, sst_bytes, _ZipWork(first, last, timeout))
     stats = _stats(last, [partial for partial, _ in results], stale, timeouts)
     unchanged = sorted(u for _, found in results for u in found)[:OLDEST_KEYS_SHOWN]
     return stats, tuple(_decoded(schema, ckpt, p, first, last - first, k, v)

@@ -1,5 +1,5 @@
-"""The replay's worker processes: one pool per call, started without forking the caller —
-concurrent calls from threads, no fork of a multi-threaded process, a fresh interpreter
+"""The replay's worker processes: one pool per call, never forked from a multi-threaded
+caller — concurrent calls from threads, no fork with other threads alive, a fresh interpreter
 outside the repository, worker errors. Real state files pyspark wrote, copied into layouts;
 the parallel path is forced by lowering ``PARALLEL_MIN_BYTES``."""
 
@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import fsspec
 import pytest
 
-import statekit.state_history as state_history
+import statekit.partition_workers as partition_workers
 from statekit.checkpoint import Checkpoint, open_checkpoint
 from statekit.errors import StatekitError
 from statekit.state_history import StoreHistory, all_histories
@@ -64,7 +64,7 @@ def rocksdb_checkpoint(root: Path, partitions: int) -> Path:
     return root
 
 
-class CountingPool(state_history.ProcessPoolExecutor):
+class CountingPool(partition_workers.ProcessPoolExecutor):
     """The real executor, recording the pools started and the groups handed to workers."""
 
     pools: ClassVar[list[int]] = []
@@ -89,21 +89,21 @@ class CountingPool(state_history.ProcessPoolExecutor):
 @pytest.fixture
 def parallel(monkeypatch):
     """Every replay of two partitions or more runs in two worker processes and the caller."""
-    monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(state_history, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(partition_workers, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(partition_workers, "usable_cpus", lambda: 2)
     monkeypatch.setattr(CountingPool, "pools", [])
     monkeypatch.setattr(CountingPool, "futures", [])
-    monkeypatch.setattr(state_history, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(partition_workers, "ProcessPoolExecutor", CountingPool)
     return CountingPool
 
 
 def in_process(path: Path) -> list[StoreHistory]:
-    saved = state_history.PARALLEL_MIN_BYTES
-    state_history.PARALLEL_MIN_BYTES = 1 << 60
+    saved = partition_workers.PARALLEL_MIN_BYTES
+    partition_workers.PARALLEL_MIN_BYTES = 1 << 60
     try:
         return all_histories(open_checkpoint(str(path)))
     finally:
-        state_history.PARALLEL_MIN_BYTES = saved
+        partition_workers.PARALLEL_MIN_BYTES = saved
 
 
 def in_threads(calls: list[Callable[[], Any]]) -> list[Any]:
@@ -189,7 +189,7 @@ def test_workers_and_the_calling_thread_share_the_groups(tmp_path, parallel):
     ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
     items = list(range(20))
     said: list[str] = []
-    results = state_history._map_groups(ckpt, items, 1, WhoRuns(0.05), said.append)
+    results = partition_workers.map_groups(ckpt, items, 1, WhoRuns(0.05), said.append)
     assert parallel.pools == [2] and len(results) == 2 * 4  # GROUPS_PER_WORKER groups each
     assert parallel.workers_replayed()
     ran = dict(pair for group in results for pair in group)
@@ -213,37 +213,66 @@ def test_a_worker_error_reaches_the_caller_as_it_would_in_process(tmp_path, para
 
 
 SCRIPT = """
-import json, sys
+import json, sys, threading
+from concurrent.futures import ProcessPoolExecutor
+
+import statekit.partition_workers as partition_workers
 import statekit.state_history as state_history
 from statekit.checkpoint import open_checkpoint
 
-state_history.PARALLEL_MIN_BYTES = 0
-state_history.usable_cpus = lambda: 2
+methods, futures = [], []
+
+
+class Recording(ProcessPoolExecutor):
+    def __init__(self, workers, mp_context):
+        methods.append(mp_context.get_start_method())
+        super().__init__(workers, mp_context=mp_context)
+
+    def submit(self, *args, **kwargs):
+        futures.append(super().submit(*args, **kwargs))
+        return futures[-1]
+
+
+if sys.argv[2] == "threads":  # another thread alive, as in the TUI
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+partition_workers.ProcessPoolExecutor = Recording
+partition_workers.PARALLEL_MIN_BYTES = 0
+partition_workers.usable_cpus = lambda: 2
 histories = state_history.all_histories(open_checkpoint(sys.argv[1]))
-print(json.dumps([h.to_dict() for h in histories], default=str))
+print(json.dumps({"methods": methods,
+                  "workers": bool(futures) and all(f.exception() is None for f in futures),
+                  "histories": [h.to_dict() for h in histories]}, default=str))
 """
+LINUX = sys.platform.startswith("linux")
+NOT_FORKED = "forkserver" if sys.platform != "win32" else "spawn"
 
 
-def expected_json(path: Path) -> Any:
-    return json.loads(json.dumps([h.to_dict() for h in in_process(path)], default=str))
-
-
-@pytest.mark.parametrize("how", ["-c", "script without a main guard"])
-def test_a_fresh_interpreter_outside_the_repository_replays_in_parallel(tmp_path, how):
-    """The workers import statekit as their parent did (the installed package, not the
-    current folder). A script that forgot ``if __name__ == "__main__":`` is re-run by each
-    worker as it starts, which then fails there: its groups are replayed in the caller."""
+@pytest.mark.parametrize(("how", "threads", "method"), [
+    ("-c", "one thread", "fork" if LINUX else NOT_FORKED),
+    ("-c", "threads", NOT_FORKED),
+    ("script without a main guard", "threads", NOT_FORKED),
+])
+def test_a_fresh_interpreter_outside_the_repository_replays_in_parallel(tmp_path, how,
+                                                                       threads, method):
+    """Workers are forked only from a process whose one thread is the caller; otherwise they
+    come from the fork server and import statekit as their parent did (the installed package,
+    not the current folder). A script that forgot ``if __name__ == "__main__":`` is re-run by
+    each such worker as it starts, which then fails there: the caller replays its groups."""
     path = hdfs_checkpoint(tmp_path / "data", partitions=3)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     if how == "-c":
-        command = [sys.executable, "-c", SCRIPT, str(path)]
+        command = [sys.executable, "-c", SCRIPT, str(path), threads]
     else:
         script = elsewhere / "unguarded.py"
         script.write_text(SCRIPT)
-        command = [sys.executable, str(script), str(path)]
+        command = [sys.executable, str(script), str(path), threads]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     done = subprocess.run(command, capture_output=True, text=True, cwd=elsewhere, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == expected_json(path)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = json.dumps([h.to_dict() for h in in_process(path)], default=str)
+    assert out["histories"] == json.loads(expected)
+    assert out["methods"] == [method]
+    assert out["workers"] is (how == "-c")

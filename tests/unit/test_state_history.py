@@ -207,21 +207,21 @@ def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
 
 
 def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypatch):
-    import statekit.state_history as state_history
+    import statekit.partition_workers as partition_workers
 
     ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
-    monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 1 << 60)
+    monkeypatch.setattr(partition_workers, "PARALLEL_MIN_BYTES", 1 << 60)
     (alone,) = all_histories(ckpt)
-    monkeypatch.setattr(state_history, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(partition_workers, "PARALLEL_MIN_BYTES", 0)
     pools = []
 
-    class Spy(state_history.ProcessPoolExecutor):
+    class Spy(partition_workers.ProcessPoolExecutor):
         def __init__(self, workers, **kw):
             pools.append(workers)
             super().__init__(workers, **kw)
 
-    monkeypatch.setattr(state_history, "ProcessPoolExecutor", Spy)
-    monkeypatch.setattr(state_history, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(partition_workers, "ProcessPoolExecutor", Spy)
+    monkeypatch.setattr(partition_workers, "usable_cpus", lambda: 2)
     (forked,) = all_histories(open_checkpoint(str(ckpt.location.root)))
     assert pools == [2] and forked == alone
     assert forked.versions[-1].keys == 3 * alone.partition_keys[0][-1]
