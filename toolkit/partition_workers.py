@@ -18,11 +18,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from typing import TypeVar
 
 from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
+from statekit.checkpoint.location import Location, resolve
 from statekit.machine import usable_cpus
 
 PARALLEL_MIN_BYTES = 16 << 20
@@ -50,9 +51,8 @@ class _Source:
     url: str
 
     def open(self) -> Checkpoint:
-        ckpt = open_checkpoint(self.root)
-        ckpt.location = replace(ckpt.location, url=self.url)
-        return ckpt
+        local = resolve(self.root)
+        return open_checkpoint(Location(local.fs, local.root, self.url))
 
 
 def _run_group(source: _Source, work: Work[_T, _R],
