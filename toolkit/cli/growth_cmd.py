@@ -20,6 +20,7 @@ from statekit.cli.options import (
     print_json,
     read_progress_log,
     spark_options,
+    start_spark_for,
     storage_option,
 )
 from statekit.cli.params import COUNT, SIZE
@@ -98,12 +99,9 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
 def _deep(ckpt: Checkpoint, report: GrowthReport, master: str | None, confs: tuple[str, ...],
           on_progress: Callable[[str], None]) -> list[DeepCheck]:
     from statekit.jobs.growth_deep import deep_check
-    from statekit.jobs.session import build_session, parse_conf_pairs
-    from statekit.jobs.state_reader import reader_confs, session_confs
 
     on_progress("starting Spark…")
-    spark = build_session("statekit-growth", master, parse_conf_pairs(confs))
-    click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
+    spark = start_spark_for(ckpt, "statekit-growth", master, confs)
     return [deep_check(spark, ckpt, s.history, on_progress) for s in report.stores]
 
 

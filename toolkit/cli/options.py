@@ -16,6 +16,8 @@ import click
 from statekit.errors import BadInput
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from statekit.checkpoint import Checkpoint
     from statekit.progress_log import OperatorProgress
 
@@ -114,3 +116,15 @@ def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     except (OSError, ValueError) as error:
         raise BadInput(f"cannot read: {error}", path=path) from None
     return text
+
+
+def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,
+                    confs: tuple[str, ...]) -> SparkSession:
+    """Spark for one command, with the reader confs ``ckpt`` needs set for this command only
+    (a notebook or test may share the session; the confs are restored when it ends)."""
+    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.state_reader import reader_confs, session_confs
+
+    spark = build_session(app_name, master, parse_conf_pairs(confs))
+    click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
+    return spark

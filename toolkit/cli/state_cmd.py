@@ -22,6 +22,7 @@ from statekit.cli.options import (
     open_from_cli,
     print_json,
     spark_options,
+    start_spark_for,
 )
 from statekit.cli.render import console
 from statekit.errors import UnsafeOperation
@@ -30,7 +31,6 @@ from statekit.presentation import human_bytes, iso_ms
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from statekit.checkpoint import Checkpoint
     from statekit.jobs.state_analysis import OperatorRow
 
 
@@ -48,17 +48,6 @@ def target_options(command: F) -> F:
     return command
 
 
-def _start_spark(ckpt: Checkpoint, master: str | None, confs: tuple[str, ...]) -> SparkSession:
-    """Spark once per command, with the reader confs this checkpoint needs set for this
-    command only (a notebook or test may share the session)."""
-    from statekit.jobs.session import build_session, parse_conf_pairs
-    from statekit.jobs.state_reader import reader_confs, session_confs
-
-    spark = build_session("statekit-state", master, parse_conf_pairs(confs))
-    click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
-    return spark
-
-
 class _Context:
     """The checkpoint, the validated target, and a Spark session started on first use."""
 
@@ -74,7 +63,7 @@ class _Context:
         self.master, self.confs = master, confs
 
     def spark(self) -> SparkSession:
-        return _start_spark(self.ckpt, self.master, self.confs)
+        return start_spark_for(self.ckpt, "statekit-state", self.master, self.confs)
 
     @property
     def batch(self) -> int:
@@ -297,7 +286,8 @@ def operators_command(checkpoint: str, storage_option: tuple[str, ...], master: 
     from statekit.jobs.state_reader import spark_path
 
     ckpt = open_from_cli(checkpoint, storage_option)
-    rows = compare_operators(_start_spark(ckpt, master, confs), ckpt, spark_path(ckpt))
+    rows = compare_operators(start_spark_for(ckpt, "statekit-state", master, confs), ckpt,
+                             spark_path(ckpt))
     if as_json:
         print_json([r.to_dict() for r in rows])
         return
