@@ -36,6 +36,7 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.logs import provider_short_name
 from statekit.progress_log import BatchTiming
@@ -45,18 +46,26 @@ WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds a restart spends per unit of state read, for one provider."""
+    """Seconds a restart spends per unit of state read, for one provider's load path.
+
+    The terms separate what grows with files (opening, a ``.crc`` beside each on Hadoop
+    filesystems, RocksDB's per-SST work when opening a database), with bytes (reading and
+    decompressing; for RocksDB's base, copying SSTs next to the local database and unzipping),
+    with records (replaying each into the in-memory map or the database) and what is paid once
+    per task and once per core of the first wave (the JVM's warm-up of the load path).
+    """
 
     provider: str
-    per_instance_s: float
+    per_task_s: float
     """Fixed cost of bringing up one store instance from files."""
     base_file_s: float
-    """Per file of the base: a snapshot (HDFS) or a zip and each SST it references (RocksDB,
-    copied next to the local database)."""
+    """Per file of the base: a snapshot (HDFS) or a zip and each SST it references."""
     change_file_s: float
     """Per change file replayed: ``.delta`` (HDFS) or ``.changelog`` (RocksDB)."""
-    bytes_per_s: float
-    """Compressed state bytes read per second, per core."""
+    base_byte_s: float
+    """Per byte of the base (HDFS: decompressing a snapshot; RocksDB: copying its SSTs)."""
+    change_byte_s: float
+    """Per byte of change files (decompressing them)."""
     record_s: float
     """Per record replayed into the store (HDFS snapshot and delta records; RocksDB
     changelog records — zip/SST contents are copied as files, not iterated)."""
@@ -65,34 +74,58 @@ class CostModel:
     first wave of the first stateful stage when it loads from change files only ..."""
     first_wave_base_s: float
     """... and when it loads a base (RocksDB: opening a checkpoint from a zip costs more)."""
+    low: float = 1.0
+    """The smallest measured ÷ estimated ratio of this load path on held-out restarts ..."""
+    high: float = 1.0
+    """... and the largest: the estimate's range is [estimate × low, estimate × high]."""
     source: str = "default"
-    """``default`` (benchmark-fitted) or ``calibrated`` (measured on this checkpoint)."""
+    """``default`` (fitted on the benchmark grid), ``calibrated`` (this filesystem's latency
+    and bandwidth) or ``measured`` (scaled to a load Spark timed on the user's master)."""
 
-    def seconds(self, base_files: int, change_files: float, size: float, records: float
-                ) -> float:
-        """Seconds to load one instance from ``base_files`` base files and ``change_files``
-        change files (fractional for the what-if's typical case: half an interval of deltas),
-        ``size`` bytes and ``records`` records in all."""
-        return (self.per_instance_s + self.base_file_s * base_files
-                + self.change_file_s * change_files + size / self.bytes_per_s
-                + records * self.record_s)
+    def terms(self, base_files: int, change_files: float, base_bytes: float,
+              change_bytes: float, records: float) -> dict[str, float]:
+        """The seconds of one instance's load, by what they grow with."""
+        return {"fixed": self.per_task_s,
+                "files": self.base_file_s * base_files + self.change_file_s * change_files,
+                "bytes": self.base_byte_s * base_bytes + self.change_byte_s * change_bytes,
+                "records": self.record_s * records}
+
+    def seconds(self, base_files: int, change_files: float, base_bytes: float,
+                change_bytes: float, records: float) -> float:
+        """Seconds to load one instance (``change_files`` fractional for the what-if's
+        typical case: half an interval of deltas)."""
+        return sum(self.terms(base_files, change_files, base_bytes, change_bytes,
+                              records).values())
+
+    def scaled(self, factor: float, source: str) -> CostModel:
+        """Every cost × ``factor`` (a machine ``factor`` times slower than the benchmark's)."""
+        return replace(self, per_task_s=self.per_task_s * factor,
+                       base_file_s=self.base_file_s * factor,
+                       change_file_s=self.change_file_s * factor,
+                       base_byte_s=self.base_byte_s * factor,
+                       change_byte_s=self.change_byte_s * factor,
+                       record_s=self.record_s * factor, first_wave_s=self.first_wave_s * factor,
+                       first_wave_base_s=self.first_wave_base_s * factor, source=source)
 
 
-#: Fitted on Spark's own per-partition state-load times of measured restarts of the reference
-#: pipeline (``benchmarks/bench_recovery.py``, 2 cores, local disk; README "Recovery"):
-#: HDFS 12.2 µs/record + 13.7 ms/instance + 21.9 ms first-wave warm-up, per-file and per-byte
-#: costs indistinguishable from 0 (kept at 400 MB/s so very large files still count);
-#: RocksDB zip 10.3 ms per zip/SST file + 554 ms first-wave warm-up; RocksDB changelog:
-#: 65 ms per 61 changelog files / 3,263 records beyond the first wave — the HDFS per-record
-#: cost plus 0.4 ms per file — and a 63 ms warm-up.
+#: Fitted by ``benchmarks/bench_recovery_grid.py`` (README "Recovery"): non-negative least
+#: squares of Spark's own per-partition load times in measured restarts on one half of a grid
+#: (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions on 2 cores, every load path);
+#: ``low``/``high`` are the extreme measured ÷ estimated ratios on the other half.
 DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_instance_s=0.0137, base_file_s=0.0, change_file_s=0.0,
-                      bytes_per_s=400e6, record_s=12.2e-6, first_wave_s=0.0219,
-                      first_wave_base_s=0.0219),
-    "rocksdb": CostModel("rocksdb", per_instance_s=0.0, base_file_s=0.0103,
-                         change_file_s=0.0004, bytes_per_s=400e6, record_s=12.2e-6,
-                         first_wave_s=0.063, first_wave_base_s=0.554),
+    "hdfs": CostModel("hdfs", per_task_s=0.0, base_file_s=0.006915, change_file_s=0.001974,
+                      base_byte_s=4.747e-09, change_byte_s=3.385e-09, record_s=9.706e-07,
+                      first_wave_s=0.005983, first_wave_base_s=0.02584, low=0.716, high=2.85),
+    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.009745, change_file_s=0.0,
+                         base_byte_s=3.867e-09, change_byte_s=6.426e-09, record_s=5.232e-06,
+                         first_wave_s=0.01609, first_wave_base_s=0.4002, low=0.744, high=2.41),
 }
+
+READER_OVERHEAD = {"hdfs": (0.015, 0.81), "rocksdb": (0.0403, 1.22)}
+"""``--measure``: on the benchmark machine, Spark's state reader loading one partition and
+iterating its rows took ``fixed + ratio × `` the model's restart load of it (fitted on the
+grid's fit half), so a reader timing on the user's master over that is how much slower or
+faster than the benchmark machine a restart's load runs there."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +145,14 @@ class InstanceWork:
     """Delta/changelog files replayed after the base."""
     seconds: float
     loadable: bool = True
+    base_files: int = 0
+    """Snapshot, or zip + the SSTs it references."""
+    base_bytes: int = 0
+    change_bytes: int = 0
+
+    def terms(self, model: CostModel) -> dict[str, float]:
+        return model.terms(self.base_files, self.changes, self.base_bytes, self.change_bytes,
+                           self.records)
 
 
 @dataclass(frozen=True)
@@ -135,6 +176,21 @@ class WhatIf:
     """Half an interval on average."""
     snapshot_bytes_per_batch: float
     """Snapshot bytes written per batch, amortised (the price of a smaller value)."""
+    worst_low_s: float = 0.0
+    worst_high_s: float = 0.0
+    """The worst case's range (the model's held-out error range)."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """One kind of cost on the restart's critical path (the busiest core of each stage)."""
+
+    name: str
+    """``records``, ``bytes``, ``files`` or ``fixed`` (per task and first-wave warm-up)."""
+    seconds: float
+    share: float
+    detail: str
+    """What it is, in numbers: "replaying 1.1 M delta records"."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +220,21 @@ class RecoveryEstimate:
     model: CostModel
     what_if: tuple[WhatIf, ...]
     recommendation: int | None = None
-    """With an RTO: the largest minDeltasForSnapshot whose worst case meets it."""
+    """With an RTO: the largest minDeltasForSnapshot whose worst case meets it even at the
+    top of its range."""
     notes: tuple[str, ...] = field(default=())
+    low_s: float = 0.0
+    high_s: float = 0.0
+    """The estimate's range: the state load × the load path's held-out error range, plus
+    the re-runs."""
+    breakdown: tuple[Term, ...] = field(default=())
+    """The critical path's costs by kind, largest first."""
+
+    @property
+    def explanation(self) -> str:
+        """The dominant terms in words: "94 % replaying 1.1 M delta records; 5 % ..."."""
+        return "; ".join(f"{t.share:.0%} {t.detail}" for t in self.breakdown
+                         if t.share >= 0.05) or "nothing to load"
 
     @property
     def rerun_batches(self) -> tuple[int, ...]:
@@ -191,13 +260,17 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
     if base is not None and base.kind == "zip":
         base_files += instance.ssts_named((referenced or {}).get(base.path))
     changes = [f for f in files if f.kind in ("delta", "changelog")]
-    size = sum(f.size for f in base_files + changes)
+    base_bytes = sum(f.size for f in base_files)
+    change_bytes = sum(f.size for f in changes)
     record_bytes = sum(f.size for f in files if f.kind in ("snapshot", "delta", "changelog"))
     records = record_bytes / bytes_per_record if bytes_per_record else 0.0
     return InstanceWork(instance.operator_id, instance.store, instance.partition, version,
-                        base.version if base else None, len(base_files) + len(changes), size,
-                        records, len(changes),
-                        model.seconds(len(base_files), len(changes), size, records))
+                        base.version if base else None, len(base_files) + len(changes),
+                        base_bytes + change_bytes, records, len(changes),
+                        model.seconds(len(base_files), len(changes), base_bytes, change_bytes,
+                                      records),
+                        base_files=len(base_files), base_bytes=base_bytes,
+                        change_bytes=change_bytes)
 
 
 def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0) -> float:
@@ -269,27 +342,60 @@ SKIPPED_BATCH_S = 0.35
 batch's planning and log writes (``triggerExecution − addBatch``; benchmark: 0.35 s)."""
 
 
+SAMPLE_PREFIX_BYTES = 1 << 20
+"""A sampled file larger than this is decoded from its first MiB only (records per compressed
+byte of a stream's prefix are those of the whole file, to within one compression block)."""
+
+
+def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None = None
+                ) -> tuple[int, int]:
+    """(records, compressed bytes they came from) of ``file``, or of its first ``cap`` bytes:
+    the stream is decoded until the cut ends it. ``data``: the file's content, if read."""
+    from statekit.checkpoint.state_data import file_codec, file_records
+    from statekit.errors import StatekitError
+    from statekit.formats.records import records_from_bytes
+
+    if file.size <= cap:
+        return sum(1 for _ in file_records(ckpt, file, data)), file.size
+    if data is not None:
+        head = data[:cap]
+    else:
+        with ckpt.fs.open(file.path, "rb") as handle:
+            head = handle.read(cap)
+    count = 0
+    try:
+        for _ in records_from_bytes(head, file_codec(ckpt, head[:8]), file.kind,
+                                    shown=ckpt.display(file.path)):
+            count += 1
+    except StatekitError:
+        pass  # the cut: everything before it counted
+    return count, len(head)
+
+
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
-                            limit: int = 12) -> tuple[float, str]:
+                            limit: int = 12, cap: int = SAMPLE_PREFIX_BYTES
+                            ) -> tuple[float, str]:
     """Compressed bytes per record, from up to ``limit`` record files spread over the
-    instances (their records counted by actually reading them)."""
-    from statekit.checkpoint.state_data import file_records
+    instances (their records counted by actually reading them, a large file's from its
+    first ``cap`` bytes: the estimate stays well under a second on GBs of state)."""
     from statekit.errors import StatekitError
 
     files = [f for i in instances for f in i.of_kind("delta", "snapshot", "changelog")]
     if not files:
         return DEFAULT_BYTES_PER_RECORD, "default"
     step = max(1, len(files) // limit)
+    sample = files[::step][:limit]
     size = records = 0
-    for file in files[::step][:limit]:
+    for file in sample:
         try:
-            records += sum(1 for _ in file_records(ckpt, file))
-        except StatekitError:
+            counted, covered = _records_in(ckpt, file, cap)
+        except (StatekitError, OSError):
             continue
-        size += file.size
+        records += counted
+        size += covered
     if not records:
         return DEFAULT_BYTES_PER_RECORD, "default"
-    return size / records, f"sampled {min(limit, len(files[::step]))} files"
+    return size / records, f"sampled {len(sample)} files"
 
 
 def _median(values: Sequence[float]) -> float:
@@ -383,33 +489,73 @@ def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
     return tuple(reruns), version
 
 
-def _what_if(instances: Sequence[StoreInstance], version: int, model: CostModel,
-             bytes_per_record: float, cores: int, values: Sequence[int]) -> tuple[WhatIf, ...]:
-    """Recovery if every partition had to replay ``m`` (worst) or ``m/2`` (typical) deltas on
-    top of a snapshot as large as its current state."""
+def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], version: int,
+             model: CostModel, bytes_per_record: float, cores: int, values: Sequence[int]
+             ) -> tuple[WhatIf, ...]:
+    """Recovery if every partition had to replay ``m`` (worst) or ``m/2`` (typical) change
+    files on top of a base as large as its current one (without a base yet: as large as the
+    change files so far)."""
+    hdfs = model.provider == "hdfs"
     out = []
     for m in values:
         worst: dict[int, list[float]] = {}
         typical: dict[int, list[float]] = {}
         snapshot_bytes = 0.0
-        for inst in instances:
-            base_files = [f for f in inst.of_kind("snapshot", "zip")
-                          if f.version is not None and f.version <= version]
+        for inst, work in zip(instances, works, strict=True):
             changes = [f for f in inst.of_kind("delta", "changelog")
                        if f.version is not None and f.version <= version]
             delta = sum(f.size for f in changes) / len(changes) if changes else 0.0
-            base = max(base_files, key=lambda f: f.version or 0).size if base_files else \
-                sum(f.size for f in changes)
+            if work.base_files:
+                base_files, base = work.base_files, float(work.base_bytes)
+            else:
+                base_files, base = 1, float(sum(f.size for f in changes))
             snapshot_bytes += base / m
             for deltas, target in ((m, worst), (m / 2, typical)):
-                size = base + deltas * delta
-                cost = model.seconds(1, deltas, size, size / bytes_per_record)
+                records = ((base if hdfs else 0.0) + deltas * delta) / bytes_per_record
+                cost = model.seconds(base_files, deltas, base, deltas * delta, records)
                 target.setdefault(inst.operator_id, []).append(cost)
         warmup = model.first_wave_base_s
-        out.append(WhatIf(m, sum(schedule(c, cores, warmup) for c in worst.values()),
-                          sum(schedule(c, cores, warmup) for c in typical.values()),
-                          snapshot_bytes))
+        worst_s = sum(schedule(c, cores, warmup) for c in worst.values())
+        out.append(WhatIf(m, worst_s, sum(schedule(c, cores, warmup) for c in typical.values()),
+                          snapshot_bytes, worst_s * model.low, worst_s * model.high))
     return tuple(out)
+
+
+def _count(n: float) -> str:
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f}"
+
+
+def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, ...]:
+    """The critical path's seconds by kind of cost, with what they are in numbers."""
+    from statekit.presentation import human_bytes
+
+    critical = [w for stage in stages for w in stage.critical]
+    seconds = {"records": 0.0, "bytes": 0.0, "files": 0.0, "fixed": 0.0}
+    for work in critical:
+        for name, value in work.terms(model).items():
+            seconds[name] += value
+    seconds["fixed"] += sum(s.warmup_s for s in stages)
+    total = sum(seconds.values())
+    if total <= 0:
+        return ()
+    based = any(w.base_files for w in critical)
+    if model.provider == "hdfs":
+        records = "snapshot and delta records" if based else "delta records"
+        data = "snapshot and delta files" if based else "delta files"
+    else:
+        records = "changelog records"
+        data = "SST, zip and changelog files" if based else "changelog files"
+    details = {
+        "records": f"replaying {_count(sum(w.records for w in critical))} {records}",
+        "bytes": f"reading {human_bytes(sum(w.bytes for w in critical))} of {data}",
+        "files": f"opening {sum(w.files for w in critical):,} files",
+        "fixed": f"starting {len(critical):,} store instance(s) and the first wave's JVM "
+                 "warm-up"}
+    terms = [Term(name, value, value / total, details[name]) for name, value in seconds.items()]
+    return tuple(sorted(terms, key=lambda t: -t.seconds))
 
 
 def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None = None,
@@ -418,17 +564,9 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                       rto_s: float | None = None, current_min_deltas: int | None = None
                       ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
-    from statekit.checkpoint.state_data import zip_metadata
-
     model = model or default_model(ckpt)
-    inventory = ckpt.inventory
     reruns, version = plan_reruns(ckpt, timings, sink)
-    instances = [inventory.instances[k] for k in sorted(inventory.instances)]
-    bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
-    bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
-    referenced = {path: {s.dfs_name for s in meta.sst_files}
-                  for path, meta in zip_metadata(ckpt, bases).items()} if bases else {}
-    works = [instance_work(i, version, model, bytes_per_record, referenced) for i in instances]
+    instances, works, bytes_per_record = load_work(ckpt, version, model)
     stages = _stages(works, model, cores)
     load = sum(s.seconds for s in stages)
     rerun = sum(r.seconds for r in reruns)
@@ -442,10 +580,10 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     else:
         values = sorted({*WHAT_IF_MIN_DELTAS,
                          *([current_min_deltas] if current_min_deltas else [])})
-        what_if = _what_if(instances, version, model, bytes_per_record, cores, values)
+        what_if = _what_if(instances, works, version, model, bytes_per_record, cores, values)
     recommendation = None
     if rto_s is not None and what_if:
-        fitting = [w.min_deltas for w in what_if if w.worst_s + rerun <= rto_s]
+        fitting = [w.min_deltas for w in what_if if w.worst_high_s + rerun <= rto_s]
         recommendation = max(fitting) if fitting else None
     if works and all(w.base_version is None for w in works if w.loadable) and version > 0 \
             and not zips_only:
@@ -460,10 +598,36 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     if not ckpt.location.is_local and model.source == "default":
         notes.append("object storage: the defaults were measured on local disk, where a "
                      "file costs well under a millisecond; run with --calibrate to time "
-                     "this store's per-file latency and bandwidth")
+                     "this store's per-file latency and bandwidth, or --measure to time "
+                     "Spark loading the slowest partition")
     return RecoveryEstimate(ckpt.location.url, model.provider, cores, version, load + rerun,
                             load, rerun, reruns, stages, tuple(works), model, what_if,
-                            recommendation, tuple(notes))
+                            recommendation, tuple(notes), load * model.low + rerun,
+                            load * model.high + rerun, breakdown(stages, model))
+
+
+def load_work(ckpt: Checkpoint, version: int, model: CostModel
+              ) -> tuple[list[StoreInstance], list[InstanceWork], float]:
+    """Every store instance and what loading it at ``version`` reads (files, bytes, records
+    — records estimated from a sample of decoded files — and seconds under ``model``), and
+    the sampled compressed bytes per record."""
+    from statekit.checkpoint.state_data import zip_metadata
+
+    inventory = ckpt.inventory
+    instances = [inventory.instances[k] for k in sorted(inventory.instances)]
+    bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
+    bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
+    referenced = {path: {s.dfs_name for s in meta.sst_files}
+                  for path, meta in zip_metadata(ckpt, bases).items()} if bases else {}
+    works = [instance_work(i, version, model, bytes_per_record, referenced) for i in instances]
+    return instances, works, bytes_per_record
+
+
+def load_features(ckpt: Checkpoint) -> tuple[int, list[InstanceWork]]:
+    """What a restart of ``ckpt`` now would load, per store instance (for fitting models:
+    ``benchmarks/bench_recovery_grid.py``)."""
+    _, version = plan_reruns(ckpt)
+    return version, load_work(ckpt, version, default_model(ckpt))[1]
 
 
 def _rerun_notes(reruns: Sequence[Rerun], sink: Location | None, version: int) -> list[str]:
@@ -506,7 +670,6 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     """
     import time
 
-    from statekit.checkpoint.state_data import file_records
     from statekit.errors import StatekitError
 
     files = [f for i in ckpt.inventory.instances.values()
@@ -525,7 +688,7 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
         if file.kind == "zip":
             continue
         try:
-            records += sum(1 for _ in file_records(ckpt, file, data[file.path]))
+            records += _records_in(ckpt, file, SAMPLE_PREFIX_BYTES, data[file.path])[0]
         except StatekitError:
             continue
     decode_s = max(time.perf_counter() - started, 1e-6)
@@ -537,11 +700,65 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     # bandwidth: what the reads took beyond their per-file latency; too few bytes to tell
     # (under 4 MiB) keeps the default
     transfer_s = read_s - latency * len(sample)
-    bandwidth = size / transfer_s if size >= 4 << 20 and transfer_s > 0 else model.bytes_per_s
+    bandwidth = size / transfer_s if size >= 4 << 20 and transfer_s > 0 else 0.0
     measured = Calibration(len(sample), size, records, latency, bandwidth, records / decode_s)
     # Spark's local/HDFS filesystems open a .crc beside every state file, object stores none
     per_file = latency * (2 if ckpt.inventory.crc_files else 1)
+    per_byte = 1 / bandwidth if bandwidth else 0.0
     tuned = replace(model, base_file_s=max(model.base_file_s, per_file),
                     change_file_s=max(model.change_file_s, per_file),
-                    bytes_per_s=min(model.bytes_per_s, bandwidth), source="calibrated")
+                    base_byte_s=max(model.base_byte_s, per_byte),
+                    change_byte_s=max(model.change_byte_s, per_byte), source="calibrated")
     return tuned, measured
+
+
+@dataclass(frozen=True)
+class LoadTiming:
+    """One store instance's load, as Spark timed it on the user's master (``--measure``)."""
+
+    operator_id: int
+    store: str
+    partition: int
+    version: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What ``--measure`` timed and how it scaled the model."""
+
+    timings: tuple[LoadTiming, ...]
+    empty_job_s: float
+    """A job that loads nothing (scheduling), subtracted from each timing."""
+    fetch_s: float
+    """Fetching the instances' files from a store Spark cannot reach from here (added)."""
+    measured_s: float
+    """What the timed loads took, net."""
+    predicted_s: float
+    """What the default model predicts for the same reads through Spark's state reader."""
+    factor: float
+    """measured ÷ predicted: this cluster against the benchmark machine."""
+
+
+def measure_targets(estimate: RecoveryEstimate, count: int = 2) -> list[InstanceWork]:
+    """The slowest loadable store instances: the ones whose timing says the most."""
+    loading = [w for w in estimate.instances if w.loadable and w.files]
+    return sorted(loading, key=lambda w: -w.seconds)[:count]
+
+
+MEASURE_FACTOR_LIMITS = (0.05, 50.0)
+"""A factor outside this range is a broken measurement (a cluster 50× slower would be told
+by the user's eyes): it is clamped, and the note says so."""
+
+
+def scale_to_measurement(model: CostModel, works: Sequence[InstanceWork],
+                         timings: Sequence[LoadTiming], empty_job_s: float, fetch_s: float
+                         ) -> tuple[CostModel, Measurement]:
+    """The model scaled so that it predicts what Spark measured for ``works``."""
+    fixed, ratio = READER_OVERHEAD.get(model.provider, (0.0, 1.0))
+    predicted = fixed * len(works) + ratio * sum(w.seconds for w in works)
+    measured = sum(max(0.0, t.seconds - empty_job_s) for t in timings) + fetch_s
+    low, high = MEASURE_FACTOR_LIMITS
+    factor = min(high, max(low, measured / predicted)) if predicted > 0 else 1.0
+    return (model.scaled(factor, "measured"),
+            Measurement(tuple(timings), empty_job_s, fetch_s, measured, predicted, factor))

@@ -89,9 +89,9 @@ class RecoveryPane(LazyPane["RecoveryEstimate"]):
     def show_result(self, e: RecoveryEstimate) -> None:
         self.title_line.update(Text.assemble(
             ("estimated recovery ", "dim"), (f"{e.estimate_s:.2f} s", "bold"),
-            (f"  (state load {e.state_load_s:.2f} s + re-run {e.rerun_s:.2f} s) · "
-             f"{e.cores} task slots · version {e.version}", "")))
-        self.status.update(" · ".join(e.notes) or "no warnings")
+            (f"  (range {e.low_s:.2f}–{e.high_s:.2f} s; state load {e.state_load_s:.2f} s + "
+             f"re-run {e.rerun_s:.2f} s) · {e.cores} task slots · version {e.version}", "")))
+        self.status.update(" · ".join([e.explanation, *e.notes]))
         rows = []
         for stage in e.stages:
             for w in stage.critical:
@@ -103,7 +103,9 @@ class RecoveryPane(LazyPane["RecoveryEstimate"]):
         self.table.load(("operator/store", "partition", "base version", "files", "bytes",
                          "records", "changes", "seconds"), rows)
         whatif = self.query_one(".whatif", Table)
-        whatif.load(("minDeltasForSnapshot", "worst case", "typical",
+        whatif.load(("minDeltasForSnapshot", "worst case", "worst-case range", "typical",
                      "snapshot bytes per batch"), [
-            (str(w.min_deltas), (str(w.min_deltas), f"{w.worst_s:.2f} s", f"{w.typical_s:.2f} s",
+            (str(w.min_deltas), (str(w.min_deltas), f"{w.worst_s:.2f} s",
+                                 f"{w.worst_low_s:.2f}–{w.worst_high_s:.2f} s",
+                                 f"{w.typical_s:.2f} s",
                                  human_bytes(w.snapshot_bytes_per_batch))) for w in e.what_if])

@@ -1,7 +1,8 @@
 """``statekit recovery``: how long a restart would spend loading state, and what-ifs.
 
 Reads listings, a handful of files (to measure bytes per record) and, with ``--calibrate``, a
-sample of state files to time the filesystem. Never starts a JVM.
+sample of state files to time the filesystem: no JVM. ``--measure`` is the one exception,
+and says so: it starts Spark to time loading the slowest partitions on the user's master.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ from statekit.cli.options import (
     parse_storage_options,
     print_json,
     read_progress_text,
+    spark_options,
+    start_spark_for,
 )
 from statekit.cli.params import DURATION
-from statekit.cli.render import console
+from statekit.cli.render import console, status
 from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
 
 if TYPE_CHECKING:
+    from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
     from statekit.progress_log import BatchTiming
-    from statekit.recovery import Calibration, RecoveryEstimate
+    from statekit.recovery import Calibration, CostModel, Measurement, RecoveryEstimate
 
 
 @click.command("recovery")
@@ -51,10 +55,15 @@ if TYPE_CHECKING:
 @click.option("--calibrate", is_flag=True,
               help="Time reading a sample of this checkpoint's files through its filesystem "
                    "and use the measured latency and bandwidth.")
+@click.option("--measure", is_flag=True,
+              help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
+                   "and scale the model to what it measured.")
+@spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
                      executors: int, progress_log: str | None, sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
+                     measure: bool, master: str | None, confs: tuple[str, ...],
                      as_json: bool) -> None:
     """Estimate how long a restart spends loading state (and re-running uncommitted batches).
 
@@ -84,38 +93,98 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     measured: Calibration | None = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
+    measurement: Measurement | None = None
+    if measure:
+        model, measurement = _measure(ckpt, model, slots, timings, sink_location, master,
+                                      confs, not as_json)
     estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings,
                                  sink=sink_location, rto_s=rto,
                                  current_min_deltas=min_deltas)
     if as_json:
         data = estimate.to_dict()
+        data["explanation"] = estimate.explanation
         data["calibration"] = measured.__dict__ if measured else None
+        data["measurement"] = _measurement_dict(measurement)
         data["defaults"] = {k: v.__dict__ for k, v in DEFAULT_MODELS.items()}
         print_json(data)
         return
-    _render(estimate, measured, rto)
+    _render(estimate, measured, measurement, rto)
 
 
-def _render(estimate: RecoveryEstimate, measured: Calibration | None, rto: float | None
-            ) -> None:
+def _measure(ckpt: Checkpoint, model: CostModel, slots: int,
+             timings: list[BatchTiming] | None, sink: Location | None, master: str | None,
+             confs: tuple[str, ...], show: bool) -> tuple[CostModel, Measurement]:
+    """Time Spark loading the slowest partitions; the model scaled to it."""
+    from statekit.errors import BadInput
+    from statekit.recovery import estimate_recovery, measure_targets, scale_to_measurement
+
+    plain = estimate_recovery(ckpt, cores=slots, model=model, timings=timings, sink=sink)
+    targets = measure_targets(plain)
+    if not targets:
+        raise BadInput("--measure: no store instance loads anything from files (nothing to "
+                       "time)", path=ckpt.location.url)
+    broken = [w for w in plain.instances if not w.loadable]
+    if broken:
+        first = broken[0]
+        raise BadInput(f"--measure: operator {first.operator_id} store {first.store} "
+                       f"partition {first.partition} cannot be loaded at version "
+                       f"{first.version} (missing snapshot or change files; `statekit "
+                       "report` lists them)", path=ckpt.location.url)
+    with status(show, "--measure: starting Spark (a JVM, ~10 s) …") as say:
+        from statekit.jobs.recovery_measure import time_loads
+
+        spark = start_spark_for(ckpt, "statekit-recovery-measure", master, confs)
+        loads, empty_job_s, fetch_s = time_loads(spark, ckpt, targets, say)
+    return scale_to_measurement(model, targets, loads, empty_job_s, fetch_s)
+
+
+def _measurement_dict(measurement: Measurement | None) -> dict | None:
+    if measurement is None:
+        return None
+    from dataclasses import asdict
+
+    return asdict(measurement)
+
+
+def _per_mb(seconds_per_byte: float) -> str:
+    return f"{seconds_per_byte * 1e9:.2f} ms/MB"
+
+
+def _render(estimate: RecoveryEstimate, measured: Calibration | None,
+            measurement: Measurement | None, rto: float | None) -> None:
     out = console()
     out.print(f"[bold]checkpoint[/] {escape(estimate.checkpoint)}")
     out.print(f"[bold]estimated recovery: {human_duration(estimate.estimate_s)}[/] "
-              f"(state load {human_duration(estimate.state_load_s)} + re-run "
+              f"(range {human_duration(estimate.low_s)} – {human_duration(estimate.high_s)}; "
+              f"state load {human_duration(estimate.state_load_s)} + re-run "
               f"{human_duration(estimate.rerun_s)}) · provider {estimate.provider} · "
               f"{estimate.cores} task slots · loading version {estimate.version}")
+    out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
     model = estimate.model
-    out.print(f"cost model ({model.source}): {model.per_instance_s * 1000:.1f} ms/instance, "
+    out.print(f"cost model ({model.source}): {model.per_task_s * 1000:.1f} ms/instance, "
               f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
               f"{model.change_file_s * 1000:.2f} ms per delta/changelog, "
-              f"{model.record_s * 1e6:.1f} µs/record, {model.bytes_per_s / 1e6:.0f} MB/s; "
+              f"{_per_mb(model.base_byte_s)} of snapshot/SST, "
+              f"{_per_mb(model.change_byte_s)} of delta/changelog, "
+              f"{model.record_s * 1e6:.2f} µs/record; "
               f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
-              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip)")
+              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip); range × "
+              f"{model.low:.2f} – × {model.high:.2f} (held-out benchmark errors)")
     if measured:
+        bandwidth = f"{measured.bytes_per_s / 1e6:.0f} MB/s" if measured.bytes_per_s else \
+            "bandwidth: too few bytes to tell"
         out.print(f"calibration: {measured.files} files, {human_bytes(measured.bytes)}: "
-                  f"{measured.per_file_s * 1000:.2f} ms/file, "
-                  f"{measured.bytes_per_s / 1e6:.0f} MB/s, Python decode "
+                  f"{measured.per_file_s * 1000:.2f} ms/file, {bandwidth}, Python decode "
                   f"{measured.python_records_per_s / 1e3:.0f}k records/s")
+    if measurement:
+        timed = ", ".join(f"operator {t.operator_id} partition {t.partition} "
+                          f"{human_duration(t.seconds)}" for t in measurement.timings)
+        fetched = f" + {human_duration(measurement.fetch_s)} fetching their files" \
+            if measurement.fetch_s else ""
+        out.print(f"measured (Spark): {timed} (a job loading nothing: "
+                  f"{human_duration(measurement.empty_job_s)}){fetched}; the model predicted "
+                  f"{human_duration(measurement.predicted_s)} for those reads: costs × "
+                  f"{measurement.factor:.2f}")
     for note in estimate.notes:
         out.print(f"[yellow]• {escape(note)}[/]")
     for rerun in estimate.reruns:
@@ -141,16 +210,18 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None, rto: float
             out.print(f"{objective}: the estimate {'meets' if meets else '[red]misses[/]'} it")
         return
     table = Table(title="what if minDeltasForSnapshot were …", title_justify="left")
-    for name in ("minDeltas", "worst case", "typical", "snapshot bytes written per batch"):
+    for name in ("minDeltas", "worst case", "worst-case range", "typical",
+                 "snapshot bytes written per batch"):
         table.add_column(name, justify="right")
     for w in estimate.what_if:
         mark = " ←" if w.min_deltas == estimate.recommendation else ""
         table.add_row(f"{w.min_deltas}{mark}", human_duration(w.worst_s),
+                      f"{human_duration(w.worst_low_s)} – {human_duration(w.worst_high_s)}",
                       human_duration(w.typical_s), human_bytes(int(w.snapshot_bytes_per_batch)))
     out.print(table)
     if rto:
         if estimate.recommendation:
-            out.print(f"{objective}: the largest minDeltasForSnapshot that meets it is "
-                      f"[bold]{estimate.recommendation}[/]")
+            out.print(f"{objective}: the largest minDeltasForSnapshot that meets it even at "
+                      f"the top of its range is [bold]{estimate.recommendation}[/]")
         else:
             out.print(f"[red]{objective}: no minDeltasForSnapshot value meets it[/]")

@@ -1,0 +1,694 @@
+"""Benchmark: the recovery estimate against measured restarts, at production scale.
+
+The question. ``statekit recovery`` estimates from a checkpoint's files alone how long a
+restart spends getting its state back. Its cost model must hold from ten thousand keys to
+millions, for small and large values, for every load path (HDFS snapshot + deltas; RocksDB
+zip + SSTs; RocksDB changelog replay; checkpoint format v2) and with more partitions than
+cores. This script measures real restarts over a grid, fits the model's constants on one
+half of it and reports the error on the other half only.
+
+Data. A streaming aggregation — ``groupBy(key).agg(max(payload), count(*))``, update mode,
+a ``noop`` sink, the JVM only (no Python workers in the measured batch) — reads Parquet files
+one per micro-batch (16 batches, ``maxFilesPerTrigger`` 1). Batch ``b`` brings ``K/16`` new
+keys and updates ``K/32`` random older ones (≈ 1.47 K delta records in all); the payload is
+hex (compresses like real text, ≈ 0.6 with LZ4) of ~50 B or ~1 KB. Spark generates the files
+itself (``spark.range``), one dataset per (keys, value size), shared by every configuration.
+The grid: keys 10k / 100k / 1M / 3M × value ~50 B / ~1 KB × 4 / 16 partitions × load paths
+
+* ``hdfs-nosnap``: HDFS, ``minDeltasForSnapshot`` 1000 — every delta replayed;
+* ``hdfs-snap5``: HDFS, ``minDeltasForSnapshot`` 5, maintenance every 1 s — a snapshot lag
+  of a few versions;
+* ``rocksdb-zip``: RocksDB without changelog checkpointing — the newest zip + its SSTs;
+* ``rocksdb-changelog``: RocksDB with changelog checkpointing, ``minDeltasForSnapshot``
+  1000 — every changelog replayed;
+* ``rocksdb-v2``: RocksDB with changelog checkpointing and checkpoint format v2 (files named
+  ``<v>_<uuid>``), ``minDeltasForSnapshot`` 5 (two configurations only);
+
+as a fractional design (``grid()``): every (load path, keys) has two (value, partitions)
+combinations, one in each half; 3M keys only with ~50 B values (3 GB of 1 KB values is past
+what 2 cores write in a benchmark's time). Each half therefore covers every load path and
+every key count, ≥ 1M keys included.
+
+Measured, each in a fresh process (a cold JVM, like a restarted driver), ``--repeats``
+times interleaved: **restart** — a hard-linked copy of the configuration's checkpoint (Spark
+never rewrites a file: new versions are new files) restarts with one new input file (2,000
+keys, updates) and runs its first batch; **baseline** — an empty checkpoint with the same
+confs reads only that file. Two measures, restart − baseline per repeat:
+
+* **D, Spark's load**: Spark's own per-partition load times from the state store's DEBUG log
+  (HDFS: ``Loading state for <v> takes <ms> ms``; RocksDB: ``Loading <v>`` → ``Loaded <v>``),
+  combined over the cores as the critical path (the slowest partition of each wave);
+* **A, user-visible**: the first batch's ``triggerExecution`` — what the restart adds to it.
+
+The estimate is compared with D (low-noise: the load itself) and shown beside A.
+
+Fit. Per load path, non-negative least squares of Spark's per-partition load time (restart −
+baseline, the median over repeats) on the features statekit computes from the files
+(``statekit.recovery.load_features``): per task, per base file (snapshot / zip / SST), per
+change file, per base byte, per change byte, per replayed record, and a first-wave indicator
+(the load path's one-time JVM warm-up), over the fit half's partitions. The validation half
+is predicted with ``statekit.recovery.estimate_recovery`` and the fitted model — the same
+code ``statekit recovery`` runs — then ``statekit recovery --json`` with the built-in
+constants is run on every configuration as a check. The script prints the constants as
+Python (paste into ``statekit.recovery.DEFAULT_MODELS``) and the error ranges per path.
+
+Caveats: the machine may be shared (CPU busy before each process is printed); the
+checkpoints are in the page cache (a cold disk or an object store pays more per file and per
+byte: that is what ``--calibrate`` and ``--measure`` are for). Not a test: nothing asserted.
+
+Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 2]
+[--quick] [--only NAME,...] [--report]`` (``--quick``: 10k and 100k keys only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_common import (  # noqa: E402
+    CORES,
+    LOG4J,
+    STATE_PACKAGE,
+    cpu_busy,
+    critical_path,
+    parse_state_log,
+    slim_progress,
+    wait_static,
+)
+
+STATEKIT = str(ROOT / ".venv/bin/statekit")
+BATCHES = 16
+NEW_KEYS = 2000
+DRIVER_MEMORY = "8g"
+KEYS = (10_000, 100_000, 1_000_000, 3_000_000)
+VALUES = (50, 1000)
+PATHS = ("hdfs-nosnap", "hdfs-snap5", "rocksdb-zip", "rocksdb-changelog")
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    keys: int
+    value: int
+    partitions: int
+    half: str
+    """``fit`` or ``held-out``."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.path}-{self.keys // 1000}k-{self.value}B-p{self.partitions}"
+
+    @property
+    def dataset(self) -> str:
+        return f"k{self.keys}-v{self.value}"
+
+    @property
+    def family(self) -> str:
+        """Configurations sharing a baseline: same confs for an empty checkpoint."""
+        kind = "hdfs" if self.path.startswith("hdfs") else self.path
+        return f"{kind}-{self.value}B-p{self.partitions}"
+
+    def confs(self) -> dict[str, str]:
+        prefix = "spark.sql.streaming.stateStore."
+        confs = {"spark.sql.shuffle.partitions": str(self.partitions),
+                 f"{prefix}maintenanceInterval": "1s",
+                 f"{prefix}minDeltasForSnapshot": "5" if self.path in (
+                     "hdfs-snap5", "rocksdb-v2") else "1000"}
+        if self.path.startswith("hdfs"):
+            confs[f"{prefix}providerClass"] = HDFS
+        else:
+            confs[f"{prefix}providerClass"] = ROCKSDB
+            confs[f"{prefix}rocksdb.changelogCheckpointing.enabled"] = str(
+                self.path != "rocksdb-zip").lower()
+            if self.path == "rocksdb-v2":
+                confs[f"{prefix}checkpointFormatVersion"] = "2"
+        return confs
+
+
+def grid(quick: bool = False) -> list[Config]:
+    """The fractional design (see the module docstring)."""
+    configs = []
+    for i, path in enumerate(PATHS):
+        for j, keys in enumerate(KEYS):
+            if quick and keys > 100_000:
+                continue
+            if keys >= 3_000_000:
+                pair = [(50, 4), (50, 16)]
+            elif (i + j) % 2 == 0:
+                pair = [(50, 4), (1000, 16)]
+            else:
+                pair = [(50, 16), (1000, 4)]
+            for n, (value, partitions) in enumerate(pair):
+                half = "fit" if (i + j + n) % 2 == 0 else "held-out"
+                configs.append(Config(path, keys, value, partitions, half))
+    configs.append(Config("rocksdb-v2", 100_000, 50, 4, "fit"))
+    if not quick:
+        configs.append(Config("rocksdb-v2", 1_000_000, 50, 16, "held-out"))
+    return configs
+
+
+# -- children (fresh processes) ---------------------------------------------------------------
+
+def session(app: str, confs: dict[str, str]):
+    from statekit.jobs.session import build_session
+
+    return build_session(app, conf={"spark.driver.memory": DRIVER_MEMORY,
+                                    "spark.sql.adaptive.enabled": "false", **confs})
+
+
+def payload_expr(value: int, salt: str) -> str:
+    """~``value`` bytes of hex, different per key and batch."""
+    pieces = (value + 63) // 64
+    hashes = ", ".join(f"sha2(concat(cast(key as string), '{salt}', '{i}'), 256)"
+                       for i in range(pieces))
+    return f"substr(concat({hashes}), 1, {value})"
+
+
+def child_generate(spec: dict) -> dict:
+    """Write every dataset's batch files (and the new-input file per value size)."""
+    spark = session("bench-grid-generate", {})
+    out = {}
+    for name, keys, value in spec["datasets"]:
+        folder = Path(spec["work"]) / "landing" / name
+        if (folder / "_DONE").exists():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        started = time.perf_counter()
+        per = keys // BATCHES
+        for b in range(BATCHES):
+            new = spark.range(b * per, (b + 1) * per).selectExpr("id as key")
+            if b:
+                upd = spark.range(keys // 32).selectExpr(
+                    f"pmod(xxhash64(id, {b}), {b * per}) as key")
+                new = new.union(upd)
+            rows = new.selectExpr("key", f"{payload_expr(value, str(b))} as payload")
+            tmp = folder / f"tmp-{b}"
+            rows.coalesce(1).write.parquet(str(tmp))
+            part = next(tmp.glob("part-*.parquet"))
+            part.rename(folder / f"batch-{b:02d}.parquet")
+            shutil.rmtree(tmp)
+        (folder / "_DONE").write_text("")
+        out[name] = time.perf_counter() - started
+    for value in spec["values"]:
+        folder = Path(spec["work"]) / "new" / f"v{value}"
+        if (folder / "new.parquet").exists():
+            continue
+        tmp = folder / "tmp"
+        spark.range(NEW_KEYS).selectExpr("id as key", f"{payload_expr(value, 'new')} as payload"
+                                         ).coalesce(1).write.parquet(str(tmp))
+        next(tmp.glob("part-*.parquet")).rename(folder / "new.parquet")
+        shutil.rmtree(tmp)
+    spark.stop()
+    return out
+
+
+def start_query(spark, landing: str, checkpoint: str, glob: str):
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.schema("key long, payload string")
+            .option("maxFilesPerTrigger", 1).option("pathGlobFilter", glob).parquet(landing)
+            .groupBy("key").agg(F.max("payload").alias("payload"), F.count("*").alias("n"))
+            .writeStream.outputMode("update").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def child_setup(spec: dict) -> dict:
+    """Run every pending configuration's query over its dataset, one after another."""
+    spark = session("bench-grid-setup", {})
+    jvm_store = getattr(spark._jvm, f"{STATE_PACKAGE}.StateStore")
+    done = {}
+    previous: dict[str, str] = {}
+    for item in spec["configs"]:
+        base = Path(item["base"])
+        if (base / "setup.json").exists():
+            continue
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        for key in set(previous) - set(item["confs"]):
+            spark.conf.unset(key)
+        for key, value in item["confs"].items():
+            spark.conf.set(key, value)
+        previous = item["confs"]
+        started = time.perf_counter()
+        query = start_query(spark, item["landing"], str(base / "ckpt"), "batch-*.parquet")
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        last = query.lastProgress
+        rows = (last or {}).get("stateOperators", [{}])[0].get("numRowsTotal")
+        jvm_store.stop()
+        waited = wait_static(base / "ckpt")
+        result = {"seconds": seconds, "waited": waited, "state_rows": rows}
+        (base / "setup.json").write_text(json.dumps(result))
+        done[item["name"]] = result
+        print(json.dumps({"progress": item["name"], **result}), file=sys.stderr, flush=True)
+    spark.stop()
+    return done
+
+
+def child_measure(spec: dict) -> dict:
+    """One restart (or baseline): start availableNow, stop after the first batch reading the
+    new file; its progress and Spark's per-partition load times."""
+    java = (f"-Dlog4j2.configurationFile=file:{spec['log4j']} "
+            f"-Dstatekit.bench.statelog={spec['state_log']}")
+    started = time.perf_counter()
+    spark = session(f"bench-grid-{spec['role']}",
+                    {**spec["confs"], "spark.driver.extraJavaOptions": java})
+    jvm_s = time.perf_counter() - started
+    query = start_query(spark, spec["landing"], spec["checkpoint"], "*.parquet")
+    query.awaitTermination(spec["timeout_s"])
+    batches = [json.loads(p.json) if hasattr(p, "json") else dict(p)
+               for p in query.recentProgress]
+    failure = query.exception()
+    query.stop()
+    spark.stop()
+    batches = [p for p in batches if p.get("numInputRows", 0) > 0]
+    return {"jvm_s": jvm_s, "failure": str(failure) if failure else None,
+            "batches": [slim_progress(p) for p in batches[:1]],
+            "loads": parse_state_log(Path(spec["state_log"]))}
+
+
+# -- plumbing ---------------------------------------------------------------------------------
+
+def run_child(mode: str, spec: dict, what: str) -> tuple[dict, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--child", mode, json.dumps(spec)],
+                          stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+
+
+def link_copy(source: Path, target: Path) -> None:
+    """A hard-linked copy: instant, and Spark only ever adds files to a checkpoint."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, copy_function=os.link)
+
+
+def setup(work: Path, configs: list[Config]) -> None:
+    datasets = sorted({(c.dataset, c.keys, c.value) for c in configs}, key=lambda d: d[1])
+    values = sorted({c.value for c in configs})
+    print(f"generating {len(datasets)} datasets …", flush=True)
+    took, _ = run_child("generate", {"work": str(work), "datasets": datasets,
+                                        "values": values}, "generate")
+    for name, seconds in took.items():
+        print(f"  {name}: {seconds:.0f} s", flush=True)
+    pending = [c for c in configs if not (work / "ckpt" / c.name / "setup.json").exists()]
+    pending.sort(key=lambda c: (c.keys * c.value, c.name))
+    print(f"writing {len(pending)} checkpoints (one JVM) …", flush=True)
+    if pending:
+        items = [{"name": c.name, "base": str(work / "ckpt" / c.name), "confs": c.confs(),
+                  "landing": str(work / "landing" / c.dataset)} for c in pending]
+        run_child("setup", {"configs": items}, "setup")
+    for value in values:  # the restart's new file, after every setup read its 16 files
+        for c in configs:
+            target = work / "landing" / c.dataset / "new.parquet"
+            if c.value == value and not target.exists():
+                shutil.copy(work / "new" / f"v{value}" / "new.parquet", target)
+
+
+def measure_one(work: Path, config: Config, role: str, repeat: int, timeout: float) -> dict:
+    tag = f"{role}-{config.name if role == 'restart' else config.family}-r{repeat}"
+    run = work / "runs" / tag
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    if role == "restart":
+        link_copy(work / "ckpt" / config.name / "ckpt", run / "ckpt")
+        landing = work / "landing" / config.dataset
+    else:
+        landing = work / "new" / f"v{config.value}"
+    spec = {"role": role, "landing": str(landing), "checkpoint": str(run / "ckpt"),
+            "confs": config.confs(), "log4j": str(work / "log4j2-bench.properties"),
+            "state_log": str(run / "state.log"), "timeout_s": timeout}
+    busy = cpu_busy()
+    result, wall = run_child("measure", spec, tag)
+    shutil.rmtree(run, ignore_errors=True)
+    result.update(role=role, repeat=repeat, tag=tag, busy=busy, wall=wall)
+    per_part: dict[str, int] = defaultdict(int)
+    for op, part, _version, ms in result["loads"]:
+        per_part[f"{op}/{part}"] += ms
+    result["load_ms"] = dict(per_part)
+    batch = result["batches"][0] if result["batches"] else None
+    result["trigger_s"] = batch["durationMs"].get("triggerExecution", 0) / 1000 if batch \
+        else float("nan")
+    print(f"  {tag}: trigger {result['trigger_s']:.2f} s, Spark load sum "
+          f"{sum(per_part.values()) / 1000:.2f} s over {len(per_part)} partitions "
+          f"(process {wall:.0f} s, busy before {busy:.0%})"
+          + (f" FAILED: {result['failure']}" if result["failure"] or not batch else ""),
+          flush=True)
+    return result
+
+
+def measure_all(work: Path, configs: list[Config], repeats: int, timeout: float) -> None:
+    """Append every missing (role, configuration, repeat) to ``work/measured.jsonl``."""
+    (work / "log4j2-bench.properties").write_text(LOG4J)
+    store = work / "measured.jsonl"
+    have = {json.loads(line)["tag"] for line in store.read_text().splitlines()} \
+        if store.exists() else set()
+    families = {c.family: c for c in configs}
+    for repeat in range(1, repeats + 1):
+        jobs = [(c, "restart") for c in configs] + [(c, "baseline") for c in families.values()]
+        for config, role in jobs:
+            tag = f"{role}-{config.name if role == 'restart' else config.family}-r{repeat}"
+            if tag in have:
+                continue
+            result = measure_one(work, config, role, repeat, timeout)
+            with open(store, "a") as handle:
+                handle.write(json.dumps(result) + "\n")
+
+
+# -- features, fit, report ---------------------------------------------------------------------
+
+def load_measured(work: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    store = work / "measured.jsonl"
+    for line in store.read_text().splitlines() if store.exists() else []:
+        r = json.loads(line)
+        out[r["tag"].rsplit("-r", 1)[0]].append(r)
+    return out
+
+
+def measured_rows(config: Config, measured: dict[str, list[dict]]) -> dict | None:
+    """Per repeat restart − baseline: D (critical path of per-partition load differences)
+    and A (trigger); per partition the median difference over repeats."""
+    restarts = {r["repeat"]: r for r in measured.get(f"restart-{config.name}", [])
+                if r["batches"]}
+    baselines = {r["repeat"]: r for r in measured.get(f"baseline-{config.family}", [])
+                 if r["batches"]}
+    repeats = sorted(set(restarts) & set(baselines))
+    if not repeats:
+        return None
+    keys = [f"0/{p}" for p in range(config.partitions)]
+    d_values, a_values, per_part = [], [], defaultdict(list)
+    for i in repeats:
+        diffs = [restarts[i]["load_ms"].get(k, 0) - baselines[i]["load_ms"].get(k, 0)
+                 for k in keys]
+        for k, v in zip(keys, diffs, strict=True):
+            per_part[k].append(v / 1000)
+        d_values.append(critical_path([max(0, v) for v in diffs]) / 1000)
+        a_values.append(restarts[i]["trigger_s"] - baselines[i]["trigger_s"])
+    return {"D": statistics.median(d_values), "D_spread": max(d_values) - min(d_values),
+            "A": statistics.median(a_values), "A_spread": max(a_values) - min(a_values),
+            "repeats": len(repeats),
+            "per_partition": {k: statistics.median(v) for k, v in per_part.items()}}
+
+
+def features(work: Path, config: Config) -> tuple[list, object]:
+    """statekit's per-instance load features of the configuration's checkpoint."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.recovery import load_features
+
+    ckpt = open_checkpoint(str(work / "ckpt" / config.name / "ckpt"))
+    return load_features(ckpt), ckpt
+
+
+def fit(rows: list[tuple[list[float], float]], names: list[str]) -> dict[str, float]:
+    """Non-negative least squares (Lawson–Hanson active set), relative: every row weighted
+    by 1 / max(y, 10 ms) so small loads count as much as large ones."""
+    import numpy as np
+
+    x = np.array([r[0] for r in rows], dtype=float)
+    y = np.array([r[1] for r in rows], dtype=float)
+    w = 1.0 / np.maximum(np.abs(y), 0.01)
+    a, b = x * w[:, None], y * w
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-30)
+    a = a / scale
+    n = a.shape[1]
+    passive: list[int] = []
+    coef = np.zeros(n)
+    for _ in range(3 * n):
+        grad = a.T @ (b - a @ coef)
+        free = [j for j in range(n) if j not in passive and grad[j] > 1e-10]
+        if not free:
+            break
+        passive.append(max(free, key=lambda j: grad[j]))
+        while True:
+            sub = np.zeros(n)
+            sol, *_ = np.linalg.lstsq(a[:, passive], b, rcond=None)
+            sub[passive] = sol
+            if (sub[passive] > 0).all():
+                coef = sub
+                break
+            neg = [k for k, j in enumerate(passive) if sub[j] <= 0]
+            alpha = min(coef[passive[k]] / (coef[passive[k]] - sub[passive[k]] + 1e-300)
+                        for k in neg)
+            coef = coef + alpha * (sub - coef)
+            passive = [j for j in passive if coef[j] > 1e-12]
+    return {name: float(c / s) for name, c, s in zip(names, coef, scale, strict=True)}
+
+
+def child_reader(spec: dict) -> dict:
+    """``--measure``'s reads on every configuration, in one JVM: per configuration a warm-up
+    read, then Spark's state reader loading its two slowest partitions, timed."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.jobs.recovery_measure import time_loads
+    from statekit.jobs.state_reader import reader_confs, session_confs
+    from statekit.recovery import estimate_recovery, measure_targets
+
+    spark = session("bench-grid-reader", {})
+    out = {}
+    for name, path in spec["configs"]:
+        ckpt = open_checkpoint(path)
+        targets = measure_targets(estimate_recovery(ckpt, cores=CORES))
+        with session_confs(spark, reader_confs(ckpt)):
+            loads, empty, fetch = time_loads(spark, ckpt, targets)
+        out[name] = {"targets": [[t.operator_id, t.store, t.partition] for t in targets],
+                     "seconds": [t.seconds for t in loads], "empty_job_s": empty,
+                     "fetch_s": fetch}
+        print(json.dumps({"reader": name, **out[name]}), file=sys.stderr, flush=True)
+    spark.stop()
+    return out
+
+
+def measure_readers(work: Path, configs: list[Config]) -> None:
+    store = work / "reader.json"
+    have = json.loads(store.read_text()) if store.exists() else {}
+    pending = [[c.name, str(work / "ckpt" / c.name / "ckpt")] for c in configs
+               if c.name not in have]
+    if pending:
+        print(f"timing --measure's reads on {len(pending)} configurations (one JVM) …",
+              flush=True)
+        result, _ = run_child("reader", {"configs": pending}, "reader")
+        have.update(result)
+        store.write_text(json.dumps(have))
+
+
+FEATURES = ["per_task", "base_file", "change_file", "base_byte", "change_byte", "record",
+            "first_wave", "first_wave_base"]
+
+
+def feature_row(work, first_wave: bool) -> list[float]:
+    return [1.0, work.base_files, work.changes, work.base_bytes, work.change_bytes,
+            work.records, 1.0 if first_wave else 0.0,
+            1.0 if first_wave and work.base_files else 0.0]
+
+
+def provider_of(config: Config) -> str:
+    return "hdfs" if config.path.startswith("hdfs") else "rocksdb"
+
+
+def model_from(provider: str, coef: dict[str, float], low: float = 1.0, high: float = 1.0):
+    from statekit.recovery import CostModel
+
+    return CostModel(provider, per_task_s=coef["per_task"], base_file_s=coef["base_file"],
+                     change_file_s=coef["change_file"], base_byte_s=coef["base_byte"],
+                     change_byte_s=coef["change_byte"], record_s=coef["record"],
+                     first_wave_s=coef["first_wave"],
+                     first_wave_base_s=coef["first_wave"] + coef["first_wave_base"],
+                     low=low, high=high, source="fitted")
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:.2f} s" if abs(x) >= 0.1 else f"{x * 1000:.0f} ms"
+
+
+def describe(config: Config) -> str:
+    label = {"hdfs-nosnap": "HDFS, no snapshot", "hdfs-snap5": "HDFS, snapshot lag ≤ 5",
+             "rocksdb-zip": "RocksDB zip + SSTs", "rocksdb-changelog": "RocksDB changelog",
+             "rocksdb-v2": "RocksDB changelog, format v2"}[config.path]
+    keys = f"{config.keys // 1_000_000}M" if config.keys >= 1_000_000 else \
+        f"{config.keys // 1000}k"
+    return f"{label} | {keys} | {config.value} B | {config.partitions}"
+
+
+def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -> None:
+    """Fit on the fit half, validate on the held-out half; print tables and constants."""
+    from dataclasses import replace
+
+    from statekit.recovery import estimate_recovery
+
+    rows: dict[str, dict] = {}
+    feats: dict[str, tuple] = {}
+    for config in configs:
+        row = measured_rows(config, measured)
+        if row is None:
+            print(f"{config.name}: not measured")
+            continue
+        rows[config.name] = row
+        feats[config.name] = features(work, config)
+    readers = json.loads((work / "reader.json").read_text()) \
+        if (work / "reader.json").exists() else {}
+    models = {}
+    for provider in ("hdfs", "rocksdb"):
+        fit_rows = []
+        for config in configs:
+            if config.half != "fit" or provider_of(config) != provider or \
+                    config.name not in rows:
+                continue
+            (_, works), _ = feats[config.name]
+            per = rows[config.name]["per_partition"]
+            for w in works:
+                y = per.get(f"{w.operator_id}/{w.partition}")
+                if y is not None:
+                    fit_rows.append((feature_row(w, w.partition < CORES), y))
+        if not fit_rows:
+            continue
+        coef = fit(fit_rows, FEATURES)
+        models[provider] = model_from(provider, coef)
+        print(f"\n{provider}: {len(fit_rows)} partitions fitted: " + ", ".join(
+            f"{k} {v:.3g}" for k, v in coef.items()))
+    # held-out predictions with the fitted model, through statekit's own estimate
+    results = []
+    for config in configs:
+        if config.name not in rows or provider_of(config) not in models:
+            continue
+        (_, _works), ckpt = feats[config.name]
+        model = models[provider_of(config)]
+        estimate = estimate_recovery(ckpt, cores=CORES, model=model)
+        results.append((config, rows[config.name], estimate))
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for config, row, estimate in results:
+        if config.half == "held-out" and estimate.state_load_s > 0:
+            ratios[provider_of(config)].append(row["D"] / estimate.state_load_s)
+    for provider, values in ratios.items():
+        models[provider] = replace(models[provider], low=min(values), high=max(values))
+    # --measure: the reader's time against the fitted model's prediction for the same
+    # partitions: net = fixed × reads + ratio × predicted, fitted on the fit half
+    overhead: dict[str, tuple[float, float]] = {}
+    reads: dict[str, tuple[float, float, int]] = {}  # name -> (net, predicted, reads)
+    for config, _row, estimate in results:
+        data = readers.get(config.name)
+        if not data:
+            continue
+        by_key = {(w.operator_id, w.store, w.partition): w for w in estimate.instances}
+        predicted = sum(by_key[tuple(t)].seconds for t in data["targets"])
+        net = sum(max(0.0, s - data["empty_job_s"]) for s in data["seconds"])
+        reads[config.name] = (net, predicted, len(data["targets"]))
+    for provider in models:
+        pts = [reads[c.name] for c, _, _ in results if c.half == "fit"
+               and provider_of(c) == provider and c.name in reads]
+        if pts:
+            coef = fit([([n, pred], net) for net, pred, n in pts], ["fixed", "ratio"])
+            overhead[provider] = (coef["fixed"], coef["ratio"])
+
+    def measure_factor(name: str, provider: str) -> float:
+        net, predicted, n = reads[name]
+        fixed, ratio = overhead[provider]
+        return net / (fixed * n + ratio * predicted)
+    header = ("| load path | keys | value | partitions | half | measured D [spread] | "
+              "user-visible A [spread] | estimate [range] | error | with --measure | error |")
+    print("\n" + header)
+    print("|" + "---|" * 11)
+    errors: dict[str, list[float]] = defaultdict(list)
+    for config, row, estimate in results:
+        est = estimate.state_load_s
+        low, high = est * models[provider_of(config)].low, est * models[provider_of(config)].high
+        error = est / row["D"] - 1 if row["D"] > 0 else float("nan")
+        errors[config.half].append(error)
+        measured_est = float("nan")
+        if config.name in reads and provider_of(config) in overhead:
+            measured_est = est * measure_factor(config.name, provider_of(config))
+            errors[f"{config.half} --measure"].append(measured_est / row["D"] - 1)
+        print(f"| {describe(config)} | {config.half} | {fmt_s(row['D'])} "
+              f"[{fmt_s(row['D_spread'])}] | {fmt_s(row['A'])} [{fmt_s(row['A_spread'])}] | "
+              f"{fmt_s(est)} [{fmt_s(low)} – {fmt_s(high)}] | {error:+.0%} | "
+              + (f"{fmt_s(measured_est)} | {measured_est / row['D'] - 1:+.0%} |"
+                 if measured_est == measured_est else "- | - |"))
+    for half, values in errors.items():
+        absolute = sorted(abs(v) for v in values)
+        worst = max(max(1 + v, 1 / (1 + v)) if v > -1 else float("inf") for v in values)
+        print(f"{half}: {len(values)} configurations, median |error| "
+              f"{statistics.median(absolute):.0%}, worst factor {worst:.2f}×")
+    print("\n# paste into statekit.recovery.DEFAULT_MODELS:")
+    for provider, model in models.items():
+        print(f'    "{provider}": CostModel("{provider}", per_task_s={model.per_task_s:.4g}, '
+              f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "
+              f"base_byte_s={model.base_byte_s:.4g}, change_byte_s={model.change_byte_s:.4g}, "
+              f"record_s={model.record_s:.4g}, first_wave_s={model.first_wave_s:.4g}, "
+              f"first_wave_base_s={model.first_wave_base_s:.4g}, low={model.low:.3g}, "
+              f"high={model.high:.3g}),")
+    print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g})"
+                                            for k, v in overhead.items()) + "}")
+    statekit_check(work, results)
+
+
+def statekit_check(work: Path, results: list) -> None:
+    """``statekit recovery --json`` with its built-in constants, on every configuration."""
+    print("\n| configuration | half | measured D | statekit recovery (built-in) | error | "
+          "time |")
+    print("|---|---|---:|---:|---:|---:|")
+    for config, row, _ in results:
+        started = time.perf_counter()
+        done = subprocess.run([STATEKIT, "recovery", str(work / "ckpt" / config.name / "ckpt"),
+                               "--json", "--cores", str(CORES)], capture_output=True, text=True)
+        took = time.perf_counter() - started
+        if done.returncode:
+            print(f"| {config.name} | {config.half} | - | failed: {done.stderr.strip()} | | |")
+            continue
+        est = json.loads(done.stdout)["state_load_s"]
+        print(f"| {config.name} | {config.half} | {fmt_s(row['D'])} | {fmt_s(est)} | "
+              f"{est / row['D'] - 1:+.0%} | {took:.2f} s |")
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        mode, spec = sys.argv[2], json.loads(sys.argv[3])
+        result = globals()[f"child_{mode}"](spec)
+        print(json.dumps(result))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="comma-separated configuration names")
+    parser.add_argument("--half", choices=("fit", "held-out"),
+                        help="measure only this half's configurations (the report covers all)")
+    parser.add_argument("--report", action="store_true",
+                        help="no measuring: report on what --workdir holds")
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    configs = grid(args.quick)
+    if args.only:
+        wanted = set(args.only.split(","))
+        configs = [c for c in configs if c.name in wanted]
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-grid-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"{len(configs)} configurations, {args.repeats} repeat(s), {CORES} cores; data in "
+          f"{work}", flush=True)
+    measured_configs = [c for c in configs if not args.half or c.half == args.half]
+    if not args.report:
+        setup(work, configs)
+        measure_readers(work, configs)
+        measure_all(work, measured_configs, args.repeats, args.timeout)
+    report(work, configs, load_measured(work))
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""A measured restart for the recovery test: a streaming aggregation over Parquet files,
+started in a fresh process (a cold JVM, as after a driver crash) on a checkpoint, run until
+its first batch with input has finished. Prints that batch's ``triggerExecution`` seconds and
+Spark's own per-partition state-load times: the HDFS provider logs ``Loading state for <v>
+takes <ms> ms`` at DEBUG, which a log4j configuration sends to a file here.
+
+``write_state`` builds the checkpoint in the shared test session: ``keys`` keys over
+``batches`` micro-batches (``keys / batches`` new keys and ``keys / (2 × batches)`` random
+updates each), ~50-byte hex values, HDFS-backed, no snapshot — every delta is replayed.
+
+Run: ``python -m tests.restart_probe '{"checkpoint": …, "landing": …, "partitions": 4}'``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+SCHEMA = "key long, payload string"
+NEW_KEYS = 2000
+
+
+def payload(salt: str) -> str:
+    return f"substr(sha2(concat(cast(key as string), '{salt}'), 256), 1, 50)"
+
+
+def _write_parquet(df, target: Path) -> None:
+    tmp = target.parent / f"_{target.name}"
+    df.coalesce(1).write.parquet(str(tmp))
+    next(tmp.glob("part-*.parquet")).rename(target)
+    for leftover in tmp.iterdir():
+        leftover.unlink()
+    tmp.rmdir()
+
+
+def stream(spark, landing: Path, glob: str = "*.parquet"):
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+            .option("pathGlobFilter", glob).parquet(str(landing))
+            .groupBy("key").agg(F.max("payload").alias("payload"), F.count("*").alias("n")))
+
+
+def confs(partitions: int) -> dict[str, str]:
+    prefix = "spark.sql.streaming.stateStore."
+    return {"spark.sql.shuffle.partitions": str(partitions),
+            f"{prefix}providerClass":
+                "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+            f"{prefix}minDeltasForSnapshot": "1000", f"{prefix}compression.codec": "lz4"}
+
+
+def write_state(spark, root: Path, keys: int, batches: int, partitions: int) -> dict[str, Path]:
+    """The checkpoint, its landing folder (with one more file for the restart) and a landing
+    folder holding only that file (for the empty-checkpoint baseline)."""
+    from tests.small_queries import run_query
+
+    landing, fresh = root / "landing", root / "fresh"
+    landing.mkdir(parents=True)
+    fresh.mkdir()
+    per = keys // batches
+    for b in range(batches):
+        rows = spark.range(b * per, (b + 1) * per).selectExpr("id as key")
+        if b:
+            rows = rows.union(spark.range(keys // (2 * batches)).selectExpr(
+                f"pmod(xxhash64(id, {b}), {b * per}) as key"))
+        _write_parquet(rows.selectExpr("key", f"{payload(str(b))} as payload"),
+                       landing / f"batch-{b:03d}.parquet")
+    checkpoint = root / "checkpoint"
+    run_query(spark, stream(spark, landing, "batch-*.parquet"), checkpoint, confs(partitions),
+              "update")
+    _write_parquet(spark.range(NEW_KEYS).selectExpr("id as key", f"{payload('new')} as payload"),
+                   fresh / "new.parquet")
+    (landing / "new.parquet").write_bytes((fresh / "new.parquet").read_bytes())
+    return {"checkpoint": checkpoint, "landing": landing, "fresh": fresh}
+
+
+LOAD_LINE = re.compile(r"partitionId=(\d+)\b.*Loading state for \d+ takes (\d+) ms")
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.file.ref = loads
+appender.loads.type = File
+appender.loads.name = loads
+appender.loads.fileName = {log}
+appender.loads.layout.type = PatternLayout
+appender.loads.layout.pattern = %m%n
+logger.state.name = org.apache.spark.sql.execution.streaming.state
+logger.state.level = debug
+logger.state.additivity = false
+logger.state.appenderRef.file.ref = loads
+"""
+
+
+def main(spec: dict) -> dict:
+    from statekit.jobs.session import build_session
+
+    folder = Path(tempfile.mkdtemp(prefix="restart-probe-"))
+    log = folder / "state.log"
+    (folder / "log4j2.properties").write_text(LOG4J.format(log=log))
+    spark = build_session("statekit-restart-probe", conf={
+        **confs(spec["partitions"]), "spark.sql.adaptive.enabled": "false",
+        "spark.driver.extraJavaOptions":
+            f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}"})
+    query = (stream(spark, Path(spec["landing"])).writeStream.outputMode("update")
+             .format("noop").option("checkpointLocation", spec["checkpoint"])
+             .trigger(availableNow=True).start())
+    query.awaitTermination(600)
+    batches = [json.loads(p.json) for p in query.recentProgress]
+    query.stop()
+    spark.stop()
+    first = next(p for p in batches if p.get("numInputRows", 0) > 0)
+    loads: dict[int, int] = {}
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+        if match := LOAD_LINE.search(line):
+            loads[int(match.group(1))] = loads.get(int(match.group(1)), 0) + int(match.group(2))
+    return {"trigger_s": first["durationMs"]["triggerExecution"] / 1000,
+            "load_ms": {str(k): v for k, v in sorted(loads.items())}}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))))
