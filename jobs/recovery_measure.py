@@ -232,12 +232,10 @@ def stage_locally(ckpt: Checkpoint, works: Sequence[InstanceWork], staging: Path
     batch = max(w.version for w in works) - 1
     copy(ckpt.location.path("metadata"))
     for log in ("offsets", "commits"):
-        for b in range(batch, -1, -1):  # the batch and the one before (the reader checks)
+        for b in (batch, batch - 1):  # the batch and the one before (the reader checks)
             name = ckpt.location.path(f"{log}/{b}")
-            if fs.exists(name):
+            if b >= 0 and fs.exists(name):
                 copy(name)
-            if b <= batch - 1:
-                break
     operators = {w.operator_id for w in works}
     for op in operators:
         state = ckpt.location.path(f"state/{op}")
