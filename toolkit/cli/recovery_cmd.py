@@ -138,7 +138,7 @@ def _measure(ckpt: Checkpoint, model: CostModel, slots: int,
     return scale_to_measurement(model, targets, loads, empty_job_s, fetch_s)
 
 
-def _measurement_dict(measurement: Measurement | None) -> dict | None:
+def _measurement_dict(measurement: Measurement | None) -> dict[str, object] | None:
     if measurement is None:
         return None
     from dataclasses import asdict
