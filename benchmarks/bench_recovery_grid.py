@@ -489,13 +489,14 @@ def measure_readers(work: Path, configs: list[Config]) -> None:
 
 
 FEATURES = ["per_task", "base_file", "change_file", "base_byte", "change_byte", "record",
-            "first_wave", "first_wave_base"]
+            "first_wave", "first_wave_base", "first_wave_record"]
 
 
 def feature_row(work, first_wave: bool) -> list[float]:
     return [1.0, work.base_files, work.changes, work.base_bytes, work.change_bytes,
             work.records, 1.0 if first_wave else 0.0,
-            1.0 if first_wave and work.base_files else 0.0]
+            1.0 if first_wave and work.base_files else 0.0,
+            work.records if first_wave else 0.0]
 
 
 def provider_of(config: Config) -> str:
@@ -510,7 +511,8 @@ def model_from(provider: str, coef: dict[str, float], low: float = 1.0, high: fl
                      change_byte_s=coef["change_byte"], record_s=coef["record"],
                      first_wave_s=coef["first_wave"],
                      first_wave_base_s=coef["first_wave"] + coef["first_wave_base"],
-                     low=low, high=high, source="fitted")
+                     first_wave_record_s=coef["first_wave_record"], low=low, high=high,
+                     source="fitted")
 
 
 def fmt_s(x: float) -> str:
@@ -630,7 +632,8 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -
               f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "
               f"base_byte_s={model.base_byte_s:.4g}, change_byte_s={model.change_byte_s:.4g}, "
               f"record_s={model.record_s:.4g}, first_wave_s={model.first_wave_s:.4g}, "
-              f"first_wave_base_s={model.first_wave_base_s:.4g}, low={model.low:.3g}, "
+              f"first_wave_base_s={model.first_wave_base_s:.4g}, "
+              f"first_wave_record_s={model.first_wave_record_s:.4g}, low={model.low:.3g}, "
               f"high={model.high:.3g}),")
     print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g})"
                                             for k, v in overhead.items()) + "}")

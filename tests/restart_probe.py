@@ -2,7 +2,8 @@
 started in a fresh process (a cold JVM, as after a driver crash) on a checkpoint, run until
 its first batch with input has finished. Prints that batch's ``triggerExecution`` seconds and
 Spark's own per-partition state-load times: the HDFS provider logs ``Loading state for <v>
-takes <ms> ms`` at DEBUG, which a log4j configuration sends to a file here.
+takes <ms> ms`` at DEBUG under a logger named after the store (``…StateStoreProviderId[…
+partitionId=<p> …]``), which a log4j configuration sends to a file here, logger name first.
 
 ``write_state`` builds the checkpoint in the shared test session: ``keys`` keys over
 ``batches`` micro-batches (``keys / batches`` new keys and ``keys / (2 × batches)`` random
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -77,14 +79,14 @@ def write_state(spark, root: Path, keys: int, batches: int, partitions: int) -> 
     return {"checkpoint": checkpoint, "landing": landing, "fresh": fresh}
 
 
-LOAD_LINE = re.compile(r"partitionId=(\d+)\b.*Loading state for \d+ takes (\d+) ms")
+LOAD_LINE = re.compile(r"partitionId=(\d+)\b.*: Loading state for \d+ takes (\d+) ms")
 LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.file.ref = loads
 appender.loads.type = File
 appender.loads.name = loads
 appender.loads.fileName = {log}
 appender.loads.layout.type = PatternLayout
-appender.loads.layout.pattern = %m%n
+appender.loads.layout.pattern = %c: %m%n
 logger.state.name = org.apache.spark.sql.execution.streaming.state
 logger.state.level = debug
 logger.state.additivity = false
@@ -93,9 +95,16 @@ logger.state.appenderRef.file.ref = loads
 
 
 def main(spec: dict) -> dict:
+    folder = Path(tempfile.mkdtemp(prefix="restart-probe-"))
+    try:
+        return _probe(spec, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _probe(spec: dict, folder: Path) -> dict:
     from statekit.jobs.session import build_session
 
-    folder = Path(tempfile.mkdtemp(prefix="restart-probe-"))
     log = folder / "state.log"
     (folder / "log4j2.properties").write_text(LOG4J.format(log=log))
     spark = build_session("statekit-restart-probe", conf={

@@ -16,13 +16,19 @@ committed is re-run first. The estimate is the sum — the time a restart spends
 the same first batch would cost with empty state (JVM start, planning and processing the new
 input are not included; they do not depend on the state).
 
-Per-instance cost is linear in what is read — files of the base, change files, bytes,
-records replayed, plus a fixed cost — and the first wave of tasks also pays the JVM's one-time
-warm-up of the load path (measured: 22 ms for HDFS, 0.55 s for opening RocksDB from a zip).
-The per-provider constants are fitted on Spark's own per-partition load times of measured
-restarts (``benchmarks/bench_recovery.py``); ``calibrate`` replaces the filesystem-dependent
-part (per-file latency, bytes/s) with what reading the checkpoint's own files through its own
-filesystem measures — what matters on an object store.
+Per-instance cost is linear in what is read — files of the base, change files, bytes of
+each, records replayed, plus a fixed cost — and the first wave of tasks also pays the JVM's
+one-time warm-up of the load path: a fixed part (tens of ms for HDFS, ~0.4 s for opening
+RocksDB from a zip) and a part per record (the first wave replays while the JIT compiles the
+replay code: up to ~1.5× slower than later waves on 2 cores). Records are counted by decoding
+a sample of the files (a large file from its first MiB). The per-provider constants are fitted
+by non-negative least squares on Spark's own per-partition load times of restarts measured on
+one half of a grid (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions, every load
+path; ``benchmarks/bench_recovery_grid.py``) and validated on the other half, whose extreme
+errors become the estimate's range. ``calibrate`` replaces the filesystem-dependent part
+(per-file latency, bytes/s) with what reading the checkpoint's own files through its own
+filesystem measures — what matters on an object store; ``scale_to_measurement`` scales the
+whole model to loads Spark timed on the user's own master (``recovery --measure``).
 """
 
 from __future__ import annotations
@@ -74,6 +80,10 @@ class CostModel:
     first wave of the first stateful stage when it loads from change files only ..."""
     first_wave_base_s: float
     """... and when it loads a base (RocksDB: opening a checkpoint from a zip costs more)."""
+    first_wave_record_s: float = 0.0
+    """Extra per record replayed by a task of the first wave: the replay runs while the JIT
+    is still compiling it (the benchmark's first-wave partitions replayed up to ~1.5× slower
+    than the same partitions in later waves)."""
     low: float = 1.0
     """The smallest measured ÷ estimated ratio of this load path on held-out restarts ..."""
     high: float = 1.0
@@ -105,7 +115,8 @@ class CostModel:
                        base_byte_s=self.base_byte_s * factor,
                        change_byte_s=self.change_byte_s * factor,
                        record_s=self.record_s * factor, first_wave_s=self.first_wave_s * factor,
-                       first_wave_base_s=self.first_wave_base_s * factor, source=source)
+                       first_wave_base_s=self.first_wave_base_s * factor,
+                       first_wave_record_s=self.first_wave_record_s * factor, source=source)
 
 
 #: Fitted by ``benchmarks/bench_recovery_grid.py`` (README "Recovery"): non-negative least
@@ -163,6 +174,9 @@ class StageEstimate:
     tasks: int
     waves: int
     warmup_s: float
+    """The first wave's fixed warm-up (0 for a stage after the first) ..."""
+    first_wave_replay_s: float
+    """... and what its slowest first-wave task pays for replaying while the JIT warms up."""
     critical: tuple[InstanceWork, ...]
     """The instances on the busiest core, largest first."""
 
@@ -273,14 +287,19 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
                         change_bytes=change_bytes)
 
 
-def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0) -> float:
+def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0,
+             first_wave_extra: Sequence[float] | None = None) -> float:
     """Makespan of tasks over ``cores`` slots, longest first onto the least-loaded slot;
-    each task of the first wave also pays ``warmup``."""
+    each task of the first wave also pays ``warmup`` and its ``first_wave_extra``."""
     if not costs:
         return 0.0
+    extra = first_wave_extra or [0.0] * len(costs)
     slots = [warmup] * max(1, min(cores, len(costs)))
+    first_wave = len(slots)
     heapq.heapify(slots)
-    for cost in sorted(costs, reverse=True):
+    ordered = sorted(range(len(costs)), key=lambda i: -costs[i])
+    for n, i in enumerate(ordered):
+        cost = costs[i] + (extra[i] if n < first_wave else 0.0)
         heapq.heappush(slots, heapq.heappop(slots) + cost)
     return max(slots)
 
@@ -296,18 +315,20 @@ def _warmup(model: CostModel, works: Sequence[InstanceWork]) -> float:
 
 
 def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int,
-                   warmup: float = 0.0) -> StageEstimate:
+                   warmup: float = 0.0, first_wave_record_s: float = 0.0) -> StageEstimate:
     """One stateful stage: a task per partition loads all its stores (a join's four)."""
     per_task: dict[int, list[InstanceWork]] = {}
     for work in works:
         per_task.setdefault(work.partition, []).append(work)
     tasks = {p: sum(w.seconds for w in ws) for p, ws in per_task.items()}
-    seconds = schedule(list(tasks.values()), cores, warmup)
+    replay = {p: first_wave_record_s * sum(w.records for w in ws) for p, ws in per_task.items()}
+    seconds = schedule(list(tasks.values()), cores, warmup, list(replay.values()))
     waves = math.ceil(len(tasks) / max(1, cores)) if tasks else 0
     slowest = sorted(per_task, key=lambda p: -tasks[p])[:waves]
     critical = tuple(sorted((w for p in slowest for w in per_task[p]),
                             key=lambda w: -w.seconds))
-    return StageEstimate(operator_id, seconds, len(tasks), waves, warmup, critical)
+    return StageEstimate(operator_id, seconds, len(tasks), waves, warmup,
+                         replay[slowest[0]] if slowest else 0.0, critical)
 
 
 def _stages(works: Sequence[InstanceWork], model: CostModel, cores: int
@@ -317,7 +338,8 @@ def _stages(works: Sequence[InstanceWork], model: CostModel, cores: int
     for work in works:
         by_op.setdefault(work.operator_id, []).append(work)
     warmup = _warmup(model, works)
-    return tuple(stage_estimate(op, ws, cores, warmup if n == 0 else 0.0)
+    return tuple(stage_estimate(op, ws, cores, warmup if n == 0 else 0.0,
+                                model.first_wave_record_s if n == 0 else 0.0)
                  for n, (op, ws) in enumerate(sorted(by_op.items())))
 
 
@@ -353,7 +375,8 @@ def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None 
     the stream is decoded until the cut ends it. ``data``: the file's content, if read."""
     from statekit.checkpoint.state_data import file_codec, file_records
     from statekit.errors import StatekitError
-    from statekit.formats.records import records_from_bytes
+    from statekit.formats.compression import decompress_prefix
+    from statekit.formats.records import records_from_decompressed
 
     if file.size <= cap:
         return sum(1 for _ in file_records(ckpt, file, data)), file.size
@@ -362,14 +385,15 @@ def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None 
     else:
         with ckpt.fs.open(file.path, "rb") as handle:
             head = handle.read(cap)
+    shown = ckpt.display(file.path)
+    decoded, covered = decompress_prefix(head, file_codec(ckpt, head[:8]), path=shown)
     count = 0
     try:
-        for _ in records_from_bytes(head, file_codec(ckpt, head[:8]), file.kind,
-                                    shown=ckpt.display(file.path)):
+        for _ in records_from_decompressed(decoded, file.kind, shown=shown):
             count += 1
     except StatekitError:
-        pass  # the cut: everything before it counted
-    return count, len(head)
+        pass  # the cut (mid-record): every record before it counted
+    return count, covered
 
 
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
@@ -498,8 +522,8 @@ def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], 
     hdfs = model.provider == "hdfs"
     out = []
     for m in values:
-        worst: dict[int, list[float]] = {}
-        typical: dict[int, list[float]] = {}
+        worst: dict[int, list[tuple[float, float]]] = {}
+        typical: dict[int, list[tuple[float, float]]] = {}
         snapshot_bytes = 0.0
         for inst, work in zip(instances, works, strict=True):
             changes = [f for f in inst.of_kind("delta", "changelog")
@@ -513,12 +537,25 @@ def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], 
             for deltas, target in ((m, worst), (m / 2, typical)):
                 records = ((base if hdfs else 0.0) + deltas * delta) / bytes_per_record
                 cost = model.seconds(base_files, deltas, base, deltas * delta, records)
-                target.setdefault(inst.operator_id, []).append(cost)
-        warmup = model.first_wave_base_s
-        worst_s = sum(schedule(c, cores, warmup) for c in worst.values())
-        out.append(WhatIf(m, worst_s, sum(schedule(c, cores, warmup) for c in typical.values()),
-                          snapshot_bytes, worst_s * model.low, worst_s * model.high))
+                target.setdefault(inst.operator_id, []).append(
+                    (cost, records * model.first_wave_record_s))
+        worst_s, typical_s = (_schedule_stages(cases, model, cores)
+                              for cases in (worst, typical))
+        out.append(WhatIf(m, worst_s, typical_s, snapshot_bytes, worst_s * model.low,
+                          worst_s * model.high))
     return tuple(out)
+
+
+def _schedule_stages(stages: dict[int, list[tuple[float, float]]], model: CostModel,
+                     cores: int) -> float:
+    """The makespans of stages of (cost, first-wave replay extra) tasks, one after another;
+    the first pays the warm-up from a base."""
+    total = 0.0
+    for n, (_, tasks) in enumerate(sorted(stages.items())):
+        costs, extras = [c for c, _ in tasks], [e for _, e in tasks]
+        total += schedule(costs, cores, model.first_wave_base_s, extras) if n == 0 else \
+            schedule(costs, cores)
+    return total
 
 
 def _count(n: float) -> str:
@@ -538,6 +575,7 @@ def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, 
         for name, value in work.terms(model).items():
             seconds[name] += value
     seconds["fixed"] += sum(s.warmup_s for s in stages)
+    seconds["records"] += sum(s.first_wave_replay_s for s in stages)
     total = sum(seconds.values())
     if total <= 0:
         return ()

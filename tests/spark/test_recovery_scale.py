@@ -5,6 +5,7 @@ with a damaged partition)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,22 @@ def critical_path(values: list[float], cores: int) -> float:
     """Tasks in waves over ``cores``: the slowest of each wave, summed."""
     ordered = sorted(values, reverse=True)
     return sum(ordered[i] for i in range(0, len(ordered), cores))
+
+
+def test_estimate_holds_against_a_measured_restart(large_state, tmp_path):
+    """The JVM-free estimate against Spark's own load times in a cold restart of a copy."""
+    copy = tmp_path / "restart"
+    shutil.copytree(large_state["checkpoint"], copy)
+    cores = os.cpu_count() or 2  # local[*] in the probe: every core
+    estimate = estimate_recovery(open_checkpoint(str(copy)), cores=cores)
+    measured = _probe(copy, large_state["landing"])
+    loads = [ms / 1000 for ms in measured["load_ms"].values()]
+    assert len(loads) == PARTITIONS, measured
+    spark_load = critical_path(loads, cores)
+    ratio = estimate.state_load_s / spark_load
+    assert 0.5 <= ratio <= 2, (estimate.state_load_s, spark_load, measured)
+    # the batch that loaded the state took at least as long as loading it
+    assert measured["trigger_s"] >= spark_load
 
 
 def test_measure_scales_the_model_to_spark(large_state, capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import fsspec
 import pytest
 
@@ -100,6 +102,15 @@ def test_first_wave_pays_the_warm_up_once(tmp_path):
     assert stage.warmup_s == DEFAULT_MODELS["hdfs"].first_wave_s
     empty = estimate_recovery(layout(tmp_path, "e", planned=0, committed=0), cores=2)
     assert empty.state_load_s == 0
+
+
+def test_first_wave_replays_slower_and_only_the_first_wave():
+    # the two largest tasks start first and pay their extra; the later ones do not
+    assert schedule([3, 2, 1, 1], 2, first_wave_extra=[1, 1, 5, 5]) == 5
+    assert schedule([1, 1], 1, first_wave_extra=[2, 2]) == 4
+    model = DEFAULT_MODELS["hdfs"]
+    slow_start = replace(model, first_wave_record_s=model.record_s)
+    assert slow_start.scaled(2, "x").first_wave_record_s == 2 * model.record_s
 
 
 def test_rocksdb_without_changelogs_has_no_what_if(tmp_path):
@@ -210,3 +221,28 @@ def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
     no_runs = [BatchTiming(b, s, s - 0.1) for b, s in enumerate((5.0, 1.0, 2.0))]
     (plain,), _ = plan_reruns(ckpt, no_runs)
     assert plain.seconds == 2.0 and "median of the last 20 batches" in plain.source
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
+    """A file past the sampling cap is decoded from its first MiB only; its records per
+    compressed byte must be the whole file's (the cut once lost a MiB of read-ahead: 1.8×)."""
+    import random
+
+    from statekit.formats.state_writer import write_snapshot
+    from statekit.recovery import SAMPLE_PREFIX_BYTES, _records_in
+
+    ckpt = layout(tmp_path, planned=3, committed=3, snapshots=[2])
+    rng = random.Random(3)
+    path = tmp_path / "ck" / "state" / "0" / "0" / "2.snapshot"
+    with open(path, "wb") as out:
+        write_snapshot(out, ((f"user-{i}".encode(), rng.randbytes(40) + b"x" * 40)
+                             for i in range(120_000)), codec)
+    ckpt = open_checkpoint(str(tmp_path / "ck"))
+    file = ckpt.inventory.instances[sorted(ckpt.inventory.instances)[0]].of_kind("snapshot")[0]
+    assert file.size > 4 * SAMPLE_PREFIX_BYTES
+    whole, size = _records_in(ckpt, file, 1 << 40)
+    head, covered = _records_in(ckpt, file, SAMPLE_PREFIX_BYTES)
+    assert (whole, size) == (120_000, file.size)
+    assert covered <= SAMPLE_PREFIX_BYTES
+    assert covered / head == pytest.approx(size / whole, rel=0.05)

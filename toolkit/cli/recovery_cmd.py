@@ -168,7 +168,8 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
               f"{_per_mb(model.change_byte_s)} of delta/changelog, "
               f"{model.record_s * 1e6:.2f} µs/record; "
               f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
-              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip); range × "
+              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
+              f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; range × "
               f"{model.low:.2f} – × {model.high:.2f} (held-out benchmark errors)")
     if measured:
         bandwidth = f"{measured.bytes_per_s / 1e6:.0f} MB/s" if measured.bytes_per_s else \
@@ -191,7 +192,8 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
         out.print(f"batch {rerun.batch}: {rerun.action} {human_duration(rerun.seconds)} "
                   f"({escape(rerun.source)})")
     for stage in estimate.stages:
-        warm = f", incl. {human_duration(stage.warmup_s)} warm-up" if stage.warmup_s else ""
+        warming = stage.warmup_s + stage.first_wave_replay_s
+        warm = f", incl. {human_duration(warming)} warm-up" if warming else ""
         table = Table(title=f"operator {stage.operator_id}: {stage.tasks} tasks in "
                             f"{stage.waves} wave(s), {human_duration(stage.seconds)}{warm} — "
                             "slowest partitions", title_justify="left")

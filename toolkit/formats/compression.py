@@ -110,18 +110,44 @@ def open_decompressed(raw: BinaryIO, codec: str, *, path: str) -> BinaryIO:
     UnsupportedFormat
         For any codec other than those in :data:`CODECS_SUPPORTED`.
     """
+    return io.BufferedReader(_block_reader(raw, codec, path), buffer_size=_READ_CHUNK)
+
+
+def decompress_prefix(head: bytes, codec: str, *, path: str) -> tuple[bytes, int]:
+    """Decode as much of a cut-off compressed stream (a file's first bytes) as forms whole
+    blocks: ``(decompressed bytes, compressed bytes they came from)``.
+
+    For sampling a large file's records per compressed byte from its head without reading it
+    all: a stream reader fails at the cut and loses its whole read-ahead, this keeps every
+    block before the cut (for zstd, the compressed count may include up to one block whose
+    output ``zstandard`` still holds back).
+    """
+    raw = io.BytesIO(head)
+    reader = _block_reader(raw, codec, path)
+    out, consumed = bytearray(), 0
+    try:
+        while True:
+            block = reader._next_block()
+            if reader._eof:
+                break
+            out += block
+            consumed = raw.tell()
+    except CorruptFile:
+        pass  # the cut
+    return bytes(out), consumed
+
+
+def _block_reader(raw: BinaryIO, codec: str, path: str) -> _BlockStream:
     name = normalize_codec(codec)
     if name == "lz4":
-        inner: io.RawIOBase = _LZ4BlockReader(raw, path)
-    elif name == "zstd":
-        inner = _ZstdReader(raw, path)
-    else:
-        raise UnsupportedFormat(
-            f"state files compressed with codec '{codec}' cannot be read; supported codecs: "
-            f"{', '.join(CODECS_SUPPORTED)} (spark.sql.streaming.stateStore.compression.codec)",
-            path=path,
-        )
-    return io.BufferedReader(inner, buffer_size=_READ_CHUNK)
+        return _LZ4BlockReader(raw, path)
+    if name == "zstd":
+        return _ZstdReader(raw, path)
+    raise UnsupportedFormat(
+        f"state files compressed with codec '{codec}' cannot be read; supported codecs: "
+        f"{', '.join(CODECS_SUPPORTED)} (spark.sql.streaming.stateStore.compression.codec)",
+        path=path,
+    )
 
 
 def _read_exact(raw: BinaryIO, n: int) -> bytes:

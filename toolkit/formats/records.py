@@ -382,6 +382,15 @@ def records_from_bytes(data: bytes, codec: str, kind: str, *, shown: str) -> Ite
     return _records_then_close(raw, open_decompressed(raw, codec, path=shown), shown, kind)
 
 
+def records_from_decompressed(data: bytes, kind: str, *, shown: str) -> Iterator[StateRecord]:
+    """The records of a state file's decompressed content (e.g. a decoded prefix: the
+    iterator raises :class:`CorruptFile` where the content stops mid-record)."""
+    if kind not in STATE_FILE_KINDS:
+        raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
+    stream = io.BytesIO(data)
+    return _records_then_close(stream, stream, shown, kind)
+
+
 def _records_then_close(raw: BinaryIO, stream: BinaryIO, path: str, kind: str
                         ) -> Iterator[StateRecord]:
     try:

@@ -12,6 +12,7 @@ import zstandard
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import (
     CODECS_SUPPORTED,
+    decompress_prefix,
     normalize_codec,
     open_decompressed,
     sniff_codec,
@@ -185,3 +186,21 @@ def test_unsupported_codec_names_the_codec(codec):
     assert f"codec '{codec}'" in str(err.value)
     assert all(name in str(err.value) for name in CODECS_SUPPORTED)
     assert err.value.path == "x/1.delta"
+
+
+def test_prefix_of_a_cut_lz4_stream_keeps_every_whole_block():
+    data = lz4_stream(PAYLOAD)  # three blocks
+    first_two = len(lz4_block(PAYLOAD[:32768])) * 2
+    decoded, covered = decompress_prefix(data[:first_two + 100], "lz4", path="f.delta")
+    assert decoded == PAYLOAD[:65536]
+    assert covered == first_two
+    assert decompress_prefix(data, "lz4", path="f.delta") == (PAYLOAD, len(data))
+    assert decompress_prefix(data[:10], "lz4", path="f.delta") == (b"", 0)
+
+
+def test_prefix_of_a_cut_zstd_stream_decodes_what_arrived():
+    payload = random.Random(7).randbytes(600_000)
+    data = zstandard.ZstdCompressor().compress(payload)
+    decoded, covered = decompress_prefix(data[:300_000], "zstd", path="f.delta")
+    assert payload.startswith(decoded)
+    assert len(decoded) > 150_000 and 0 < covered <= 300_000
