@@ -581,27 +581,29 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -
         models[provider] = replace(models[provider], low=min(values), high=max(values))
     # --measure: the reader's time against the fitted model's prediction for the same
     # partitions: net = fixed × reads + ratio × predicted, fitted on the fit half
-    overhead: dict[str, tuple[float, float]] = {}
-    reads: dict[str, tuple[float, float, int]] = {}  # name -> (net, predicted, reads)
+    overhead: dict[str, tuple[float, float, float]] = {}
+    reads: dict[str, tuple[float, float, int, float]] = {}  # (net, predicted, reads, rows)
     for config, _row, estimate in results:
         data = readers.get(config.name)
         if not data:
             continue
         by_key = {(w.operator_id, w.store, w.partition): w for w in estimate.instances}
         predicted = sum(by_key[tuple(t)].seconds for t in data["targets"])
+        rows = sum(by_key[tuple(t)].rows for t in data["targets"])
         net = sum(max(0.0, s - data["empty_job_s"]) for s in data["seconds"])
-        reads[config.name] = (net, predicted, len(data["targets"]))
+        reads[config.name] = (net, predicted, len(data["targets"]), rows)
     for provider in models:
         pts = [reads[c.name] for c, _, _ in results if c.half == "fit"
                and provider_of(c) == provider and c.name in reads]
         if pts:
-            coef = fit([([n, pred], net) for net, pred, n in pts], ["fixed", "ratio"])
-            overhead[provider] = (coef["fixed"], coef["ratio"])
+            coef = fit([([n, pred, rows], net) for net, pred, n, rows in pts],
+                       ["fixed", "ratio", "per_row"])
+            overhead[provider] = (coef["fixed"], coef["ratio"], coef["per_row"])
 
     def measure_factor(name: str, provider: str) -> float:
-        net, predicted, n = reads[name]
-        fixed, ratio = overhead[provider]
-        return net / (fixed * n + ratio * predicted)
+        net, predicted, n, rows = reads[name]
+        fixed, ratio, per_row = overhead[provider]
+        return net / (fixed * n + ratio * predicted + per_row * rows)
     header = ("| load path | keys | value | partitions | half | measured D [spread] | "
               "user-visible A [spread] | estimate [range] | error | with --measure | error |")
     print("\n" + header)
@@ -635,7 +637,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -
               f"first_wave_base_s={model.first_wave_base_s:.4g}, "
               f"first_wave_record_s={model.first_wave_record_s:.4g}, low={model.low:.3g}, "
               f"high={model.high:.3g}),")
-    print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g})"
+    print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g})"
                                             for k, v in overhead.items()) + "}")
     statekit_check(work, results)
 

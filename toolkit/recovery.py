@@ -124,19 +124,22 @@ class CostModel:
 #: (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions on 2 cores, every load path);
 #: ``low``/``high`` are the extreme measured ÷ estimated ratios on the other half.
 DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_task_s=0.0, base_file_s=0.006915, change_file_s=0.001974,
-                      base_byte_s=4.747e-09, change_byte_s=3.385e-09, record_s=9.706e-07,
-                      first_wave_s=0.005983, first_wave_base_s=0.02584, low=0.716, high=2.85),
-    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.009745, change_file_s=0.0,
-                         base_byte_s=3.867e-09, change_byte_s=6.426e-09, record_s=5.232e-06,
-                         first_wave_s=0.01609, first_wave_base_s=0.4002, low=0.744, high=2.41),
+    "hdfs": CostModel("hdfs", per_task_s=0.0, base_file_s=0.01184, change_file_s=0.001331,
+                      base_byte_s=3.145e-09, change_byte_s=3.952e-09, record_s=8.499e-07,
+                      first_wave_s=0.01026, first_wave_base_s=0.02836,
+                      first_wave_record_s=8.287e-07, low=0.624, high=1.35),
+    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01188, change_file_s=0.0,
+                         base_byte_s=2.923e-09, change_byte_s=6.645e-09, record_s=5.763e-06,
+                         first_wave_s=0.02886, first_wave_base_s=0.3789,
+                         first_wave_record_s=1.683e-07, low=0.848, high=1.86),
 }
 
-READER_OVERHEAD = {"hdfs": (0.015, 0.81), "rocksdb": (0.0403, 1.22)}
+READER_OVERHEAD = {"hdfs": (0.0184, 0.599, 5.46e-07), "rocksdb": (0.0466, 0.905, 4.42e-07)}
 """``--measure``: on the benchmark machine, Spark's state reader loading one partition and
-iterating its rows took ``fixed + ratio × `` the model's restart load of it (fitted on the
-grid's fit half), so a reader timing on the user's master over that is how much slower or
-faster than the benchmark machine a restart's load runs there."""
+iterating its rows took ``fixed + ratio × (the model's restart load of it) + per_row × rows``
+(fitted on the grid's fit half: a restart never iterates a RocksDB zip's keys, the reader
+does), so a reader timing on the user's master over that is how much slower or faster than
+the benchmark machine a restart's load runs there."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,9 @@ class InstanceWork:
     """Snapshot, or zip + the SSTs it references."""
     base_bytes: int = 0
     change_bytes: int = 0
+    rows: float = 0.0
+    """Rows the store holds at the version: a zip's ``numKeys`` plus the changelog records
+    replayed on it; otherwise the records replayed (an upper bound)."""
 
     def terms(self, model: CostModel) -> dict[str, float]:
         return model.terms(self.base_files, self.changes, self.base_bytes, self.change_bytes,
@@ -263,8 +269,8 @@ class RecoveryEstimate:
 
 
 def instance_work(instance: StoreInstance, version: int, model: CostModel,
-                  bytes_per_record: float, referenced: dict[str, set[str]] | None = None
-                  ) -> InstanceWork:
+                  bytes_per_record: float, referenced: dict[str, set[str]] | None = None,
+                  zip_keys: dict[str, int | None] | None = None) -> InstanceWork:
     files = instance.files_to_load(version)
     if not files:
         return InstanceWork(instance.operator_id, instance.store, instance.partition, version,
@@ -278,13 +284,15 @@ def instance_work(instance: StoreInstance, version: int, model: CostModel,
     change_bytes = sum(f.size for f in changes)
     record_bytes = sum(f.size for f in files if f.kind in ("snapshot", "delta", "changelog"))
     records = record_bytes / bytes_per_record if bytes_per_record else 0.0
+    base_keys = (zip_keys or {}).get(base.path) if base is not None else None
+    rows = records + base_keys if base_keys is not None else records
     return InstanceWork(instance.operator_id, instance.store, instance.partition, version,
                         base.version if base else None, len(base_files) + len(changes),
                         base_bytes + change_bytes, records, len(changes),
                         model.seconds(len(base_files), len(changes), base_bytes, change_bytes,
                                       records),
                         base_files=len(base_files), base_bytes=base_bytes,
-                        change_bytes=change_bytes)
+                        change_bytes=change_bytes, rows=rows)
 
 
 def schedule(costs: Sequence[float], cores: int, warmup: float = 0.0,
@@ -655,9 +663,11 @@ def load_work(ckpt: Checkpoint, version: int, model: CostModel
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
     bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
-    referenced = {path: {s.dfs_name for s in meta.sst_files}
-                  for path, meta in zip_metadata(ckpt, bases).items()} if bases else {}
-    works = [instance_work(i, version, model, bytes_per_record, referenced) for i in instances]
+    metas = zip_metadata(ckpt, bases) if bases else {}
+    referenced = {path: {s.dfs_name for s in meta.sst_files} for path, meta in metas.items()}
+    keys = {path: meta.num_keys for path, meta in metas.items()}
+    works = [instance_work(i, version, model, bytes_per_record, referenced, keys)
+             for i in instances]
     return instances, works, bytes_per_record
 
 
@@ -793,8 +803,9 @@ def scale_to_measurement(model: CostModel, works: Sequence[InstanceWork],
                          timings: Sequence[LoadTiming], empty_job_s: float, fetch_s: float
                          ) -> tuple[CostModel, Measurement]:
     """The model scaled so that it predicts what Spark measured for ``works``."""
-    fixed, ratio = READER_OVERHEAD.get(model.provider, (0.0, 1.0))
-    predicted = fixed * len(works) + ratio * sum(w.seconds for w in works)
+    fixed, ratio, per_row = READER_OVERHEAD.get(model.provider, (0.0, 1.0, 0.0))
+    predicted = fixed * len(works) + ratio * sum(w.seconds for w in works) + \
+        per_row * sum(w.rows for w in works)
     measured = sum(max(0.0, t.seconds - empty_job_s) for t in timings) + fetch_s
     low, high = MEASURE_FACTOR_LIMITS
     factor = min(high, max(low, measured / predicted)) if predicted > 0 else 1.0
