@@ -27,7 +27,10 @@ The grid: keys 10k / 100k / 1M / 3M × value ~50 B / ~1 KB × 4 / 16 partitions 
 as a fractional design (``grid()``): every (load path, keys) has two (value, partitions)
 combinations, one in each half; 3M keys only with ~50 B values (3 GB of 1 KB values is past
 what 2 cores write in a benchmark's time). Each half therefore covers every load path and
-every key count, ≥ 1M keys included.
+every key count, ≥ 1M keys included. Eight more configurations write 64 batches instead of
+16 (HDFS without snapshot and RocksDB changelog, 10k and 100k keys, 4 partitions in the fit
+half and 16 in the held-out one): long chains of small change files, as a small state without
+snapshots replays, so that the cost per file is told apart from the cost per task.
 
 Measured, each in a fresh process (a cold JVM, like a restarted driver), ``--repeats``
 times interleaved: **restart** — a hard-linked copy of the configuration's checkpoint (Spark
@@ -91,6 +94,7 @@ from bench_common import (  # noqa: E402
 
 STATEKIT = str(ROOT / ".venv/bin/statekit")
 BATCHES = 16
+LONG_CHAIN = 64
 NEW_KEYS = 2000
 DRIVER_MEMORY = "8g"
 KEYS = (10_000, 100_000, 1_000_000, 3_000_000)
@@ -108,14 +112,18 @@ class Config:
     partitions: int
     half: str
     """``fit`` or ``held-out``."""
+    batches: int = BATCHES
+    """Micro-batches written: the change files per partition to replay without a base."""
 
     @property
     def name(self) -> str:
-        return f"{self.path}-{self.keys // 1000}k-{self.value}B-p{self.partitions}"
+        more = f"-b{self.batches}" if self.batches != BATCHES else ""
+        return f"{self.path}-{self.keys // 1000}k-{self.value}B-p{self.partitions}{more}"
 
     @property
     def dataset(self) -> str:
-        return f"k{self.keys}-v{self.value}"
+        more = f"-b{self.batches}" if self.batches != BATCHES else ""
+        return f"k{self.keys}-v{self.value}{more}"
 
     @property
     def family(self) -> str:
@@ -159,6 +167,13 @@ def grid(quick: bool = False) -> list[Config]:
     configs.append(Config("rocksdb-v2", 100_000, 50, 4, "fit"))
     if not quick:
         configs.append(Config("rocksdb-v2", 1_000_000, 50, 16, "held-out"))
+    # long chains of small change files (what a small state without snapshots replays): they
+    # separate the per-file cost from the per-task one, which 16 files everywhere cannot;
+    # 10k and 100k keys each, on 4 partitions (fit) and on 16 (held-out)
+    for path in ("hdfs-nosnap", "rocksdb-changelog"):
+        for keys in (10_000, 100_000):
+            for partitions, half in ((4, "fit"), (16, "held-out")):
+                configs.append(Config(path, keys, 50, partitions, half, LONG_CHAIN))
     return configs
 
 
@@ -183,24 +198,24 @@ def child_generate(spec: dict) -> dict:
     """Write every dataset's batch files (and the new-input file per value size)."""
     spark = session("bench-grid-generate", {})
     out = {}
-    for name, keys, value in spec["datasets"]:
+    for name, keys, value, batches in spec["datasets"]:
         folder = Path(spec["work"]) / "landing" / name
         if (folder / "_DONE").exists():
             continue
         shutil.rmtree(folder, ignore_errors=True)
         started = time.perf_counter()
-        per = keys // BATCHES
-        for b in range(BATCHES):
+        per = keys // batches
+        for b in range(batches):
             new = spark.range(b * per, (b + 1) * per).selectExpr("id as key")
             if b:
-                upd = spark.range(keys // 32).selectExpr(
+                upd = spark.range(keys // (2 * batches)).selectExpr(
                     f"pmod(xxhash64(id, {b}), {b * per}) as key")
                 new = new.union(upd)
             rows = new.selectExpr("key", f"{payload_expr(value, str(b))} as payload")
             tmp = folder / f"tmp-{b}"
             rows.coalesce(1).write.parquet(str(tmp))
             part = next(tmp.glob("part-*.parquet"))
-            part.rename(folder / f"batch-{b:02d}.parquet")
+            part.rename(folder / f"batch-{b:03d}.parquet")
             shutil.rmtree(tmp)
         (folder / "_DONE").write_text("")
         out[name] = time.perf_counter() - started
@@ -301,7 +316,8 @@ def link_copy(source: Path, target: Path) -> None:
 
 
 def setup(work: Path, configs: list[Config]) -> None:
-    datasets = sorted({(c.dataset, c.keys, c.value) for c in configs}, key=lambda d: d[1])
+    datasets = sorted({(c.dataset, c.keys, c.value, c.batches) for c in configs},
+                      key=lambda d: d[1])
     values = sorted({c.value for c in configs})
     print(f"generating {len(datasets)} datasets …", flush=True)
     took, _ = run_child("generate", {"work": str(work), "datasets": datasets,
@@ -525,6 +541,8 @@ def describe(config: Config) -> str:
              "rocksdb-v2": "RocksDB changelog, format v2"}[config.path]
     keys = f"{config.keys // 1_000_000}M" if config.keys >= 1_000_000 else \
         f"{config.keys // 1000}k"
+    if config.batches != BATCHES:
+        label += f", {config.batches} change files"
     return f"{label} | {keys} | {config.value} B | {config.partitions}"
 
 

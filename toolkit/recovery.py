@@ -124,17 +124,18 @@ class CostModel:
 #: (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions on 2 cores, every load path);
 #: ``low``/``high`` are the extreme measured ÷ estimated ratios on the other half.
 DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_task_s=0.0, base_file_s=0.01184, change_file_s=0.001331,
-                      base_byte_s=3.145e-09, change_byte_s=3.952e-09, record_s=8.499e-07,
-                      first_wave_s=0.01026, first_wave_base_s=0.02836,
-                      first_wave_record_s=8.287e-07, low=0.624, high=1.35),
-    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01188, change_file_s=0.0,
-                         base_byte_s=2.923e-09, change_byte_s=6.645e-09, record_s=5.763e-06,
-                         first_wave_s=0.02886, first_wave_base_s=0.3789,
-                         first_wave_record_s=1.683e-07, low=0.848, high=1.86),
+    "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
+                      base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
+                      first_wave_s=0.01512, first_wave_base_s=0.02843,
+                      first_wave_record_s=8.625e-07, low=0.693, high=1.34),
+    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
+                         change_file_s=0.0006224, base_byte_s=2.916e-09,
+                         change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
+                         first_wave_base_s=0.3776, first_wave_record_s=8.105e-07, low=0.829,
+                         high=1.3),
 }
 
-READER_OVERHEAD = {"hdfs": (0.0184, 0.599, 5.46e-07), "rocksdb": (0.0466, 0.905, 4.42e-07)}
+READER_OVERHEAD = {"hdfs": (0.0203, 0.669, 4.59e-07), "rocksdb": (0.0297, 0.869, 5.5e-07)}
 """``--measure``: on the benchmark machine, Spark's state reader loading one partition and
 iterating its rows took ``fixed + ratio × (the model's restart load of it) + per_row × rows``
 (fitted on the grid's fit half: a restart never iterates a RocksDB zip's keys, the reader
