@@ -115,7 +115,6 @@ def parse_state_log(path: Path) -> list[list[int]]:
     return loads
 
 
-
 def cpu_busy(seconds: float = 1.0) -> float:
     """Share of the machine's CPU busy over ``seconds`` (from /proc/stat; -1 if unknown)."""
     def sample() -> tuple[int, int]:
@@ -136,5 +135,3 @@ def critical_path(values: list[float], cores: int = CORES) -> float:
     group of ``cores``."""
     ordered = sorted(values, reverse=True)
     return float(sum(ordered[i] for i in range(0, len(ordered), cores)))
-
-

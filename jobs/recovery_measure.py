@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -51,7 +52,8 @@ UNREACHABLE = ("No FileSystem for scheme", "ClassNotFoundException", "Unsupporte
 @dataclass(frozen=True)
 class _Read:
     work: InstanceWork
-    target: StateTarget
+    jdf: Any
+    """The reader's DataFrame (JVM side), filtered so that no row leaves the JVM."""
     partitions: int
 
 
@@ -153,12 +155,11 @@ def time_loads(spark: SparkSession, ckpt: Checkpoint, works: Sequence[InstanceWo
 
 def _plan(spark: SparkSession, ckpt: Checkpoint, path: str, works: Sequence[InstanceWork]
           ) -> list[_Read]:
+    """Each work's reader, planned once (a narrow filter keeps the partitioning)."""
     reads = []
     for work in works:
-        target = _target(ckpt, path, work)
-        df = read_state(spark, target)
-        partitions = df._jdf.toJavaRDD().getNumPartitions()
-        reads.append(_Read(work, target, partitions))
+        jdf = read_state(spark, _target(ckpt, path, work)).where("partition_id < 0")._jdf
+        reads.append(_Read(work, jdf, jdf.toJavaRDD().getNumPartitions()))
     return reads
 
 
@@ -174,7 +175,7 @@ def _timed(spark: SparkSession, ckpt: Checkpoint, reads: Sequence[_Read],
             raise JobFailed(f"Spark's state reader plans {read.partitions} partitions for "
                             f"operator {work.operator_id}, not partition {work.partition}",
                             path=ckpt.location.url)
-        jdf = read_state(spark, read.target).where("partition_id < 0")._jdf
+        jdf = read.jdf
         key = (work.operator_id, work.store)
         if key not in warmed:
             progress(f"warming up the load path on operator {work.operator_id}")

@@ -37,7 +37,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
@@ -108,15 +108,11 @@ class CostModel:
                               records).values())
 
     def scaled(self, factor: float, source: str) -> CostModel:
-        """Every cost × ``factor`` (a machine ``factor`` times slower than the benchmark's)."""
-        return replace(self, per_task_s=self.per_task_s * factor,
-                       base_file_s=self.base_file_s * factor,
-                       change_file_s=self.change_file_s * factor,
-                       base_byte_s=self.base_byte_s * factor,
-                       change_byte_s=self.change_byte_s * factor,
-                       record_s=self.record_s * factor, first_wave_s=self.first_wave_s * factor,
-                       first_wave_base_s=self.first_wave_base_s * factor,
-                       first_wave_record_s=self.first_wave_record_s * factor, source=source)
+        """Every cost × ``factor`` (a machine ``factor`` times slower than the benchmark's):
+        every ``*_s`` field, so a cost added later cannot be forgotten here."""
+        costs = {f.name: getattr(self, f.name) * factor for f in fields(self)
+                 if f.name.endswith("_s")}
+        return replace(self, source=source, **costs)
 
 
 #: Fitted by ``benchmarks/bench_recovery_grid.py`` (README "Recovery"): non-negative least
@@ -797,7 +793,8 @@ def measure_targets(estimate: RecoveryEstimate, count: int = 2) -> list[Instance
 
 MEASURE_FACTOR_LIMITS = (0.05, 50.0)
 """A factor outside this range is a broken measurement (a cluster 50× slower would be told
-by the user's eyes): it is clamped, and the note says so."""
+by the user's eyes): it is clamped (``Measurement`` keeps the measured and predicted seconds
+it came from)."""
 
 
 def scale_to_measurement(model: CostModel, works: Sequence[InstanceWork],
