@@ -452,9 +452,9 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
     except BaseException as error:
         staging.abort()
         if is_spark_error(error):
-            from statekit.jobs.errors import job_failed
+            from statekit.jobs.errors import spark_failure
 
-            raise job_failed("repartition", error) from error
+            raise spark_failure("repartition", error, ckpt) from error
         raise
     return RepartitionResult(plan, written, verification, plan.target,
                              time.perf_counter() - started)

@@ -108,7 +108,7 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
         verify: bool = True, progress: Progress = _quiet) -> RepartitionOutcome:
     """Dry-run (count keys per new partition) or execute ``prepared`` on ``spark``; the
     session confs the state readers need are set for this call only."""
-    from statekit.jobs.errors import job_failed
+    from statekit.jobs.errors import spark_failure
     from statekit.jobs.repartition import (
         count_per_new_partition,
         is_spark_error,
@@ -128,7 +128,7 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
                                                  plan=plan, key_fields=key_field_names(ckpt))
             except Exception as error:
                 if is_spark_error(error):  # one line, never the JVM's stack
-                    raise job_failed("repartition dry run", error) from error
+                    raise spark_failure("repartition dry run", error, ckpt) from error
                 raise
             plan.keys_per_partition.update(counts)
         else:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from statekit.errors import BadInput, EnvironmentProblem
 from statekit.jobs.java_check import java_problem
@@ -81,6 +83,46 @@ def session_conf(
     return settings
 
 
+JVM_NOISE = (
+    "WARNING: Using incubator modules",
+)
+"""Start-up lines the JVM prints on every start that tell a user nothing (Spark 4.x adds
+``--add-modules jdk.incubator.vector``): dropped, so a failing command's stderr stays the one
+``statekit: error:`` line. Everything else the JVM prints still reaches stderr."""
+
+
+def _forward_filtered(stream: IO[bytes]) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if not line.startswith(JVM_NOISE):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _launch_filtered_gateway(settings: Mapping[str, str]) -> None:
+    """Start the JVM with its stderr piped through :func:`_forward_filtered` (pyspark would
+    let it inherit ours). Not under spark-submit (its JVM already runs), and not when a
+    gateway exists in this process (a session is being reused)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if launched_by_spark_submit() or SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    except Exception as exc:  # the same one-line failure as getOrCreate's below
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EnvironmentProblem(f"could not start Spark: {first}") from exc
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(target=_forward_filtered, args=(proc.stderr,), daemon=True,
+                         name="statekit-jvm-stderr").start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
 def build_session(
     app_name: str = "statekit",
     master: str | None = None,
@@ -106,6 +148,7 @@ def build_session(
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings["spark.pyspark.python"])
     from pyspark.sql import SparkSession
 
+    _launch_filtered_gateway(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
-from statekit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
+from statekit.errors import BadInput, CorruptFile, JobFailed, StatekitError, UnsupportedFormat
 from statekit.jobs.errors import first_line
 
 if TYPE_CHECKING:
@@ -121,9 +121,8 @@ def resolve_target(ckpt: Checkpoint, *, operator: int | None = None, store: str 
     operators = ckpt.operators
     shown = ckpt.location.url
     if not operators:
-        raise UnsupportedFormat("no operator metadata under state/ (a query with no stateful "
-                                "operator, or written by Spark < 3.5): Spark's state reader "
-                                "cannot read it", path=shown)
+        raise BadInput("no state under state/: the query has no stateful operator, or no "
+                       "batch has run yet", path=shown)
     if operator is None:
         operator = min(operators)
     if operator not in operators:
@@ -220,15 +219,49 @@ def _spark_error_line(error: BaseException) -> str:
     return f"{line} (cause: {causes[-1].strip()})" if causes else line
 
 
+_LOAD_FAILURES = ("CANNOT_LOAD_STATE_STORE", "EOFException", "CHECKSUM", "Stream is corrupted",
+                  "FileNotFoundException", "CANNOT_READ_STREAMING_STATE_FILE",
+                  "CANNOT_READ_DELTA_FILE", "CANNOT_READ_SNAPSHOT_FILE", "ChecksumException")
+
+
+class StateLoadFailed(CorruptFile):
+    """Spark could not load state from the checkpoint's files; :func:`name_damaged_file`
+    finds which file (Spark's message often does not say)."""
+
+    def __init__(self, message: str, *, spark_line: str) -> None:
+        super().__init__(message)
+        self.spark_line = spark_line
+
+
+def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
+                      operator: int | None = None) -> StatekitError:
+    """The damaged file behind a Spark load failure, as a one-line error naming it (statekit
+    reads the restart path itself, :mod:`statekit.verify`); ``failed`` when every file
+    decodes (then the problem is not in a file statekit can check)."""
+    from statekit.verify import verify_restart_path
+
+    try:
+        found = verify_restart_path(ckpt, operator=operator)
+    except StatekitError:
+        return failed
+    if not found.damaged:
+        return failed
+    first = found.damaged[0]
+    error = StatekitError(f"{first.message}; Spark cannot load the state "
+                          f"({failed.spark_line.split(' (cause:')[0]})", path=first.path)
+    error.exit_code = first.exit_code
+    return error
+
+
 def translate(what: str, error: BaseException) -> Exception:
     """Spark's exception → a statekit error with Spark's own error class and cause."""
     line = _spark_error_line(error)
     if any(code in line for code in ("UNRESOLVED_COLUMN", "PARSE_SYNTAX_ERROR",
                                      "DATATYPE_MISMATCH", "UNRESOLVED_ROUTINE")):
         return BadInput(f"{what}: {line}")
-    if "CANNOT_LOAD_STATE_STORE" in line or "EOFException" in line or "CHECKSUM" in line:
-        return CorruptFile(f"{what}: Spark cannot load the state: {line}; `statekit report` "
-                           "and `statekit dump` show which file is damaged")
+    if any(mark in line for mark in _LOAD_FAILURES):
+        return StateLoadFailed(f"{what}: Spark cannot load the state: {line}; `statekit "
+                               "report --verify` shows which file is damaged", spark_line=line)
     if "UNSUPPORTED" in line or "NOT_SUPPORTED" in line or "INVALID_" in line:
         return UnsupportedFormat(f"{what}: {line}")
     return JobFailed(f"{what} failed: {line}")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
@@ -268,6 +268,18 @@ def _executed_batches(query: StreamingQuery) -> list[dict]:
     return out
 
 
+def _open_progress_log(path: Path) -> TextIO:
+    """Append to the progress log, creating its folder; unusable paths are bad input."""
+    from statekit.errors import BadInput
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "a", encoding="utf-8")
+    except OSError as error:
+        raise BadInput(f"cannot write the progress log: {error.strerror or error}",
+                       path=str(path)) from None
+
+
 def run(
     spark: SparkSession,
     opts: RunOptions,
@@ -279,7 +291,7 @@ def run(
 
     result = RunResult()
     seen: set[int] = set()
-    log = open(opts.progress_log, "a") if opts.progress_log else None  # noqa: SIM115
+    log = _open_progress_log(opts.progress_log) if opts.progress_log else None
     started = time.monotonic()
 
     def drain() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import SourceOffset
+from statekit.formats.jsontext import loads_json
 from statekit.formats.values import shorten
 
 
@@ -29,11 +30,16 @@ class BatchRow:
     shuffle_partitions: int | None
     sources: tuple[str, ...]
     """One short summary per source offset."""
+    problem: str | None = None
+    """What is wrong with this batch's log files (then ``committed`` is False when the
+    commit file cannot be read: Spark would not take it as committed either)."""
 
 
 @dataclass(frozen=True)
 class BatchTimeline:
     rows: tuple[BatchRow, ...]
+    problems: tuple[tuple[str, str], ...] = ()
+    """``(severity, one line)`` for every ledger problem (:mod:`statekit.checkpoint.ledger`)."""
 
     @property
     def last_committed(self) -> int | None:
@@ -41,7 +47,8 @@ class BatchTimeline:
         return committed[-1] if committed else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batches": [asdict(r) for r in self.rows], "last_committed": self.last_committed}
+        return {"batches": [asdict(r) for r in self.rows], "last_committed": self.last_committed,
+                "problems": [{"severity": sev, "message": line} for sev, line in self.problems]}
 
 
 def summarize_offset(offset: SourceOffset) -> str:
@@ -53,7 +60,7 @@ def summarize_offset(offset: SourceOffset) -> str:
     if offset.offset is None:
         return f"{offset.source}: -"
     try:
-        value = json.loads(offset.offset)
+        value = loads_json(offset.offset)
     except json.JSONDecodeError:
         return f"{offset.source}: {shorten(offset.offset, 50)}"
     parts = []
@@ -73,12 +80,17 @@ def summarize_offset(offset: SourceOffset) -> str:
 
 
 def batch_timeline(ckpt: Checkpoint) -> BatchTimeline:
+    ledger = ckpt.ledger
     planned = set(ckpt.planned_batches)
-    committed = set(ckpt.committed_batches)
-    entries = ckpt.load_offsets(sorted(planned))
+    committed = set(ledger.commits)
+    entries = ledger.offsets
+    by_batch: dict[int, list[str]] = {}
+    for problem in ledger.problems:
+        if problem.batch_id is not None:
+            by_batch.setdefault(problem.batch_id, []).append(problem.message)
     rows: list[BatchRow] = []
     previous_ts: int | None = None
-    for batch in sorted(planned | committed):
+    for batch in sorted(planned | set(ckpt.committed_batches)):
         entry = entries.get(batch)
         ts = entry.timestamp_ms if entry else None
         rows.append(BatchRow(
@@ -91,6 +103,7 @@ def batch_timeline(ckpt: Checkpoint) -> BatchTimeline:
             else None,
             shuffle_partitions=entry.shuffle_partitions if entry else None,
             sources=tuple(summarize_offset(s) for s in entry.sources) if entry else (),
+            problem="; ".join(by_batch[batch]) if batch in by_batch else None,
         ))
         previous_ts = ts if ts is not None else previous_ts
-    return BatchTimeline(tuple(rows))
+    return BatchTimeline(tuple(rows), tuple((p.severity, p.line) for p in ledger.problems))

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from statekit.errors import BadInput, CorruptFile
+from statekit.formats.jsontext import loads_json
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def _objects(text: str, shown: str) -> list[dict[str, Any]]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            data = json.loads(stripped)
+            data = loads_json(stripped)
         except json.JSONDecodeError as bad:
             raise CorruptFile(f"invalid JSON array: {bad.msg} (line {bad.lineno})",
                               path=shown) from None
@@ -82,7 +83,7 @@ def _objects(text: str, shown: str) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            objects.append(json.loads(line))
+            objects.append(loads_json(line))
         except json.JSONDecodeError as bad:
             raise CorruptFile(f"line {number} is not valid JSON ({bad.msg})",
                               path=shown) from None

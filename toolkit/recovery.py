@@ -391,7 +391,7 @@ def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None 
         with ckpt.fs.open(file.path, "rb") as handle:
             head = handle.read(cap)
     shown = ckpt.display(file.path)
-    decoded, covered = decompress_prefix(head, file_codec(ckpt, head[:8]), path=shown)
+    decoded, covered = decompress_prefix(head, file_codec(ckpt, head[:8], shown), path=shown)
     count = 0
     try:
         for _ in records_from_decompressed(decoded, file.kind, shown=shown):

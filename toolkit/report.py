@@ -21,7 +21,10 @@ from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
 from statekit.checkpoint.state_data import zip_metadata
+from statekit.errors import EXIT_CORRUPT, StatekitError
+from statekit.formats.checksum_files import hadoop_size_matches
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
+from statekit.verify import Progress, Verification, verify_restart_path
 
 SPARK_DEFAULT_MIN_DELTAS = 10
 
@@ -101,6 +104,16 @@ class Finding:
     operator_id: int | None = None
     store: str | None = None
     partitions: tuple[int, ...] = ()
+    path: str | None = None
+    """The file or folder the finding is about, as the user names it (errors name it)."""
+    exit_code: int = EXIT_CORRUPT
+    """The exit code a command that cannot work around an ``error`` finding stops with."""
+
+    def to_error(self) -> StatekitError:
+        error = StatekitError(f"{self.message} (statekit report lists every problem)",
+                              path=self.path)
+        error.exit_code = self.exit_code
+        return error
 
 
 @dataclass(frozen=True)
@@ -126,10 +139,14 @@ class CheckpointReport:
     state_files: int
     state_bytes: int
     elapsed_s: float = field(compare=False, default=0.0)
+    verification: Verification | None = None
+    """``--verify``: what reading the restart path found (``None``: not read)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["stores"] = [store.to_dict() for store in self.stores]
+        data["verification"] = (self.verification.to_dict() if self.verification is not None
+                                else None)
         return data
 
 
@@ -163,8 +180,9 @@ def _span(parts: list[int]) -> str:
     return shown + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
 
 
-def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter[str]
-                    ) -> list[Finding]:
+def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter[str],
+                    folder: str) -> list[Finding]:
+    """``folder``: the operator's state folder as the user names it (errors name it)."""
     op, store = report.operator_id, report.store
     label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
     found: list[Finding] = []
@@ -177,14 +195,25 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
             f"{report.committed_version} (missing change files before the first snapshot, or "
             "SST files a zip references are gone); the query will fail "
             "to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable),
-            operator_id=op, store=store))
-    if report.missing_partitions:
+            operator_id=op, store=store, path=f"{folder}/{unloadable[0]}"))
+    if report.missing_partitions and report.committed_version:
         found.append(Finding(
-            "missing-partitions", "warning",
+            "missing-partitions", "error",
             f"{label}: no state files at all for partitions "
             f"{_span(list(report.missing_partitions))} of {report.num_partitions}; they were "
-            "never written or were deleted",
-            partitions=report.missing_partitions, operator_id=op, store=store))
+            "deleted or never copied, and Spark cannot load their state on restart",
+            partitions=report.missing_partitions, operator_id=op, store=store,
+            path=f"{folder}/{report.missing_partitions[0]}"))
+    extra = [p.partition for p in report.partitions
+             if report.num_partitions is not None and p.partition >= report.num_partitions]
+    if extra:
+        found.append(Finding(
+            "extra-partitions", "error",
+            f"{label}: partitions {_span(extra)} are beyond the {report.num_partitions} "
+            "partitions the query runs with (left over from a repartition, or copied from "
+            "another checkpoint?); Spark ignores them, and statekit's totals would be wrong",
+            partitions=tuple(extra), operator_id=op, store=store,
+            path=f"{folder}/{extra[0]}"))
     committed = report.committed_version or 0
     never = [p.partition for p in report.partitions
              if p.latest_snapshot is None and p.deltas > min_deltas]
@@ -224,13 +253,15 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
 
 
 def _log_findings(ckpt: Checkpoint) -> list[Finding]:
-    found: list[Finding] = []
+    ledger = ckpt.ledger
+    found = [Finding(p.code, p.severity, p.line) for p in ledger.problems]
     uncommitted = ckpt.uncommitted_batches
     if not uncommitted:
         return found
     last = ckpt.last_committed_batch
-    committed_parts = ckpt.offset(last).shuffle_partitions if last is not None else None
-    entries = ckpt.load_offsets(uncommitted)
+    committed_entry = ledger.offsets.get(last) if last is not None else None
+    committed_parts = committed_entry.shuffle_partitions if committed_entry else None
+    entries = {b: ledger.offsets[b] for b in uncommitted if b in ledger.offsets}
     repartition = [b for b, e in entries.items()
                    if committed_parts is not None and e.shuffle_partitions is not None
                    and e.shuffle_partitions != committed_parts]
@@ -242,7 +273,7 @@ def _log_findings(ckpt: Checkpoint) -> list[Finding]:
             f"(from {committed_parts}) that never committed; Spark refuses to restart "
             "(STREAMING_UNFINISHED_REPARTITION_DETECTED) until it is completed or the entry is "
             "removed; Spark's in-place repartition supports the RocksDB provider only"))
-    others = [b for b in uncommitted if b not in repartition]
+    others = [b for b in entries if b not in repartition]
     if others:
         found.append(Finding(
             "uncommitted-batch", "warning",
@@ -253,16 +284,19 @@ def _log_findings(ckpt: Checkpoint) -> list[Finding]:
 
 
 def build_report(ckpt: Checkpoint, *, operator: int | None = None,
-                 partition: int | None = None, min_deltas: int | None = None
+                 partition: int | None = None, min_deltas: int | None = None,
+                 verify: bool = False, progress: Progress | None = None
                  ) -> CheckpointReport:
     """Build the report; ``operator``/``partition`` narrow what is shown (not what is read).
 
     ``min_deltas`` is ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` when the offsets
-    log does not pin it (Spark does not); it sets the lag thresholds.
+    log does not pin it (Spark does not); it sets the lag thresholds. ``verify`` also reads
+    and decodes every file a restart loads (:mod:`statekit.verify`).
     """
     started = time.perf_counter()
-    latest = ckpt.latest_offset
-    conf = ckpt.conf
+    # A damaged newest entry is an error finding; the confs come from the newest that parses.
+    latest = ckpt.ledger.newest_readable_offset
+    conf = latest.conf if latest is not None else {}
     if min_deltas is not None:
         deltas, source = min_deltas, "option"
     elif str(conf.get(CONF_MIN_DELTAS, "")).isdigit():
@@ -277,6 +311,8 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     codec = latest.codec if latest else "lz4"
     stores: list[StoreReport] = []
     findings = _log_findings(ckpt)
+    # The committed batch's confs (an uncommitted repartition has a finding of its own).
+    pinned_entry = ckpt.ledger.offsets.get(last) if last is not None else latest
     op_ids = sorted(set(inventory.operator_ids) | set(operators))
     for op_id in op_ids:
         if operator is not None and op_id != operator:
@@ -314,7 +350,34 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                 files_by_kind=dict(sorted(kinds.items())),
                 bytes_by_kind=dict(sorted(sizes.items())))
             stores.append(report)
-            findings.extend(_store_findings(report, deltas, reasons))
+            findings.extend(_store_findings(
+                report, deltas, reasons, ckpt.display(ckpt.location.path("state", str(op_id)))))
+            pinned = pinned_entry.shuffle_partitions if pinned_entry is not None else None
+            if declared is not None and pinned is not None and declared != pinned:
+                findings.append(Finding(
+                    "partition-mismatch", "error",
+                    f"operator {op_id} store {store}: its operator metadata says "
+                    f"{declared} partitions, the offsets log pins "
+                    f"spark.sql.shuffle.partitions={pinned}; one of them was "
+                    "edited or copied from another query", operator_id=op_id, store=store,
+                    path=ckpt.display(ckpt.location.path("state", str(op_id), "_metadata"))))
+    findings.extend(_checksum_size_findings(ckpt, last))
+    if ckpt.odd_state_entries:
+        odd = ckpt.odd_state_entries
+        findings.append(Finding(
+            "not-a-file", "error",
+            f"{len(odd)} entries under state/ are neither files nor folders (FIFO, socket, "
+            f"dangling or looping symlink), first {ckpt.display(odd[0])}; Spark fails "
+            "reading them and statekit never opens them", path=ckpt.display(odd[0])))
+    verification = None
+    if verify:
+        verification = verify_restart_path(
+            ckpt, operator=operator, partitions={partition} if partition is not None else None,
+            progress=progress)
+        findings.extend(Finding(
+            "damaged-file", "error", f"{d.line}; a restart reads this file and fails",
+            operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
+            else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged)
     files = list(inventory.all_files())
     return CheckpointReport(
         location=ckpt.location.url,
@@ -337,6 +400,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
         state_files=len(files),
         state_bytes=sum(f.size for f in files),
         elapsed_s=round(time.perf_counter() - started, 4),
+        verification=verification,
     )
 
 
@@ -363,3 +427,48 @@ def _provider_of(kinds: Counter[str], pinned: str) -> str:
     if kinds["delta"] or kinds["snapshot"]:
         return "hdfs"
     return pinned
+
+
+def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]:
+    """Data files whose size does not fit their Hadoop ``.crc`` file: truncated or extended
+    after Spark wrote them — found from the listing alone, no file is read. (A checkpoint
+    written with a non-default ``io.bytes.per.checksum`` would mismatch everywhere; then
+    nothing is said.)"""
+    inventory = ckpt.inventory
+    checked = 0
+    bad: list[StateFile] = []
+    for file in inventory.all_files():
+        crc = inventory.checksum_of(file.path)
+        if crc is None or not crc[0].rsplit("/", 1)[-1].startswith("."):
+            continue
+        checked += 1
+        if not hadoop_size_matches(file.size, crc[1]):
+            bad.append(file)
+    if not bad or len(bad) * 2 > checked:
+        return []
+    needed = {f.path for i in inventory.instances.values()
+              for f in (i.files_to_load(last + 1) if last is not None else ())}
+    restart = [f for f in bad if f.path in needed]
+    first = (restart or bad)[0]
+    return [Finding(
+        "size-mismatch", "error" if restart else "warning",
+        f"{len(bad)} state files do not have the size their checksum file records "
+        f"(truncated or extended after Spark wrote them), first {ckpt.display(first.path)} "
+        f"({first.size} bytes)" + (f"; {len(restart)} of them are read on restart, which "
+                                   "fails" if restart else "; none is read on restart"),
+        operator_id=first.operator_id, store=first.store,
+        partitions=tuple(sorted({f.partition for f in bad})), path=ckpt.display(first.path))]
+
+
+def raise_if_unsound(ckpt: Checkpoint, *, verify: bool = False) -> None:
+    """Raise the first ``error`` finding of the report as a one-line ``StatekitError``.
+
+    The commands that compute from a checkpoint's state (growth, recovery, repartition, the
+    ``state`` commands) call this first: where a restart would fail (a damaged ledger, lost
+    partitions, change files missing before the first snapshot) their numbers would be
+    answers about a query that no longer exists, so they stop and name the file instead.
+    """
+    ckpt.require_sound_ledger()
+    for finding in build_report(ckpt, verify=verify).findings:
+        if finding.severity == "error":
+            raise finding.to_error()

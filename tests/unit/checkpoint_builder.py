@@ -26,10 +26,11 @@ PROVIDERS = {
 
 
 def offsets_text(batch: int, partitions: int = 4, provider: str = "hdfs",
-                 watermark: int = 0, timestamp: int | None = None, version: int = 1) -> str:
+                 watermark: int = 0, timestamp: int | None = None, version: int = 1,
+                 codec: str = "lz4") -> str:
     conf = {"spark.sql.streaming.stateStore.providerClass": PROVIDERS[provider],
             "spark.sql.shuffle.partitions": str(partitions),
-            "spark.sql.streaming.stateStore.compression.codec": "lz4",
+            "spark.sql.streaming.stateStore.compression.codec": codec,
             "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2"}
     meta = {"batchWatermarkMs": watermark,
             "batchTimestampMs": timestamp if timestamp is not None else 1_700_000_000_000
@@ -66,7 +67,7 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
                      provider: str = "hdfs", snapshots: Iterable[int] = (),
                      first_batch: int = 0, skip_partitions: Iterable[int] = (),
                      extra_versions: Iterable[int] = (), repartition_to: int | None = None,
-                     crc: bool = True, snapshot_bytes: int = 1000) -> None:
+                     crc: bool = True, snapshot_bytes: int = 1000, codec: str = "lz4") -> None:
     """A checkpoint whose batches ``first_batch..planned-1`` are planned and
     ``first_batch..committed-1`` committed, with one delta (HDFS) or zip (RocksDB) per
     partition and committed version, snapshots at ``snapshots``, and state files for
@@ -76,7 +77,8 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
     fs.pipe(f"{root}/metadata", b'{"id":"11111111-2222-3333-4444-555555555555"}')
     for batch in range(first_batch, planned):
         parts = repartition_to if (repartition_to and batch >= committed) else partitions
-        fs.pipe(f"{root}/offsets/{batch}", offsets_text(batch, parts, provider).encode())
+        fs.pipe(f"{root}/offsets/{batch}",
+                offsets_text(batch, parts, provider, codec=codec).encode())
     for batch in range(first_batch, committed):
         fs.pipe(f"{root}/commits/{batch}", commit_text().encode())
     fs.pipe(f"{root}/state/0/_metadata/metadata",

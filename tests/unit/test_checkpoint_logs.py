@@ -34,7 +34,7 @@ def test_offsets_v2_names_its_sources():
 
 
 def test_unpinned_provider_means_the_hdfs_default():
-    entry = parse_offset_entry(0, b'v1\n{"batchWatermarkMs":0,"conf":{}}\n', "o/0")
+    entry = parse_offset_entry(0, b'v1\n{"batchWatermarkMs":0,"conf":{}}\n{"logOffset":0}\n', "o/0")
     assert entry.provider == "hdfs" and entry.codec == "lz4" and entry.shuffle_partitions is None
 
 

@@ -14,7 +14,7 @@ import pytest
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.layout import MetaFile, StateFile, classify
 from statekit.errors import BadInput, CorruptFile, NotACheckpoint
-from statekit.report import build_report
+from statekit.report import build_report, raise_if_unsound
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -194,8 +194,13 @@ def test_invalid_offsets_json_is_reported_with_the_file(memory_root):
     fs = fsspec.filesystem("memory")
     write_checkpoint(fs, memory_root, planned=3, committed=3)
     fs.pipe(f"{memory_root}/offsets/2", b'v1\n{"batchWatermarkMs":0,')
-    with pytest.raises(CorruptFile) as caught:
-        build_report(open_checkpoint(f"memory://{memory_root}"))
+    ckpt = open_checkpoint(f"memory://{memory_root}")
+    report = build_report(ckpt)  # the report shows it: the newest entry, so an error
+    [finding] = [f for f in report.findings if f.code == "corrupt-log"]
+    assert finding.severity == "error"
+    assert finding.message.startswith(f"memory://{memory_root}/offsets/2: invalid JSON")
+    with pytest.raises(CorruptFile) as caught:  # commands that compute from it stop
+        raise_if_unsound(ckpt)
     assert str(caught.value).startswith(f"memory://{memory_root}/offsets/2: invalid JSON")
 
 
@@ -209,11 +214,18 @@ def test_unreadable_file_is_a_one_line_error(tmp_path):
     for folder in (tmp_path, *tmp_path.parents):
         if folder != folder.parent:
             folder.chmod(folder.stat().st_mode | 0o005)
-    command = [sys.executable, "-m", "statekit.cli.main", "report", str(ck)]
-    if os.geteuid() == 0:
-        command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *command]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(__file__)) + "/..")
-    assert done.returncode == 3, done.stderr
-    assert done.stderr.strip() == f"statekit: error: {ck}/offsets/1: permission denied"
+    for name in ("recovery", "report"):
+        command = [sys.executable, "-m", "statekit.cli.main", name, str(ck)]
+        if os.geteuid() == 0:
+            command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                       *command]
+        done = subprocess.run(command, capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.dirname(__file__)) + "/..")
+        if name == "report":  # the report shows it among its findings
+            assert done.returncode == 0, done.stderr
+            assert f"{ck}/offsets/1: permission denied" in " ".join(done.stdout.split())
+        else:
+            assert done.returncode == 3, done.stderr
+            assert done.stderr.strip().startswith(
+                f"statekit: error: {ck}/offsets/1: permission denied")
 

@@ -36,6 +36,11 @@ def test_unknown_compression_is_unsupported_not_a_crash(tmp_path, capsys):
     write_checkpoint(fsspec.filesystem("file"), str(ck), planned=2, committed=2)
     bogus = ck / "state/0/1/2.delta"
     bogus.write_bytes(b"\x82SNAPPY\x00" + os.urandom(64))
+    code, err = invoke(["dump", bogus], capsys)  # Spark decodes it with the pinned lz4: fails
+    assert code == 4 and err.startswith(f"statekit: error: {bogus}: ")
+    assert "snappy" in err and "pins lz4" in err and err.count("\n") == 1
+    for offsets in (ck / "offsets").iterdir():  # a query pinning snappy: unsupported
+        offsets.write_text(offsets.read_text().replace('codec": "lz4"', 'codec": "snappy"'))
     code, err = invoke(["dump", bogus], capsys)
     assert code == 5 and err.startswith(f"statekit: error: {bogus}: ")
     assert "snappy" in err and err.count("\n") == 1

@@ -232,7 +232,7 @@ def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
     from statekit.formats.state_writer import write_snapshot
     from statekit.recovery import SAMPLE_PREFIX_BYTES, _records_in
 
-    ckpt = layout(tmp_path, planned=3, committed=3, snapshots=[2])
+    ckpt = layout(tmp_path, planned=3, committed=3, snapshots=[2], codec=codec)
     rng = random.Random(3)
     path = tmp_path / "ck" / "state" / "0" / "0" / "2.snapshot"
     with open(path, "wb") as out:

@@ -36,7 +36,7 @@ WINDOW_ROCKSDB = FORMATS / "rocksdb_sst" / "window_lz4"  # RocksDB zips 1-7 + th
 def agg_checkpoint(root: Path, partitions: int) -> Path:
     """An aggregation's HDFS store replayed from empty: four real zstd deltas per partition."""
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=4, committed=4,
-                     partitions=partitions, crc=False)
+                     partitions=partitions, crc=False, codec="zstd")
     (root / "state" / "0" / "_metadata" / "metadata").write_text(
         operator_metadata_text(name="stateStoreSave", partitions=partitions))
     for partition in range(partitions):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 
 import fsspec
@@ -64,10 +65,20 @@ def test_joins_need_a_side_or_a_store(ckpt):
     assert resolve_target(join, store=stores[1]).options()["storeName"] == stores[1]
 
 
-def test_no_operator_metadata_is_unsupported(tmp_path):
+def test_operators_without_metadata_are_derived_from_the_state_folders(tmp_path):
+    """Spark 3.5 writes no operator metadata: the operator comes from state/<op>/, its
+    partitions from the pinned conf, its name from the schema (a groupState value)."""
     write_checkpoint(fsspec.filesystem("file"), str(tmp_path / "ck"), planned=2, committed=2)
     (tmp_path / "ck/state/0/_metadata/metadata").unlink()
-    with pytest.raises(UnsupportedFormat, match="no operator metadata"):
+    ckpt = open_checkpoint(str(tmp_path / "ck"))
+    [meta] = ckpt.operators.values()
+    assert (meta.operator_id, meta.version, meta.num_partitions) == (0, 0, 4)
+    assert meta.name == "flatMapGroupsWithState"
+    assert [s.name for s in meta.stores] == ["default"]
+    target = resolve_target(ckpt)
+    assert (target.operator_id, target.store) == (0, None)
+    shutil.rmtree(tmp_path / "ck/state/0")
+    with pytest.raises(BadInput, match="no state under state/"):
         resolve_target(open_checkpoint(str(tmp_path / "ck")))
 
 

@@ -16,8 +16,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from statekit.checkpoint.inventory import StateInventory, build_inventory
+from statekit.checkpoint.ledger import Ledger, audit_ledger
 from statekit.checkpoint.location import Location, resolve
 from statekit.checkpoint.logs import (
+    CONF_SHUFFLE_PARTITIONS,
     CommitEntry,
     OffsetEntry,
     batch_id_of,
@@ -25,8 +27,13 @@ from statekit.checkpoint.logs import (
     parse_offset_entry,
     parse_query_id,
 )
-from statekit.checkpoint.operators import OperatorMetadata, parse_operator_metadata
-from statekit.errors import BadInput, CorruptFile, NotACheckpoint
+from statekit.checkpoint.operators import (
+    OperatorMetadata,
+    derive_operator,
+    parse_operator_metadata,
+)
+from statekit.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
+from statekit.formats.schema_file import parse_schema_bytes
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem
@@ -54,6 +61,7 @@ class Checkpoint:
         self._root_entries = root_entries
         self._offsets: dict[int, OffsetEntry] = {}
         self._commits: dict[int, CommitEntry] = {}
+        self._listings: dict[str, dict[str, dict[str, Any]]] = {}
 
     # ----------------------------------------------------------------- raw access
     @property
@@ -87,15 +95,64 @@ class Checkpoint:
                 raise BadInput(f"cannot read: {value}", path=self.display(path))
         return cast("dict[str, bytes]", results)  # every error among them was raised above
 
-    def _list_files(self, folder: str) -> dict[str, int]:
-        """``{path: size}`` of the regular files directly in ``folder`` (one listing)."""
-        if folder not in self._root_entries:
-            return {}
+    def has_folder(self, name: str) -> bool:
+        """Whether the checkpoint root holds a folder ``name`` (``offsets``, ``state``, …)."""
+        entry = self._root_entries.get(name)
+        return entry is not None and entry.get("type") == "directory"
+
+    def _list_entries(self, folder: str) -> dict[str, dict[str, Any]]:
+        """``{name: listing entry}`` of everything directly in ``folder`` (one listing,
+        cached)."""
+        if folder in self._listings:
+            return self._listings[folder]
+        found: dict[str, dict[str, Any]] = {}
+        if self.has_folder(folder):
+            try:
+                entries = self.fs.ls(self.location.path(folder), detail=True)
+            except OSError as error:
+                raise _io_error(error, self.location.display(self.location.path(folder))
+                                ) from error
+            found = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in entries}
+        self._listings[folder] = found
+        return found
+
+    def log_paths(self, folder: str) -> dict[int, str]:
+        """``{batch id: path}`` of the regular files of a log folder named by a batch id."""
+        found: dict[int, str] = {}
+        for name, entry in self._list_entries(folder).items():
+            batch = batch_id_of(name)
+            if batch is not None and entry.get("type") == "file":
+                found[batch] = entry["name"]
+        return dict(sorted(found.items()))
+
+    def odd_log_entries(self, folder: str) -> dict[str, dict[str, Any]]:
+        """Entries of a log folder named like a batch but not a regular file: folders,
+        dangling symlinks, FIFOs. Spark fails on them; statekit never opens them."""
+        return {name: entry for name, entry in self._list_entries(folder).items()
+                if batch_id_of(name) is not None and entry.get("type") != "file"}
+
+    def unparsable_log_names(self, folder: str) -> list[str]:
+        """All-digit names beyond a 64-bit batch id (Spark's listing skips them too)."""
+        return sorted(name for name in self._list_entries(folder)
+                      if name.removesuffix(".compact").isdigit() and batch_id_of(name) is None)
+
+    def read_many_lenient(self, paths: Iterable[str]
+                          ) -> tuple[dict[str, bytes], dict[str, StatekitError]]:
+        """Like :meth:`read_many`, but each unreadable file becomes an error in the second
+        mapping instead of stopping the others."""
+        paths = list(paths)
         try:
-            entries = self.fs.ls(self.location.path(folder), detail=True)
-        except OSError as error:
-            raise _io_error(error, self.location.display(self.location.path(folder))) from error
-        return {e["name"]: int(e.get("size") or 0) for e in entries if e.get("type") == "file"}
+            return self.read_many(paths), {}
+        except StatekitError:
+            pass
+        data: dict[str, bytes] = {}
+        errors: dict[str, StatekitError] = {}
+        for path in paths:
+            try:
+                data[path] = self.read_bytes(path)
+            except StatekitError as error:
+                errors[path] = error
+        return data, errors
 
     # ----------------------------------------------------------------- query and logs
     @cached_property
@@ -105,19 +162,25 @@ class Checkpoint:
 
     @cached_property
     def _offset_paths(self) -> dict[int, str]:
-        return self._log_paths("offsets")
+        return self.log_paths("offsets")
 
     @cached_property
     def _commit_paths(self) -> dict[int, str]:
-        return self._log_paths("commits")
+        return self.log_paths("commits")
 
-    def _log_paths(self, folder: str) -> dict[int, str]:
-        found: dict[int, str] = {}
-        for path in self._list_files(folder):
-            batch = batch_id_of(path)
-            if batch is not None:
-                found[batch] = path
-        return dict(sorted(found.items()))
+    @cached_property
+    def ledger(self) -> Ledger:
+        """Every retained offsets and commit entry, read once and audited
+        (:mod:`statekit.checkpoint.ledger`); parsed entries fill the caches."""
+        ledger = audit_ledger(self)
+        self._offsets.update({b: e for b, e in ledger.offsets.items() if b not in self._offsets})
+        self._commits.update({b: e for b, e in ledger.commits.items() if b not in self._commits})
+        return ledger
+
+    def require_sound_ledger(self) -> None:
+        """Raise the first restart-breaking ledger problem (commands that compute from the
+        ledger call this first, so they never answer from a damaged one)."""
+        self.ledger.raise_first_error()
 
     @property
     def planned_batches(self) -> list[int]:
@@ -181,7 +244,12 @@ class Checkpoint:
 
     @property
     def conf(self) -> Mapping[str, str]:
-        latest = self.latest_offset
+        """The confs the query pinned, from the newest offsets entry that can be read (a
+        damaged newest entry is the ledger audit's business, not every reader's)."""
+        try:
+            latest = self.latest_offset
+        except StatekitError:
+            latest = self.ledger.newest_readable_offset
         return latest.conf if latest is not None else {}
 
     # ----------------------------------------------------------------- state
@@ -196,17 +264,25 @@ class Checkpoint:
             return build_inventory((), lambda p: p)
         state_root = self.location.path("state")
         prefix = self.fs._strip_protocol(state_root).rstrip("/") + "/"
+        odd: list[str] = []
         try:
             if self.location.is_local:
-                listing = list(_walk_local(prefix))
+                listing = list(_walk_local(prefix, odd))
             else:
                 found = self.fs.find(state_root, detail=True)
                 listing = [(info["name"], int(info.get("size") or 0))
                            for info in found.values() if info.get("type", "file") == "file"]
+                odd = [info["name"] for info in found.values()
+                       if info.get("type", "file") not in ("file", "directory")]
         except OSError as error:
             raise _io_error(error, self.display(getattr(error, "filename", None)
                                                 or state_root)) from error
+        self.odd_state_entries = tuple(sorted(odd))
         return build_inventory(listing, lambda p: p[len(prefix):] if p.startswith(prefix) else p)
+
+    odd_state_entries: tuple[str, ...] = ()
+    """Paths under ``state/`` that are neither files nor folders (FIFOs, sockets, dangling
+    or looping symlinks): never opened — reading a FIFO would block forever — and reported."""
 
     @cached_property
     def operators(self) -> dict[int, OperatorMetadata]:
@@ -232,15 +308,63 @@ class Checkpoint:
             chosen[op] = path
             batch_of[path] = batch
         data = self.read_many(chosen.values())
-        return {op: parse_operator_metadata(data[path], self.display(path), batch_of[path])
-                for op, path in sorted(chosen.items())}
+        found = {op: parse_operator_metadata(data[path], self.display(path), batch_of[path])
+                 for op, path in sorted(chosen.items())}
+        for op in self.inventory.operator_ids:
+            if op not in found and self.inventory.stores(op):
+                found[op] = self._derived_operator(op)
+        return dict(sorted(found.items()))
+
+    def _derived_operator(self, op: int) -> OperatorMetadata:
+        """Metadata for an operator Spark wrote none for (Spark 3.5): stores from its
+        folders, partitions from the pinned conf (else the folders), a name from its
+        schema (:func:`statekit.checkpoint.operators.derive_operator`)."""
+        stores = self.inventory.stores(op)
+        try:
+            pinned = self.conf.get(CONF_SHUFFLE_PARTITIONS)
+        except StatekitError:
+            pinned = None
+        partitions = int(pinned) if pinned and str(pinned).isdigit() else max(
+            (p + 1 for s in stores for p in self.inventory.partitions(op, s)), default=0)
+        value_fields: list[str] = []
+        schemas = sorted((m for m in self.inventory.meta("schema", op)
+                          if m.store == "default"), key=lambda m: m.partition or 0)
+        if schemas:
+            try:
+                parsed = parse_schema_bytes(self.read_bytes(schemas[0].path),
+                                            path=self.display(schemas[0].path))
+                if parsed.value_schema is not None:
+                    value_fields = [f.name for f in parsed.value_schema.fields]
+            except StatekitError:
+                value_fields = []
+        return derive_operator(op, stores, partitions, value_fields)
 
 
-def _walk_local(prefix: str) -> Iterator[tuple[str, int]]:
-    """``(path, size)`` of every file below ``prefix`` on the local disk.
+def check_selection(ckpt: Checkpoint, operator: int | None = None,
+                    partition: int | None = None) -> None:
+    """Refuse an ``--operator``/``--partition`` the checkpoint does not have (an empty table
+    with exit 0 would read as "nothing wrong there")."""
+    operators = sorted(set(ckpt.inventory.operator_ids) | set(ckpt.operators))
+    if operator is not None and operator not in operators:
+        raise BadInput(f"no operator {operator} (operators: "
+                       f"{', '.join(map(str, operators)) or 'none'})", path=ckpt.location.url)
+    if partition is not None:
+        chosen = [operator] if operator is not None else operators
+        parts = {key[2] for key in ckpt.inventory.instances if key[0] in chosen}
+        declared = [s.num_partitions for op in chosen if op in ckpt.operators
+                    for s in ckpt.operators[op].stores if s.num_partitions]
+        count = max([*declared, *(p + 1 for p in parts)], default=0)
+        if partition >= count:
+            have = f"the state has partitions 0..{count - 1}" if count else "no state at all"
+            raise BadInput(f"no partition {partition}: {have}", path=ckpt.location.url)
+
+
+def _walk_local(prefix: str, odd: list[str]) -> Iterator[tuple[str, int]]:
+    """``(path, size)`` of every regular file below ``prefix`` on the local disk; the paths
+    of anything else (FIFOs, sockets, dangling or looping symlinks) go to ``odd``.
 
     The same single pass as ``fs.find`` but several times faster at 40k+ files: ``os.scandir``
-    without fsspec's per-file info dicts, and no ``stat`` for checksum files (only counted).
+    without fsspec's per-file info dicts. Symlinked folders are not followed (no loops).
     """
     pending = [prefix.rstrip("/")]
     while pending:
@@ -249,8 +373,8 @@ def _walk_local(prefix: str) -> Iterator[tuple[str, int]]:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(entry.path)
-                elif entry.name.endswith(".crc"):
-                    yield entry.path, 0
+                elif not entry.is_file():
+                    odd.append(entry.path)
                 else:
                     yield entry.path, entry.stat().st_size
 
@@ -298,6 +422,8 @@ def open_checkpoint(where: str | Location,
                              "(copied incompletely?)", path=location.display(
                                  location.path("metadata")))
     if root_entries["metadata"].get("type") != "file":
-        raise CorruptFile("is a folder, expected the query-id file",
+        kind = "a folder" if root_entries["metadata"].get("type") == "directory" else \
+            "not a regular file"
+        raise CorruptFile(f"is {kind}, expected the query-id file",
                           path=location.display(location.path("metadata")))
     return Checkpoint(location, root_entries)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from statekit.checkpoint.layout import MetaFile, StateFile, classify
+from statekit.formats.checksum_files import data_name_of
 
 #: File kinds holding the full state at their version, per provider family.
 SNAPSHOT_KINDS = ("snapshot", "zip")
@@ -101,6 +102,12 @@ class StateInventory:
     crc_files: int = 0
     listed_files: int = 0
     unknown_files: tuple[MetaFile, ...] = field(default=())
+    checksums: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """``{data file path: (checksum file path, its size)}`` for Hadoop's hidden
+    ``.<name>.crc`` and Spark 4.1's visible ``<name>.crc`` files."""
+
+    def checksum_of(self, path: str) -> tuple[str, int] | None:
+        return self.checksums.get(path)
 
     @property
     def operator_ids(self) -> list[int]:
@@ -145,10 +152,13 @@ def build_inventory(listing: Iterable[tuple[str, int]],
     meta: list[MetaFile] = []
     unknown: list[MetaFile] = []
     crc_files = listed = 0
+    checksums: dict[str, tuple[str, int]] = {}
     for path, size in listing:
         listed += 1
-        if path.endswith(".crc"):  # checksums: counted, never mixed into the data files
+        if path.endswith(".crc"):  # checksums: kept aside, never mixed into the data files
             crc_files += 1
+            folder, _, name = path.rpartition("/")
+            checksums[f"{folder}/{data_name_of(name)[0]}"] = (path, size)
             continue
         item = classify(relative(path), size, path)
         if isinstance(item, StateFile):
@@ -169,4 +179,5 @@ def build_inventory(listing: Iterable[tuple[str, int]],
             key = (item.operator_id, item.store, item.partition)
             instances.setdefault(key, StoreInstance(*key, files=()))
     return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,
-                          listed_files=listed, unknown_files=tuple(unknown))
+                          listed_files=listed, unknown_files=tuple(unknown),
+                          checksums=checksums)

@@ -115,8 +115,15 @@ def parse_offset_entry(batch_id: int, data: bytes, path: str) -> OffsetEntry:
     """Parse ``offsets/<batch_id>`` (v1 or v2)."""
     lines = text_lines(data, path)
     version = log_version(lines[0], path, "offset log", (1, 2))
-    metadata_line = lines[1].strip() if len(lines) > 1 else ""
-    raw = json_object(metadata_line, path, 2) if metadata_line else {}
+    # Spark: "Incomplete log file" — every entry has a metadata line and one line per
+    # source (a query has at least one source).
+    if len(lines) < 2:
+        raise CorruptFile("incomplete offsets entry: no batch metadata line (an interrupted "
+                          "write?)", path=path)
+    raw = json_object(lines[1].strip(), path, 2)
+    if len(lines) < 3:
+        raise CorruptFile("incomplete offsets entry: no source offsets (an interrupted "
+                          "write?)", path=path)
     conf = raw.get("conf") or {}
     if not isinstance(conf, dict):
         raise CorruptFile("'conf' in the batch metadata is not an object", path=path)
@@ -162,8 +169,10 @@ def parse_commit_entry(batch_id: int, data: bytes, path: str) -> CommitEntry:
     """Parse ``commits/<batch_id>`` (v1, or v2 with checkpoint format version 2)."""
     lines = text_lines(data, path)
     version = log_version(lines[0], path, "commit log", (1, 2))
-    body = lines[1].strip() if len(lines) > 1 else ""
-    raw = json_object(body, path, 2) if body else {}
+    if len(lines) < 2 or not lines[1].strip():
+        raise CorruptFile("incomplete commit entry: no metadata line after the version "
+                          "(an interrupted write?)", path=path)
+    raw = json_object(lines[1].strip(), path, 2)
     unique_ids = raw.get("stateUniqueIds")
     if unique_ids is not None and not isinstance(unique_ids, dict):
         raise CorruptFile("'stateUniqueIds' is not an object", path=path)
@@ -193,4 +202,11 @@ def batch_id_of(name: str) -> int | None:
     but tolerating it costs nothing.
     """
     base = name.rsplit("/", 1)[-1].removesuffix(".compact")
-    return int(base) if base.isdigit() else None
+    if not (base.isascii() and base.isdigit()):
+        return None
+    batch = int(base)
+    return batch if batch <= MAX_BATCH_ID else None
+
+
+MAX_BATCH_ID = 2**63 - 1
+"""Spark's batch ids are Java longs: a longer all-digit name is not a batch to Spark."""

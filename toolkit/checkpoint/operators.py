@@ -18,6 +18,7 @@ from typing import Any
 
 from statekit.checkpoint.textfile import json_object, log_version, text_lines
 from statekit.errors import CorruptFile
+from statekit.formats.jsontext import loads_json
 
 DEFAULT_STORE = "default"
 
@@ -121,7 +122,7 @@ def parse_operator_metadata(data: bytes, path: str, batch_id: int | None = None
         text = raw.get("operatorPropertiesJson")
         if isinstance(text, str) and text:
             try:
-                properties = json.loads(text)
+                properties = loads_json(text)
             except json.JSONDecodeError as bad:
                 raise CorruptFile(f"operatorPropertiesJson is not JSON: {bad.msg}",
                                   path=path) from bad
@@ -135,3 +136,34 @@ def parse_operator_metadata(data: bytes, path: str, batch_id: int | None = None
         path=path,
         raw=raw,
     )
+
+
+DERIVED_VERSION = 0
+"""``OperatorMetadata.version`` of an operator statekit derived from the state folders
+because Spark wrote no metadata file (Spark 3.5 and older, and never-restarted queries)."""
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
+               "right-keyWithIndexToValue")
+
+
+def derive_operator(operator_id: int, stores: list[str], num_partitions: int,
+                    value_fields: list[str]) -> OperatorMetadata:
+    """Operator metadata for ``state/<op>`` from what its folders and schema files show.
+
+    Spark's own ``statestore`` reader needs only the operator id and store name, so this is
+    all a checkpoint without metadata needs. The name is inferred where the layout says it
+    unambiguously: the four join stores; a ``__dummy__`` value (dropDuplicates); a
+    ``groupState`` value (flatMapGroupsWithState / applyInPandasWithState); else
+    ``unknown``.
+    """
+    if set(JOIN_STORES) <= set(stores):
+        name = "symmetricHashJoin"
+    elif value_fields == ["__dummy__"]:
+        name = "dedupe"
+    elif "groupState" in value_fields:
+        name = "flatMapGroupsWithState"
+    else:
+        name = "unknown"
+    return OperatorMetadata(
+        operator_id=operator_id, name=name,
+        stores=tuple(StoreInfo(store, num_partitions) for store in sorted(stores)),
+        version=DERIVED_VERSION, raw={"derived": True})

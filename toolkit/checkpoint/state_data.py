@@ -18,8 +18,9 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
-from statekit.errors import UnsupportedFormat
-from statekit.formats.compression import normalize_codec, sniff_codec
+from statekit.checkpoint.logs import CONF_CODEC
+from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.compression import CODECS_SUPPORTED, normalize_codec, sniff_codec
 from statekit.formats.opening import open_binary
 from statekit.formats.records import StateRecord, read_state_file, records_from_bytes
 from statekit.formats.rocksdb_keys import strip_rocksdb_prefixes
@@ -73,10 +74,29 @@ def store_schemas(ckpt: Checkpoint) -> dict[tuple[int, str], StoreSchema]:
     return schemas
 
 
-def file_codec(ckpt: Checkpoint, head: bytes = b"") -> str:
-    """The codec of a state file: what its first bytes say, else what the query pinned."""
-    return sniff_codec(head) or normalize_codec(ckpt.conf.get(
-        "spark.sql.streaming.stateStore.compression.codec"))
+def file_codec(ckpt: Checkpoint, head: bytes = b"", shown: str = "") -> str:
+    """The codec Spark decodes a state file with: the one the query pinned.
+
+    Spark never guesses: a restart opens every state file with the pinned
+    ``spark.sql.streaming.stateStore.compression.codec``, and a file in another codec fails
+    it ("Stream is corrupted"). So a file whose first bytes say otherwise is corrupt, not
+    something to decode anyway; an unsupported pinned codec is refused. Only a checkpoint
+    that pins nothing (older Spark) has its codec read from the bytes.
+    """
+    pinned = ckpt.conf.get(CONF_CODEC)
+    sniffed = sniff_codec(head)
+    if pinned is None:
+        return sniffed or "lz4"
+    codec = normalize_codec(pinned)
+    if codec not in CODECS_SUPPORTED:
+        raise UnsupportedFormat(
+            f"the query pins state store codec {pinned!r} ({CONF_CODEC}); statekit decodes "
+            f"{', '.join(CODECS_SUPPORTED)}", path=shown or ckpt.location.url)
+    if sniffed is not None and sniffed != codec:
+        raise CorruptFile(
+            f"compressed with {sniffed} but the query pins {codec}; Spark fails reading it "
+            "(Stream is corrupted) — copied in from another checkpoint?", path=shown or None)
+    return codec
 
 
 def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
@@ -91,12 +111,12 @@ def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
                                 path=ckpt.display(file.path))
     shown = ckpt.display(file.path)
     if data is not None:
-        codec = file_codec(ckpt, data[:8])
+        codec = file_codec(ckpt, data[:8], shown)
         records = records_from_bytes(data, codec, file.kind, shown=shown)
     else:
         with open_binary(ckpt.fs, file.path, "state file", shown=shown) as handle:
             head = handle.read(8)
-        codec = file_codec(ckpt, head)
+        codec = file_codec(ckpt, head, shown)
         records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown)
     if file.kind != "changelog":
         return records

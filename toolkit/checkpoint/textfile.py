@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.jsontext import loads_json
 
 
 def text_lines(data: bytes, path: str) -> list[str]:
@@ -41,10 +42,11 @@ def log_version(line: str, path: str, kind: str, supported: tuple[int, ...]) -> 
 
 def json_object(text: str, path: str, line_no: int) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except json.JSONDecodeError as bad:
         raise CorruptFile(f"invalid JSON on line {line_no}: {bad.msg} (column {bad.colno})",
                           path=path) from bad
+
     if not isinstance(value, dict):
         raise CorruptFile(f"line {line_no} is JSON but not an object", path=path)
     return value

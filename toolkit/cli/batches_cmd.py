@@ -39,9 +39,15 @@ def batches_command(checkpoint: str, storage_option: tuple[str, ...], as_json: b
         table.add_column(name, justify=justify)
     for row in timeline.rows:
         committed = "yes" if row.committed else "[bold yellow]NO[/]"
+        if row.problem:
+            committed = "[bold red]damaged[/]"
         table.add_row(str(row.batch_id), committed, iso_ms(row.watermark_ms),
                       iso_ms(row.timestamp_ms),
                       human_duration(row.interval_ms / 1000 if row.interval_ms is not None
                                      else None),
                       dash(row.shuffle_partitions), escape("; ".join(row.sources)))
-    console().print(table)
+    out = console()
+    out.print(table)
+    for severity, line in timeline.problems:
+        style = "bold red" if severity == "error" else "yellow"
+        out.print(f"[{style}]{severity}[/] {escape(line)}")

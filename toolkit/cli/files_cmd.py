@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from statekit.cli.options import (
     checkpoint_options,
+    dumps_json,
     json_option,
     open_from_cli,
     parse_storage_options,
@@ -30,7 +30,7 @@ _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
 
 @click.command("schema")
 @checkpoint_options
-@click.option("--operator", type=int, help="Only this operator id.")
+@click.option("--operator", type=click.IntRange(min=0), help="Only this operator id.")
 @json_option
 def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                    as_json: bool) -> None:
@@ -38,10 +38,12 @@ def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
 
     Example: statekit schema demo/checkpoint
     """
+    from statekit.checkpoint.checkpoint import check_selection
     from statekit.checkpoint.state_data import store_schemas
     from statekit.formats.schema import simple_string, tree_string
 
     ckpt = open_from_cli(checkpoint, storage_option)
+    check_selection(ckpt, operator)
     operators = ckpt.operators
     schemas = {k: v for k, v in store_schemas(ckpt).items()
                if operator is None or k[0] == operator}
@@ -78,8 +80,9 @@ def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
 
 @click.command("ls")
 @checkpoint_options
-@click.option("--operator", type=int, default=0, show_default=True, help="Operator id.")
-@click.option("--partition", type=int, required=True, help="Partition id.")
+@click.option("--operator", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Operator id.")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="Partition id.")
 @click.option("--store", help="Store name (joins: e.g. left-keyToNumValues).")
 @json_option
 def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, partition: int,
@@ -93,7 +96,8 @@ def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, 
     """
     from statekit.state_files import list_instance
 
-    listing = list_instance(open_from_cli(checkpoint, storage_option), operator, partition,
+    listing = list_instance(open_from_cli(checkpoint, storage_option, "ledger"), operator,
+                            partition,
                             store)
     if as_json:
         print_json(listing.to_dict())
@@ -143,11 +147,11 @@ def dump_command(file: str, storage_option: tuple[str, ...], limit: int | None,
     records = islice(opened.records, limit) if limit is not None else opened.records
     if as_json:
         for r in records:
-            click.echo(json.dumps({
+            click.echo(dumps_json({
                 "op": r.op,
                 "key": r.key if r.key is not None else r.key_bytes.hex(),
                 "value": r.value if r.value is not None or r.value_bytes is None
-                else r.value_bytes.hex()}, default=str))
+                else r.value_bytes.hex()}))
         return
     table = Table(title=f"{opened.shown} ({opened.kind}"
                         + (", no schema: hex" if opened.schema is None else "") + ")",

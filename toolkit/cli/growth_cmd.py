@@ -39,7 +39,7 @@ _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold 
 @click.command("growth")
 @click.argument("checkpoint", metavar="[CKPT]", required=False)
 @storage_option
-@click.option("--operator", type=int, help="Only this operator id.")
+@click.option("--operator", type=click.IntRange(min=0), help="Only this operator id.")
 @click.option("--progress", "progress_log", metavar="FILE",
               help="StreamingQueryProgress JSON (one object per line, or a JSON array): "
                    "history beyond the retained batches.")
@@ -76,7 +76,12 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
     if deep and checkpoint is None:
         raise click.UsageError("--deep needs a checkpoint")
-    ckpt = open_from_cli(checkpoint, storage_option) if checkpoint is not None else None
+    ckpt = (open_from_cli(checkpoint, storage_option, "state") if checkpoint is not None
+            else None)
+    if ckpt is not None:
+        from statekit.checkpoint.checkpoint import check_selection
+
+        check_selection(ckpt, operator)
     progress = read_progress_log(progress_log, storage_option) if progress_log else ()
     with status(not as_json, "reading state files…") as on_progress:
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,

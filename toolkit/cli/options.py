@@ -7,6 +7,7 @@ way; following fsspec, a location string is resolved once — here — into a ``
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -78,15 +79,46 @@ def json_option(command: F) -> F:
                         help="Print JSON for machines instead of tables.")(command)
 
 
-def open_from_cli(checkpoint: str, storage_option: tuple[str, ...]) -> Checkpoint:
-    """Open the checkpoint a command was given (imports the model lazily)."""
+def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
+                  require: str | None = None) -> Checkpoint:
+    """Open the checkpoint a command was given (imports the model lazily).
+
+    ``require``: ``"ledger"`` stops (one line, the file named) when the offsets/commit logs
+    are damaged the way a restart would fail on; ``"state"`` also when the state a restart
+    loads is incomplete (lost partitions, missing change files). Commands that inspect a
+    damaged checkpoint (report, batches, schema, dump, the TUI) require nothing.
+    """
     from statekit.checkpoint import open_checkpoint
 
-    return open_checkpoint(checkpoint, parse_storage_options(storage_option))
+    ckpt = open_checkpoint(checkpoint, parse_storage_options(storage_option))
+    if require == "ledger":
+        ckpt.require_sound_ledger()
+    elif require == "state":
+        from statekit.report import raise_if_unsound
+
+        raise_if_unsound(ckpt)
+    return ckpt
+
+
+def standard_json(data: Any) -> Any:
+    """``data`` with every NaN or infinite float replaced by ``null``: Python's ``json`` would
+    write ``NaN``/``Infinity``, which no standard JSON parser (``jq``, browsers) accepts."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: standard_json(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [standard_json(value) for value in data]
+    return data
+
+
+def dumps_json(data: Any, **kwargs: Any) -> str:
+    """Standard JSON only (see :func:`standard_json`); ``kwargs`` go to ``json.dumps``."""
+    return json.dumps(standard_json(data), allow_nan=False, default=str, **kwargs)
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    click.echo(dumps_json(data, indent=2, sort_keys=False))
 
 
 def read_progress_log(path: str, storage_option: tuple[str, ...]
@@ -102,8 +134,12 @@ def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     import fsspec
 
     try:
-        with fsspec.open(path, "rt", encoding="utf-8",
-                         **parse_storage_options(storage_option)) as handle:
+        opened = fsspec.open(path, "rt", encoding="utf-8",
+                             **parse_storage_options(storage_option))
+        kind = opened.fs.info(opened.path).get("type")
+        if kind not in ("file", "directory"):  # a FIFO would block the read forever
+            raise BadInput("is not a regular file (a FIFO or device?)", path=path)
+        with opened as handle:
             text: str = handle.read()
     except FileNotFoundError:
         raise BadInput("no such file", path=path) from None

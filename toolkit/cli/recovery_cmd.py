@@ -58,12 +58,15 @@ if TYPE_CHECKING:
 @click.option("--measure", is_flag=True,
               help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
                    "and scale the model to what it measured.")
+@click.option("--verify", is_flag=True,
+              help="First read and decode every file the restart loads (no JVM); a damaged "
+                   "one stops the command with exit 4, naming it.")
 @spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
                      executors: int, progress_log: str | None, sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, master: str | None, confs: tuple[str, ...],
+                     measure: bool, verify: bool, master: str | None, confs: tuple[str, ...],
                      as_json: bool) -> None:
     """Estimate how long a restart spends loading state (and re-running uncommitted batches).
 
@@ -76,7 +79,15 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     from statekit.recovery import calibrate as run_calibration
 
     options = parse_storage_options(storage_option)
-    ckpt = open_from_cli(checkpoint, storage_option)
+    ckpt = open_from_cli(checkpoint, storage_option, "state")
+    verified = None
+    if verify:
+        from statekit.verify import verify_restart_path
+
+        with status(not as_json, "reading the files a restart loads…") as on_progress:
+            verified = verify_restart_path(ckpt, progress=on_progress)
+        if verified.damaged:
+            raise verified.damaged[0].to_error()
     slots = (cores or usable_cpus()) * executors
     sink_location: Location | None = resolve(sink, options) if sink else None
     timings: list[BatchTiming] | None = None
@@ -106,9 +117,17 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         data["calibration"] = measured.__dict__ if measured else None
         data["measurement"] = _measurement_dict(measurement)
         data["defaults"] = {k: v.__dict__ for k, v in DEFAULT_MODELS.items()}
+        data["verification"] = verified.to_dict() if verified is not None else None
         print_json(data)
         return
     _render(estimate, measured, measurement, rto)
+    out = console()
+    if verified is not None:
+        out.print(f"verified: {verified.files} files a restart reads "
+                  f"({human_bytes(verified.bytes)}) decode cleanly ({verified.elapsed_s:.2f} s)")
+    else:
+        out.print("[dim]state files not verified: this estimate assumes they load; "
+                  "--verify (or statekit report --verify) reads them first[/]")
 
 
 def _measure(ckpt: Checkpoint, model: CostModel, slots: int,

@@ -60,7 +60,7 @@ def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partit
     from statekit.jobs.repartition_action import prepare, run
 
     options = parse_storage_options(storage_option)
-    prepared = prepare(open_from_cli(checkpoint, storage_option), resolve(target, options),
+    prepared = prepare(open_from_cli(checkpoint, storage_option, "state"), resolve(target, options),
                        partitions, storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force)

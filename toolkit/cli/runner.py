@@ -14,7 +14,13 @@ import traceback
 
 import click
 
-from statekit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, StatekitError
+from statekit.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    StatekitError,
+)
 
 
 def fail(message: str, code: int) -> int:
@@ -33,9 +39,15 @@ def run_cli(command: click.Command, prog_name: str, args: list[str] | None = Non
             return result
     except click.exceptions.Exit as done:
         return done.exit_code
-    except click.ClickException as usage:
-        usage.show()
-        return usage.exit_code
+    except click.UsageError as usage:
+        if type(usage).__name__ == "NoArgsIsHelpError" and usage.ctx is not None:
+            click.echo(usage.ctx.get_help())  # `statekit` alone: the help, as click does
+            return EXIT_USAGE
+        hint = f" (see '{usage.ctx.command_path} --help')" if usage.ctx is not None else ""
+        return fail(usage.format_message() + hint, EXIT_USAGE)
+    except click.ClickException as problem:  # e.g. click.FileError: a path it cannot open
+        return fail(problem.format_message(),
+                    EXIT_BAD_INPUT if problem.exit_code == 1 else problem.exit_code)
     except click.Abort:
         return fail("interrupted", EXIT_INTERRUPTED)
     except KeyboardInterrupt:

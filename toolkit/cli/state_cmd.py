@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 def target_options(command: F) -> F:
     for option in reversed([
-        click.option("--operator", type=int, help="Operator id (default: the first)."),
+        click.option("--operator", type=click.IntRange(min=0),
+                     help="Operator id (default: the first)."),
         click.option("--store", help="Store name (joins: e.g. left-keyWithIndexToValue)."),
         click.option("--join-side", type=click.Choice(["left", "right"]),
                      help="Stream-stream joins: read one side's rows."),
@@ -57,7 +58,8 @@ class _Context:
                  timers: bool) -> None:
         from statekit.jobs.state_reader import resolve_target
 
-        self.ckpt = open_from_cli(checkpoint, storage_option)
+        self.ckpt = open_from_cli(checkpoint, storage_option, "state")
+        click.get_current_context().meta[_CKPT_META] = self.ckpt
         self.target = resolve_target(self.ckpt, batch=batch, operator=operator, store=store,
                                      join_side=join_side, state_var=state_var, timers=timers)
         self.master, self.confs = master, confs
@@ -72,7 +74,25 @@ class _Context:
         return target_batch(self.ckpt, self.target)
 
 
-@click.group("state")
+_CKPT_META = "statekit.state.checkpoint"
+
+
+class _StateGroup(click.Group):
+    """Every ``state`` command: a Spark load failure is traced to the damaged file."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from statekit.jobs.state_reader import StateLoadFailed, name_damaged_file
+
+        try:
+            return super().invoke(ctx)
+        except StateLoadFailed as failed:
+            ckpt = ctx.meta.get(_CKPT_META)
+            if ckpt is None:
+                raise
+            raise name_damaged_file(ckpt, failed) from failed
+
+
+@click.group("state", cls=_StateGroup)
 def state_group() -> None:
     """State rows through Spark's own state data source (starts a JVM).
 
@@ -85,7 +105,7 @@ def state_group() -> None:
 @checkpoint_options
 @target_options
 @click.option("--batch", type=int, help="Committed batch to read (default: the last).")
-@click.option("--partition", type=int, help="Only this partition.")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
 @click.option("--where", "where", help="Spark SQL filter, e.g. \"key.user_id = 'u42'\".")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="Rows to show.")
@@ -285,7 +305,7 @@ def operators_command(checkpoint: str, storage_option: tuple[str, ...], master: 
     from statekit.jobs.state_analysis import compare_operators
     from statekit.jobs.state_reader import spark_path
 
-    ckpt = open_from_cli(checkpoint, storage_option)
+    ckpt = open_from_cli(checkpoint, storage_option, "state")
     rows = compare_operators(start_spark_for(ckpt, "statekit-state", master, confs), ckpt,
                              spark_path(ckpt))
     if as_json:

@@ -25,7 +25,6 @@ RocksDB keys and values carry small prefixes before the UnsafeRow bytes; see
 from __future__ import annotations
 
 import io
-import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import open_decompressed
+from statekit.formats.jsontext import loads_json
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
 
@@ -331,7 +331,7 @@ def read_changelog(
     start = cur.pos
     lineage_raw = cur.utf("changelog lineage")
     try:
-        lineage = json.loads(lineage_raw)
+        lineage = loads_json(lineage_raw)
     except ValueError as exc:
         raise cur.corrupt(f"changelog lineage is not JSON ({exc})", start) from None
     header = ChangelogHeader(version, lineage, lineage_raw)

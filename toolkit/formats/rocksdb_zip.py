@@ -20,13 +20,13 @@ family fields are newer. Unknown fields are kept in ``raw``.
 
 from __future__ import annotations
 
-import json
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.jsontext import loads_json
 from statekit.formats.opening import open_binary
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def parse_metadata_bytes(data: bytes, *, path: str) -> RocksDBCheckpointMetadata
         raise UnsupportedFormat(f"RocksDB checkpoint metadata {version} is not supported "
                                 "(v1 is)", path=path)
     try:
-        obj = json.loads(body)
+        obj = loads_json(body)
     except ValueError as exc:
         raise CorruptFile(f"zip 'metadata' member is not JSON ({exc})", path=path) from None
     if not isinstance(obj, dict):

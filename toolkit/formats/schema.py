@@ -9,13 +9,13 @@ them (``simpleString`` and ``printSchema``'s tree).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.errors import CorruptFile
+from statekit.formats.jsontext import loads_json
 
 # Spark's JSON type name -> simpleString name (the DDL spelling).
 _SIMPLE_NAMES = {
@@ -231,7 +231,7 @@ def parse_struct_json(text: str, *, path: str | None = None) -> StructType:
         Not JSON, or not a struct.
     """
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
     except ValueError as exc:
         raise _bad(f"not JSON ({exc})", path) from None
     result = parse_spark_type(obj, path=path)

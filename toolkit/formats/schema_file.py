@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.formats.jsontext import loads_json
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
 from statekit.formats.schema import StructType, parse_struct_json
@@ -185,7 +186,7 @@ def _family(raw: dict[str, Any], path: str) -> ColumnFamilySchema:
         if not isinstance(text, str):
             return text
         try:
-            return json.loads(text)
+            return loads_json(text)
         except ValueError as exc:
             raise CorruptFile(f"schema file: {what} is not JSON ({exc})", path=path) from None
 
@@ -216,7 +217,7 @@ def _parse_v3_text(data: bytes, path: str) -> StateSchemaFile:
     families = []
     for line in filter(str.strip, lines):
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
         except ValueError as exc:
             raise CorruptFile(f"schema file v3: a line is not JSON ({exc})", path=path) from None
         if not isinstance(obj, dict):

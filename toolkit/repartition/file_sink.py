@@ -14,11 +14,11 @@ to the new checkpoint: the source checkpoint must not be restarted against it.
 
 from __future__ import annotations
 
-import json
 import posixpath
 
 from statekit.checkpoint.location import Location
 from statekit.errors import BadInput, CorruptFile, UnsafeOperation
+from statekit.formats.jsontext import loads_json
 
 DEFAULT_COMPACT_INTERVAL = 10
 """``spark.sql.streaming.fileSink.log.compactInterval``."""
@@ -68,7 +68,7 @@ def repartition_entry(sink: Location, batch: int) -> tuple[str, bytes]:
             raise CorruptFile(f"_spark_metadata lacks batch {b}", path=sink.url)
         shown = f"{sink.url.rstrip('/')}/_spark_metadata/{name}"
         for line in _entries(sink.fs.cat_file(posixpath.join(log, name)), shown):
-            entry = json.loads(line)
+            entry = loads_json(line)
             if entry.get("action") == "delete":
                 merged.pop(entry.get("path"), None)
             else:

@@ -18,6 +18,7 @@ import re
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
 from statekit.errors import CorruptFile
+from statekit.formats.jsontext import loads_json
 from statekit.repartition.plan import RepartitionPlan
 from statekit.repartition.staging import Staging
 
@@ -34,7 +35,7 @@ def _lines(data: bytes, shown: str) -> list[str]:
 def repartition_offsets(data: bytes, partitions: int, shown: str) -> bytes:
     """Offsets entry N + 1: N's, with the new shuffle-partition count pinned."""
     lines = _lines(data, shown)
-    meta = json.loads(lines[1])
+    meta = loads_json(lines[1])
     meta.setdefault("conf", {})[CONF_SHUFFLE_PARTITIONS] = str(partitions)
     lines[1] = json.dumps(meta, separators=(",", ":"))
     return "\n".join(lines).encode()
@@ -44,7 +45,7 @@ def operator_metadata(data: bytes, partitions: int, shown: str) -> bytes:
     """Operator metadata (v1 ``_metadata/metadata`` or v2 ``_metadata/v2/<batch>``) with
     every store's ``numPartitions`` set to the new count."""
     lines = _lines(data, shown)
-    meta = json.loads(lines[1])
+    meta = loads_json(lines[1])
     for store in meta.get("stateStoreInfo") or []:
         store["numPartitions"] = partitions
     lines[1] = json.dumps(meta, separators=(",", ":"))

@@ -1,0 +1,129 @@
+"""The checksum files Hadoop and Spark write beside state files, and how to check them.
+
+Two kinds exist, and both are exact corruption checks that cost a small read, not a decode:
+
+* Hadoop's hidden ``.<name>.crc`` (``ChecksumFileSystem``: the local filesystem and HDFS
+  clients that use it): ``crc\\0``, a big-endian int ``bytesPerChecksum`` (512), then one
+  big-endian CRC32 per chunk. Its *size* alone says how long the data file must be — a free
+  truncation check from the listing — and Hadoop verifies the CRCs whenever Spark reads the
+  file, so a mismatch is a file a restart fails on.
+* Spark 4.1's visible ``<name>.crc``: one JSON object with the file's CRC32C and
+  ``mainFileSize``.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from statekit.errors import CorruptFile
+from statekit.formats.jsontext import loads_json
+
+HADOOP_CRC_MAGIC = b"crc\x00"
+HADOOP_BYTES_PER_CHECKSUM = 512
+"""Hadoop's default ``io.bytes.per.checksum``; the header of each file says its own."""
+
+
+def data_name_of(crc_name: str) -> tuple[str, bool]:
+    """The data file a checksum file belongs to, and whether it is Hadoop's hidden kind."""
+    base = crc_name.removesuffix(".crc")
+    if base.startswith("."):
+        return base[1:], True
+    return base, False
+
+
+def hadoop_size_matches(data_size: int, crc_size: int,
+                        bytes_per_checksum: int = HADOOP_BYTES_PER_CHECKSUM) -> bool:
+    """Whether a data file of ``data_size`` bytes fits a Hadoop ``.crc`` of ``crc_size``."""
+    if crc_size < 8 or (crc_size - 8) % 4:
+        return False
+    chunks = (crc_size - 8) // 4
+    return (chunks - 1) * bytes_per_checksum < data_size <= chunks * bytes_per_checksum \
+        if data_size else chunks == 0
+
+
+@dataclass(frozen=True)
+class ChecksumMismatch:
+    """Where a data file stops matching its checksum file."""
+
+    message: str
+    offset: int | None = None
+
+
+def check_hadoop_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch | None:
+    """Compare ``data`` with Hadoop's ``.crc`` bytes; ``None`` when they agree."""
+    if len(crc) < 8 or crc[:4] != HADOOP_CRC_MAGIC:
+        raise CorruptFile("not a Hadoop checksum file (no 'crc\\0' header)", path=crc_path)
+    (per_chunk,) = struct.unpack(">i", crc[4:8])
+    if per_chunk <= 0 or (len(crc) - 8) % 4:
+        raise CorruptFile("damaged Hadoop checksum file header", path=crc_path)
+    expected = [v for (v,) in struct.iter_unpack(">I", crc[8:])]
+    chunks = (len(data) + per_chunk - 1) // per_chunk
+    if chunks != len(expected):
+        return ChecksumMismatch(f"is {len(data)} bytes but its checksum file covers "
+                                f"{len(expected)} chunks of {per_chunk} (truncated or "
+                                "extended after it was written)")
+    for index, want in enumerate(expected):
+        start = index * per_chunk
+        if zlib.crc32(data[start:start + per_chunk]) != want:
+            return ChecksumMismatch(f"CRC32 of bytes {start}..{start + per_chunk} differs "
+                                    "from its checksum file (bytes changed on disk)", start)
+    return None
+
+
+def check_spark_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch | None:
+    """Compare ``data`` with Spark's JSON ``<name>.crc`` (CRC32C and ``mainFileSize``)."""
+    try:
+        meta = loads_json(crc)
+    except ValueError as bad:
+        raise CorruptFile(f"checksum file is not JSON ({bad})", path=crc_path) from None
+    if not isinstance(meta, dict):
+        raise CorruptFile("checksum file is not a JSON object", path=crc_path)
+    size = meta.get("mainFileSize")
+    if isinstance(size, int) and size != len(data):
+        return ChecksumMismatch(f"is {len(data)} bytes but its checksum file says {size} "
+                                "(truncated or extended after it was written)")
+    want = meta.get("checksum")
+    if isinstance(want, int):
+        got = crc32c(data)
+        if got != want and got != want & 0xFFFFFFFF and (got - (1 << 32)) != want:
+            return ChecksumMismatch("CRC32C differs from its checksum file (bytes changed "
+                                    "on disk)")
+    return None
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE: list[int] = []
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli), from ``google_crc32c`` / ``crc32c`` when installed, else a table
+    (slow, but only Spark 4.1's checksum files need it)."""
+    try:
+        import google_crc32c
+
+        return int(google_crc32c.value(data))
+    except ImportError:
+        pass
+    try:
+        import crc32c as fast  # type: ignore[import-not-found]
+
+        return int(fast.crc32c(data))
+    except ImportError:
+        pass
+    if not _TABLE:
+        _TABLE.extend(_crc32c_table())
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
