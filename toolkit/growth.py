@@ -337,11 +337,14 @@ def _projection(name: str, limit: float | None, trend: Trend | None,
 
 
 def batch_timestamps(ckpt: Checkpoint, versions: Sequence[int]) -> dict[int, int | None]:
-    """Version → its batch's timestamp (version v is written by batch v − 1)."""
-    planned = set(ckpt.planned_batches)
-    wanted = [v - 1 for v in versions if v - 1 in planned]
-    offsets = ckpt.load_offsets(wanted)
-    return {b + 1: entry.timestamp_ms for b, entry in offsets.items()}
+    """Version → its batch's timestamp (version v is written by batch v − 1); ``None`` where
+    the ledger audit found the entry unreadable or its clock skewed (a rate from such a
+    timestamp would be wrong; ``statekit report`` names the file)."""
+    ledger = ckpt.ledger
+    skewed = {p.batch_id for p in ledger.problems if p.code == "clock-skew"}
+    return {v: ledger.offsets[v - 1].timestamp_ms
+            if v - 1 in ledger.offsets and v - 1 not in skewed else None
+            for v in versions if v - 1 in ledger.offsets}
 
 
 def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,

@@ -472,7 +472,8 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
                 "progress log: median of the last 20 batches")
     committed = ckpt.committed_batches[-12:]
     pending = ckpt.uncommitted_batches[:1]
-    stamps = ckpt.load_offsets([*committed, *pending])
+    readable = ckpt.ledger.offsets  # a damaged old entry costs its timestamp, not the answer
+    stamps = {b: readable[b] for b in [*committed, *pending] if b in readable}
     times = [ms for b in sorted(stamps) if (ms := stamps[b].timestamp_ms)]
     gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     if not gaps:

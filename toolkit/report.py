@@ -9,6 +9,7 @@ what looks wrong into :class:`Finding` objects phrased for the person on call.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections import Counter
@@ -20,7 +21,7 @@ from statekit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_fact
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
-from statekit.checkpoint.state_data import zip_metadata
+from statekit.checkpoint.state_data import store_schemas, zip_metadata
 from statekit.errors import EXIT_CORRUPT, StatekitError
 from statekit.formats.checksum_files import hadoop_size_matches
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
@@ -272,14 +273,16 @@ def _log_findings(ckpt: Checkpoint) -> list[Finding]:
             f"batch {batch} is a repartition to {entries[batch].shuffle_partitions} partitions "
             f"(from {committed_parts}) that never committed; Spark refuses to restart "
             "(STREAMING_UNFINISHED_REPARTITION_DETECTED) until it is completed or the entry is "
-            "removed; Spark's in-place repartition supports the RocksDB provider only"))
+            "removed; Spark's in-place repartition supports the RocksDB provider only",
+            path=ckpt.display(ckpt.log_paths("offsets")[batch])))
     others = [b for b in entries if b not in repartition]
     if others:
         found.append(Finding(
             "uncommitted-batch", "warning",
             f"batch{'es' if len(others) > 1 else ''} {_span(others)} planned but not committed: "
             "the query crashed or is running right now. On restart Spark re-runs "
-            f"{'them' if len(others) > 1 else 'it'} with the same offsets"))
+            f"{'them' if len(others) > 1 else 'it'} with the same offsets",
+            path=ckpt.display(ckpt.log_paths("offsets")[others[-1]])))
     return found
 
 
@@ -304,13 +307,19 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     else:
         deltas, source = SPARK_DEFAULT_MIN_DELTAS, "spark-default"
     inventory = ckpt.inventory
-    operators = ckpt.operators
+    findings = _log_findings(ckpt)
+    try:
+        operators = ckpt.operators
+    except StatekitError as error:  # a restart fails on it too; the files are still shown
+        operators = {}
+        findings.append(Finding("corrupt-metadata", "error", str(error), path=error.path,
+                                exit_code=error.exit_code))
+    findings.extend(_schema_findings(ckpt))
     committed = ckpt.committed_batches
     first = committed[0] if committed else None
     last = ckpt.last_committed_batch
     codec = latest.codec if latest else "lz4"
     stores: list[StoreReport] = []
-    findings = _log_findings(ckpt)
     # The committed batch's confs (an uncommitted repartition has a finding of its own).
     pinned_entry = ckpt.ledger.offsets.get(last) if last is not None else latest
     op_ids = sorted(set(inventory.operator_ids) | set(operators))
@@ -362,9 +371,9 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                     "edited or copied from another query", operator_id=op_id, store=store,
                     path=ckpt.display(ckpt.location.path("state", str(op_id), "_metadata"))))
     findings.extend(_checksum_size_findings(ckpt, last))
-    if ckpt.odd_state_entries:
+    if ckpt.odd_state_entries:  # first: the most specific cause of what follows
         odd = ckpt.odd_state_entries
-        findings.append(Finding(
+        findings.insert(0, Finding(
             "not-a-file", "error",
             f"{len(odd)} entries under state/ are neither files nor folders (FIFO, socket, "
             f"dangling or looping symlink), first {ckpt.display(odd[0])}; Spark fails "
@@ -416,8 +425,14 @@ def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | N
         zips = [f for f in instance.of_kind("zip") if f.version == version]
         if zips:
             chosen[instance.partition] = zips[-1]
-    found = zip_metadata(ckpt, list(chosen.values())) if chosen else {}
-    return {part: found[file.path] for part, file in chosen.items()}
+    try:
+        found = zip_metadata(ckpt, list(chosen.values())) if chosen else {}
+    except StatekitError:  # one is damaged: read them one by one, skip the damaged ones
+        found = {}
+        for file in chosen.values():
+            with contextlib.suppress(StatekitError):
+                found.update(zip_metadata(ckpt, [file]))
+    return {part: found[file.path] for part, file in chosen.items() if file.path in found}
 
 
 def _provider_of(kinds: Counter[str], pinned: str) -> str:
@@ -427,6 +442,17 @@ def _provider_of(kinds: Counter[str], pinned: str) -> str:
     if kinds["delta"] or kinds["snapshot"]:
         return "hdfs"
     return pinned
+
+
+def _schema_findings(ckpt: Checkpoint) -> list[Finding]:
+    """Schema files Spark reads at every start (its schema compatibility check)."""
+    try:
+        store_schemas(ckpt)
+    except StatekitError as error:
+        return [Finding("corrupt-schema", "error",
+                        f"{error}; Spark reads this schema file when the query starts and "
+                        "fails", path=error.path, exit_code=error.exit_code)]
+    return []
 
 
 def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]:

@@ -344,19 +344,30 @@ def check_selection(ckpt: Checkpoint, operator: int | None = None,
                     partition: int | None = None) -> None:
     """Refuse an ``--operator``/``--partition`` the checkpoint does not have (an empty table
     with exit 0 would read as "nothing wrong there")."""
-    operators = sorted(set(ckpt.inventory.operator_ids) | set(ckpt.operators))
+    try:
+        declared_ops = ckpt.operators
+    except StatekitError:  # damaged operator metadata: the report says so; go by folders
+        declared_ops = {}
+    operators = sorted(set(ckpt.inventory.operator_ids) | set(declared_ops))
     if operator is not None and operator not in operators:
         raise BadInput(f"no operator {operator} (operators: "
                        f"{', '.join(map(str, operators)) or 'none'})", path=ckpt.location.url)
     if partition is not None:
         chosen = [operator] if operator is not None else operators
         parts = {key[2] for key in ckpt.inventory.instances if key[0] in chosen}
-        declared = [s.num_partitions for op in chosen if op in ckpt.operators
-                    for s in ckpt.operators[op].stores if s.num_partitions]
+        declared = [s.num_partitions for op in chosen if op in declared_ops
+                    for s in declared_ops[op].stores if s.num_partitions]
         count = max([*declared, *(p + 1 for p in parts)], default=0)
         if partition >= count:
             have = f"the state has partitions 0..{count - 1}" if count else "no state at all"
             raise BadInput(f"no partition {partition}: {have}", path=ckpt.location.url)
+
+
+def _is_regular_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:  # a symlink loop
+        return False
 
 
 def _walk_local(prefix: str, odd: list[str]) -> Iterator[tuple[str, int]]:
@@ -373,7 +384,7 @@ def _walk_local(prefix: str, odd: list[str]) -> Iterator[tuple[str, int]]:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(entry.path)
-                elif not entry.is_file():
+                elif not _is_regular_file(entry):
                     odd.append(entry.path)
                 else:
                     yield entry.path, entry.stat().st_size

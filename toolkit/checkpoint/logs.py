@@ -22,6 +22,7 @@ from typing import Any
 
 from statekit.checkpoint.textfile import json_object, log_version, text_lines
 from statekit.errors import CorruptFile
+from statekit.formats.jsontext import loads_json
 
 VOID_OFFSET = "-"
 
@@ -136,6 +137,12 @@ def parse_offset_entry(batch_id: int, data: bytes, path: str) -> OffsetEntry:
             if not colon:
                 raise CorruptFile(f"line {position + 3} is not 'sourceId:offset'", path=path)
         offset = offset.strip()
+        if offset != VOID_OFFSET:
+            try:  # every source's offset is JSON (Spark's SerializedOffset)
+                loads_json(offset)
+            except ValueError as bad:
+                raise CorruptFile(f"the source offset on line {position + 3} is not JSON "
+                                  f"({bad})", path=path) from None
         sources.append(SourceOffset(name, None if offset == VOID_OFFSET else offset))
     return OffsetEntry(
         batch_id=batch_id,

@@ -7,8 +7,8 @@ Two kinds exist, and both are exact corruption checks that cost a small read, no
   big-endian CRC32 per chunk. Its *size* alone says how long the data file must be — a free
   truncation check from the listing — and Hadoop verifies the CRCs whenever Spark reads the
   file, so a mismatch is a file a restart fails on.
-* Spark 4.1's visible ``<name>.crc``: one JSON object with the file's CRC32C and
-  ``mainFileSize``.
+* Spark 4.1's visible ``<name>.crc``: one JSON object,
+  ``{"algorithm":"CRC32C","value":…,"mainFileSize":…,"timestampMs":…,"creator":{…}}``.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def check_spark_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch 
     if isinstance(size, int) and size != len(data):
         return ChecksumMismatch(f"is {len(data)} bytes but its checksum file says {size} "
                                 "(truncated or extended after it was written)")
-    want = meta.get("checksum")
-    if isinstance(want, int):
+    want = meta.get("value")
+    if isinstance(want, int) and str(meta.get("algorithm", "CRC32C")).upper() == "CRC32C":
         got = crc32c(data)
         if got != want and got != want & 0xFFFFFFFF and (got - (1 << 32)) != want:
             return ChecksumMismatch("CRC32C differs from its checksum file (bytes changed "

@@ -169,8 +169,8 @@ def check_operators(ckpt: Checkpoint) -> None:
 def _looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
     """Why the query looks like it is running (a recent batch), or None."""
     batches = ckpt.planned_batches[-12:]
-    stamps = [e.timestamp_ms for b, e in sorted(ckpt.load_offsets(batches).items())
-              if e.timestamp_ms]
+    readable = ckpt.ledger.offsets
+    stamps = [ms for b in batches if b in readable and (ms := readable[b].timestamp_ms)]
     if not stamps:
         return None
     gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
