@@ -246,7 +246,7 @@ def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
         return failed
     if not found.damaged:
         return failed
-    first = found.damaged[0]
+    first = (found.fatal or found.damaged)[0]
     error = StatekitError(f"{first.message}; Spark cannot load the state "
                           f"({failed.spark_line.split(' (cause:')[0]})", path=first.path)
     error.exit_code = first.exit_code

@@ -384,7 +384,11 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
             ckpt, operator=operator, partitions={partition} if partition is not None else None,
             progress=progress)
         findings.extend(Finding(
-            "damaged-file", "error", f"{d.line}; a restart reads this file and fails",
+            "damaged-file", "error" if d.repaired_from is None else "warning",
+            f"{d.line}; " + ("a restart reads this file and fails" if d.repaired_from is None
+                             else f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by "
+                             f"loading version {d.repaired_from} and replaying the change files "
+                             "after it; Spark versions without that repair fail"),
             operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
             else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged)
     files = list(inventory.all_files())
@@ -474,7 +478,11 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
         return []
     needed = {f.path for i in inventory.instances.values()
               for f in (i.files_to_load(last + 1) if last is not None else ())}
-    restart = [f for f in bad if f.path in needed]
+    # a damaged snapshot/zip with an older chain on disk is repaired on restart (Spark 4.3)
+    restart = [f for f in bad if f.path in needed and not (
+        last is not None and f.kind in ("snapshot", "zip") and f.version is not None
+        and _older_chain_present(inventory.instances[(f.operator_id, f.store, f.partition)],
+                                 last + 1, f.version))]
     first = (restart or bad)[0]
     return [Finding(
         "size-mismatch", "error" if restart else "warning",
@@ -484,6 +492,14 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
                                    "fails" if restart else "; none is read on restart"),
         operator_id=first.operator_id, store=first.store,
         partitions=tuple(sorted({f.partition for f in bad})), path=ckpt.display(first.path))]
+
+
+def _older_chain_present(instance: StoreInstance, version: int, bad: int) -> bool:
+    """Whether ``version`` can be rebuilt without the base file at ``bad``: an older base
+    (or none: version 0) and every change file after it are on disk."""
+    changes = set(instance.change_versions)
+    return any(all(v in changes for v in range(base + 1, version + 1))
+               for base in [*(v for v in instance.snapshot_versions if v < bad), 0])
 
 
 def raise_if_unsound(ckpt: Checkpoint, *, verify: bool = False) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.inventory import CHANGE_KINDS, StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
 from statekit.errors import EXIT_CORRUPT, StatekitError
@@ -37,6 +37,10 @@ class DamagedFile:
     exit_code: int = EXIT_CORRUPT
     operator_id: int | None = None
     partition: int | None = None
+    repaired_from: int | None = None
+    """A damaged snapshot/zip with an intact older chain: the version Spark's automatic
+    snapshot repair (``autoSnapshotRepair``) loads instead, replaying the change files after
+    it — as measured with pyspark 4.3. Spark versions without that repair fail."""
 
     @property
     def line(self) -> str:
@@ -63,9 +67,15 @@ class Verification:
     def ok(self) -> bool:
         return not self.damaged
 
+    @property
+    def fatal(self) -> tuple[DamagedFile, ...]:
+        """The damaged files no older chain stands in for: a restart fails on them."""
+        return tuple(d for d in self.damaged if d.repaired_from is None)
+
     def to_dict(self) -> dict[str, object]:
         return {"version": self.version, "files": self.files, "bytes": self.bytes,
-                "damaged": [{"path": d.path, "message": d.message} for d in self.damaged],
+                "damaged": [{"path": d.path, "message": d.message,
+                             "repaired_from": d.repaired_from} for d in self.damaged],
                 "elapsed_s": self.elapsed_s}
 
 
@@ -91,10 +101,31 @@ class _VerifyGroup:
                 files += 1
                 size += file.size
                 problem = _verify_file(ckpt, file)
-                if problem is not None:
-                    damaged.append(problem)
-                    break  # the rest of this chain cannot be applied anyway
+                if problem is None:
+                    continue
+                if file.kind in ("snapshot", "zip") and file.version is not None:
+                    fallback = _fallback(ckpt, instance, self.version, file.version)
+                    if fallback is not None:
+                        problem = replace(problem, repaired_from=fallback)
+                damaged.append(problem)
+                break  # the rest of this chain cannot be applied anyway
         return files, size, damaged
+
+
+def _fallback(ckpt: Checkpoint, instance: StoreInstance, version: int, bad: int
+              ) -> int | None:
+    """The older base version (0: empty) a restart can load instead of the damaged base at
+    ``bad``, when it and every change file up to ``version`` are present and decode."""
+    older = [v for v in instance.snapshot_versions if v < bad]
+    for base in [*reversed(older), 0]:
+        changes = {f.version: f for f in instance.of_kind(*CHANGE_KINDS)
+                   if f.version is not None and base < f.version <= version}
+        if len(changes) != version - base:
+            continue
+        bases = [f for f in instance.files if f.kind in ("snapshot", "zip") and f.version == base]
+        if all(_verify_file(ckpt, f) is None for f in [*bases, *changes.values()]):
+            return base
+    return None
 
 
 def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:

@@ -183,7 +183,73 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
             assert names(err), err
     if fault.read_only:
         code, _, err = run(["recovery", root, "--verify"])
-        assert code == fault.code and names(err), err
+        if fault.severity == "error":
+            assert code == fault.code and names(err), err
+        else:  # repaired on restart: the estimate stands
+            assert code == 0, err
     for name in ("batches", "schema", "ls", "dump"):
         code, _, err = results[name]
         assert code in (0, fault.code, 3, 4, 5), f"{name}: {code} {err!r}"
+
+
+SPARK_CASES = ["change-file-truncated@hdfs",
+               "change-file-bytes-flipped@changelog", "zip-truncated@zips",
+               "sst-bytes-flipped@zips", "partition-folder-missing@hdfs",
+               "commit-garbage@changelog", "conf-codec-snappy@hdfs"]
+
+
+@pytest.mark.parametrize("case", SPARK_CASES)
+def test_fault_through_spark_backed_commands(case: str, pristine, spark, tmp_path):
+    """The `state` and `repartition` commands: refused before Spark starts when the model
+    sees the damage, else Spark's load failure traced to the damaged file — one line."""
+    name, checkpoint = case.split("@")
+    fault = next(f for f in FAULTS if f.name == name)
+    source, facts = pristine[checkpoint]
+    root = tmp_path / "ck"
+    shutil.copytree(source, root, symlinks=True)
+    rel = fault.apply(root, facts)
+    for args in (["state", "show", root, "--partition", "1", "--limit", "3"],
+                 ["repartition", root, "--out", tmp_path / "out", "--partitions", "2",
+                  "--dry-run", "--force"]):
+        code, _, err = run(args)
+        assert code == fault.code, f"{case} {args[0]}: {code} {err!r}"
+        assert err.count("\n") == 1 and err.startswith("statekit: error: "), err
+        assert _names_damage(err, root, fault, rel, facts.restart_files[-1]), err
+        assert "Py4J" not in err and "internal error" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_jvm_command_prints_one_line_and_no_jvm_noise(pristine, tmp_path):
+    """A fresh process: the JVM's start-up warning never reaches the user's terminal."""
+    import subprocess
+    import sys
+
+    source, facts = pristine["hdfs"]
+    root = tmp_path / "ck"
+    shutil.copytree(source, root, symlinks=True)
+    fault = next(f for f in FAULTS if f.name == "change-file-bytes-flipped")
+    rel = fault.apply(root, facts)
+    done = subprocess.run([sys.executable, "-m", "statekit", "state", "show", str(root)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"statekit: error: {root}/{rel}: "), done.stderr
+
+
+def test_a_damaged_snapshot_is_repaired_by_spark_as_the_report_says(pristine, spark, tmp_path):
+    """The report calls a damaged snapshot with an intact older chain a warning because
+    Spark 4.3 loads the older chain instead: Spark's reader must return every row."""
+    source, facts = pristine["hdfs"]
+    root = tmp_path / "ck"
+    shutil.copytree(source, root, symlinks=True)
+    before = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])
+    rel = next(f for f in FAULTS if f.name == "snapshot-bytes-flipped").apply(root, facts)
+    report = _strict_json(run(["report", root, "--verify", "--json"])[1])
+    [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
+    assert finding["severity"] == "warning" and rel in finding["path"]
+    after = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])
+    assert after[0] == before[0] == 0, after[2]
+    def rows(result: tuple[int, str, str]) -> list[str]:
+        return sorted(json.dumps(r, sort_keys=True) for r in _strict_json(result[1])["rows"])
+
+    assert rows(after) == rows(before) and rows(after)

@@ -86,8 +86,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
 
         with status(not as_json, "reading the files a restart loads…") as on_progress:
             verified = verify_restart_path(ckpt, progress=on_progress)
-        if verified.damaged:
-            raise verified.damaged[0].to_error()
+        if verified.fatal:
+            raise verified.fatal[0].to_error()
     slots = (cores or usable_cpus()) * executors
     sink_location: Location | None = resolve(sink, options) if sink else None
     timings: list[BatchTiming] | None = None
