@@ -468,11 +468,12 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
     checked = 0
     bad: list[StateFile] = []
     for file in inventory.all_files():
-        crc = inventory.checksum_of(file.path)
-        if crc is None or not crc[0].rsplit("/", 1)[-1].startswith("."):
+        hidden = [c for c in inventory.checksums_of(file.path)
+                  if c[0].rsplit("/", 1)[-1].startswith(".")]
+        if not hidden:
             continue
         checked += 1
-        if not hadoop_size_matches(file.size, crc[1]):
+        if not hadoop_size_matches(file.size, hidden[0][1]):
             bad.append(file)
     if not bad or len(bad) * 2 > checked:
         return []

@@ -132,12 +132,10 @@ def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:
     shown = ckpt.display(file.path)
     try:
         data = ckpt.read_bytes(file.path)
-        crc = ckpt.inventory.checksum_of(file.path)
-        if crc is not None:
-            crc_bytes = ckpt.read_bytes(crc[0])
-            hidden = crc[0].rsplit("/", 1)[-1].startswith(".")
+        for crc_path, _ in ckpt.inventory.checksums_of(file.path):
+            hidden = crc_path.rsplit("/", 1)[-1].startswith(".")
             check = check_hadoop_crc if hidden else check_spark_crc
-            mismatch = check(data, crc_bytes, ckpt.display(crc[0]))
+            mismatch = check(data, ckpt.read_bytes(crc_path), ckpt.display(crc_path))
             if mismatch is not None:
                 return DamagedFile(shown, mismatch.message, EXIT_CORRUPT, file.operator_id,
                                    file.partition)

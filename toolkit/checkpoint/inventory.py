@@ -102,12 +102,12 @@ class StateInventory:
     crc_files: int = 0
     listed_files: int = 0
     unknown_files: tuple[MetaFile, ...] = field(default=())
-    checksums: dict[str, tuple[str, int]] = field(default_factory=dict)
-    """``{data file path: (checksum file path, its size)}`` for Hadoop's hidden
-    ``.<name>.crc`` and Spark 4.1's visible ``<name>.crc`` files."""
+    checksums: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    """``{data file path: [(checksum file path, its size)]}``: Hadoop's hidden
+    ``.<name>.crc`` and Spark 4.1's visible ``<name>.crc`` (a file may have both)."""
 
-    def checksum_of(self, path: str) -> tuple[str, int] | None:
-        return self.checksums.get(path)
+    def checksums_of(self, path: str) -> list[tuple[str, int]]:
+        return self.checksums.get(path, [])
 
     @property
     def operator_ids(self) -> list[int]:
@@ -152,13 +152,13 @@ def build_inventory(listing: Iterable[tuple[str, int]],
     meta: list[MetaFile] = []
     unknown: list[MetaFile] = []
     crc_files = listed = 0
-    checksums: dict[str, tuple[str, int]] = {}
+    checksums: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for path, size in listing:
         listed += 1
         if path.endswith(".crc"):  # checksums: kept aside, never mixed into the data files
             crc_files += 1
             folder, _, name = path.rpartition("/")
-            checksums[f"{folder}/{data_name_of(name)[0]}"] = (path, size)
+            checksums[f"{folder}/{data_name_of(name)[0]}"].append((path, size))
             continue
         item = classify(relative(path), size, path)
         if isinstance(item, StateFile):
@@ -180,4 +180,4 @@ def build_inventory(listing: Iterable[tuple[str, int]],
             instances.setdefault(key, StoreInstance(*key, files=()))
     return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,
                           listed_files=listed, unknown_files=tuple(unknown),
-                          checksums=checksums)
+                          checksums=dict(checksums))
