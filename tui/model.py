@@ -48,6 +48,15 @@ FINDING_HELP = {
     "uncommitted-batch": "a planned batch has no commit: the restart re-runs it",
     "unfinished-repartition": "a repartition batch was planned but not committed: Spark "
                               "refuses to restart until it is finished or removed",
+    "corrupt-log": "an offsets or commit entry does not parse",
+    "odd-log-entry": "a log entry is a folder, symlink or FIFO instead of a file",
+    "missing-log": "the offsets or commits folder is gone",
+    "extra-partitions": "state partitions beyond the query's partition count",
+    "partition-mismatch": "operator metadata and the pinned partition count disagree",
+    "damaged-file": "a state file does not decode (statekit report --verify)",
+    "size-mismatch": "a state file's size disagrees with its checksum file",
+    "not-a-file": "an entry under state/ is not a regular file",
+    "clock-skew": "batch timestamps go backwards or lie in the future",
 }
 
 

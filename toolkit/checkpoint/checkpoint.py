@@ -39,13 +39,15 @@ if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem
 
 _MARKERS = ("metadata", "offsets", "commits")
+CHANGED_WHILE_READING = "changed while reading"
+"""The words of every error caused by a running query changing the checkpoint mid-read."""
 _Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 
 
 def _io_error(error: OSError, shown: str) -> BadInput:
     if isinstance(error, FileNotFoundError):
-        return BadInput("file disappeared while reading (is a query or cleanup running?)",
-                        path=shown)
+        return BadInput(f"{CHANGED_WHILE_READING}: it disappeared (a running query or its "
+                        "cleanup removed it); run the command again", path=shown)
     if isinstance(error, PermissionError):
         return BadInput("permission denied", path=shown)
     if isinstance(error, IsADirectoryError):

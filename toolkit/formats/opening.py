@@ -22,8 +22,9 @@ def open_binary(fs: AbstractFileSystem, path: str, what: str, *,
     try:
         stream: BinaryIO = fs.open(path, "rb")
         return stream
-    except FileNotFoundError:
-        raise BadInput(f"{what} not found", path=shown) from None
+    except FileNotFoundError:  # it was listed a moment ago
+        raise BadInput(f"{what} not found: changed while reading (a running query or its "
+                       "cleanup removed it?); run the command again", path=shown) from None
     except PermissionError:
         raise BadInput(f"{what} is not readable (permission denied)", path=shown) from None
     except IsADirectoryError:
