@@ -29,7 +29,8 @@ def _keys_by_version(growth: dict) -> dict[tuple[str, int], int]:
 
 @pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
 def test_reads_during_a_running_query_are_consistent_or_one_line(provider, spark, tmp_path):
-    from statekit.reference_pipeline.pipeline import RunOptions, run as run_pipeline
+    from statekit.reference_pipeline.pipeline import RunOptions
+    from statekit.reference_pipeline.pipeline import run as run_pipeline
 
     landing = tmp_path / "landing"
     generate(landing, TEST_GENERATOR, LIVE_BATCHES)
