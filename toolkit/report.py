@@ -255,7 +255,8 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
 
 def _log_findings(ckpt: Checkpoint) -> list[Finding]:
     ledger = ckpt.ledger
-    found = [Finding(p.code, p.severity, p.line) for p in ledger.problems]
+    found = [Finding(p.code, p.severity, p.line, path=p.path, exit_code=p.exit_code)
+             for p in ledger.problems]
     uncommitted = ckpt.uncommitted_batches
     if not uncommitted:
         return found

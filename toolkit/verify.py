@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import CHANGE_KINDS, StoreInstance
 from statekit.checkpoint.layout import StateFile
-from statekit.checkpoint.state_data import file_records
+from statekit.checkpoint.state_data import file_records, zip_metadata
 from statekit.errors import EXIT_CORRUPT, StatekitError
 from statekit.formats.checksum_files import check_hadoop_crc, check_spark_crc
 from statekit.partition_workers import map_groups
@@ -102,6 +102,10 @@ class _VerifyGroup:
                 size += file.size
                 problem = _verify_file(ckpt, file)
                 if problem is None:
+                    if file.kind == "zip":  # its SSTs were read too
+                        ssts = _ssts_of(ckpt, instance, file)
+                        files += len(ssts)
+                        size += sum(s.size for s in ssts)
                     continue
                 if file.kind in ("snapshot", "zip") and file.version is not None:
                     fallback = _fallback(ckpt, instance, self.version, file.version)
@@ -110,6 +114,11 @@ class _VerifyGroup:
                 damaged.append(problem)
                 break  # the rest of this chain cannot be applied anyway
         return files, size, damaged
+
+
+def _ssts_of(ckpt: Checkpoint, instance: StoreInstance, file: StateFile) -> list[StateFile]:
+    names = {s.dfs_name for s in zip_metadata(ckpt, [file])[file.path].sst_files}
+    return instance.ssts_named(names)
 
 
 def _fallback(ckpt: Checkpoint, instance: StoreInstance, version: int, bad: int

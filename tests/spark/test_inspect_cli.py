@@ -78,8 +78,10 @@ def test_report_narrows_to_one_partition(reference_checkpoints, capsys):
     code, out, _ = invoke(["report", ckpt, "--json", "--partition", 2, "--operator", 0], capsys)
     (store,) = json.loads(out)["stores"]
     assert code == 0 and [p["partition"] for p in store["partitions"]] == [2]
-    code, out, _ = invoke(["report", ckpt, "--json", "--operator", 7], capsys)
-    assert code == 0 and json.loads(out)["stores"] == []
+    code, _, err = invoke(["report", ckpt, "--json", "--operator", 7], capsys)
+    assert code == 3 and "no operator 7 (operators: 0)" in err  # not an empty table
+    code, _, err = invoke(["report", ckpt, "--partition", 4], capsys)
+    assert code == 3 and "no partition 4: the state has partitions 0..3" in err
 
 
 def test_dump_decodes_the_reference_state(reference_checkpoints, capsys):
@@ -105,9 +107,14 @@ def test_corrupt_and_broken_inputs_are_one_line_errors(reference_checkpoints, tm
     assert err.count("\n") == 1
     offsets = sorted((copy / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
     offsets.write_text("v1\n{broken")
-    code, _, err = invoke(["report", copy], capsys)
+    code, out, err = invoke(["report", copy, "--json"], capsys)  # a finding, named
+    [finding] = [f for f in json.loads(out)["findings"] if f["code"] == "corrupt-log"]
+    assert (code, err, finding["severity"], finding["path"]) == (0, "", "error", str(offsets))
+    code, _, err = invoke(["growth", copy], capsys)  # what computes from it stops
     assert (code, err) == (4, f"statekit: error: {offsets}: invalid JSON on line 2: "
-                              "Expecting property name enclosed in double quotes (column 2)\n")
+                              "Expecting property name enclosed in double quotes (column 2); "
+                              "a restart reads this file and fails (statekit report lists "
+                              "every problem)\n")
     code, _, err = invoke(["report", tmp_path / "nothing-here"], capsys)
     assert (code, err) == (3, f"statekit: error: {tmp_path / 'nothing-here'}: no such file "
                               "or folder\n")

@@ -9,6 +9,7 @@ import pytest
 
 from statekit.batches import batch_timeline
 from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import store_schemas
 from statekit.cli.runner import run_cli
 from statekit.report import build_report
 from tests.spark.real_checkpoints import checkpoint_for
@@ -37,12 +38,17 @@ def test_report_on_s3_equals_the_local_report(name, reference_checkpoints, small
     # state/ — never a request per file.
     state_keys = remote.inventory.listed_files
     assert requests["LIST"] == 3 + math.ceil(state_keys / 1000), s3_server.requests
-    # Reads: metadata, the latest offsets entry, the operator metadata files and, for RocksDB,
-    # the newest zip of each partition (its numKeys and SST list).
+    # Reads, one GET each (s3fs checks each with a HEAD first): metadata, every retained offsets and commit entry (the
+    # ledger audit), the operator metadata and schema files and, for RocksDB, the newest zip
+    # of each partition (its numKeys and SST list).
     committed = remote.last_committed_batch + 1
     zips = sum(1 for i in remote.inventory.instances.values()
                if i.latest_snapshot(committed) is not None and i.of_kind("zip"))
-    assert requests["GET"] == 2 + len(remote.operators) + zips, s3_server.requests
+    ledger = len(remote.planned_batches) + len(remote.committed_batches)
+    schemas = len(store_schemas(remote))
+    assert requests["GET"] == 1 + ledger + len(remote.operators) + schemas + zips, \
+        s3_server.requests
+    assert requests.get("HEAD", 0) <= requests["GET"], s3_server.requests
     assert batch_timeline(remote).rows == batch_timeline(open_checkpoint(str(local))).rows
 
 

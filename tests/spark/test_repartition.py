@@ -331,7 +331,8 @@ def test_reader_confs_are_set_for_the_run_and_restored_after(spark, reference_ch
 
 
 def test_dry_run_on_a_truncated_delta_is_one_line(reference_checkpoints, tmp_path, capsys):
-    """Spark cannot load the state: the dry run says so in one line (exit 8), not as a stack."""
+    """Spark cannot load the state: the dry run names the damaged file in one line (exit 4),
+    not a stack."""
     source = tmp_path / "src"
     shutil.copytree(reference_checkpoints.get("hdfs", variant="no-snapshot").checkpoint, source)
     newest = max(source.glob("state/0/0/*.delta"), key=lambda p: int(p.stem))
@@ -340,7 +341,7 @@ def test_dry_run_on_a_truncated_delta_is_one_line(reference_checkpoints, tmp_pat
     code = run_cli(_cli(), "statekit", ["repartition", str(source), "--partitions", "3",
                                         "--out", str(tmp_path / "dst"), "--force", "--dry-run"])
     err = capsys.readouterr().err
-    assert code == 8, err
-    assert err.startswith("statekit: error: repartition dry run failed: ")
+    assert code == 4, err
+    assert err.startswith(f"statekit: error: {newest}: ")
     assert len(err.strip().splitlines()) == 1 and len(err) < 1000
     assert tree_hash(source) == before and not (tmp_path / "dst").exists()

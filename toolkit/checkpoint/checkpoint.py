@@ -88,7 +88,9 @@ class Checkpoint:
             return {}
         if self.location.is_local or len(paths) == 1:
             return {path: self.read_bytes(path) for path in paths}
-        results: dict[str, bytes | Exception] = self.fs.cat(paths, on_error="return")
+        # cat_ranges: one concurrent GET per file (fs.cat would first HEAD each one)
+        fetched = self.fs.cat_ranges(paths, None, None, on_error="return")
+        results: dict[str, bytes | Exception] = dict(zip(paths, fetched, strict=True))
         for path in paths:
             value = results.get(path)
             if isinstance(value, OSError):
