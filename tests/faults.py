@@ -172,6 +172,13 @@ def _recompress_zstd(root: Path, facts: Facts) -> str:
     return rel
 
 
+def _garbage_checksum_file(root: Path, facts: Facts) -> str:
+    data = Path(facts.restart_files[-1])
+    rel = str(data.parent / f".{data.name}.crc")
+    size = (root / rel).stat().st_size  # the same size: only reading it shows the damage
+    return _write(root, rel, random.Random(5).randbytes(size))
+
+
 def _deep_json(depth: int = 100_000) -> str:
     return "[" * depth + "]" * depth
 
@@ -347,11 +354,9 @@ FAULTS: list[Fault] = [
     Fault("state-symlink-loop",
           lambda r, f: (os.symlink("loop", r / "state/0/1/loop"), "state/0/1/loop")[1],
           "not-a-file", CORRUPT),
-    Fault("checksum-file-garbage",
-          lambda r, f: _write(r, str(Path(f.restart_files[-1]).parent /
-                                     f".{Path(f.restart_files[-1]).name}.crc"),
-                              random.Random(5).randbytes(12)),
-          "damaged-file|size-mismatch", CORRUPT, read_only=True, names=("<restart>",)),
+    # Hadoop ignores a checksum file whose header is damaged (Spark reads the data): warning
+    Fault("checksum-file-garbage", _garbage_checksum_file, "damaged-file", CORRUPT,
+          read_only=True, severity="warning"),
     # a damaged snapshot with an intact older chain: Spark 4.3 repairs it (a warning)
     Fault("snapshot-truncated", _truncate(_newest("snapshot"), 0.5), "damaged-file", CORRUPT,
           checkpoints=("hdfs",), read_only=True, severity="warning"),

@@ -385,11 +385,15 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
             ckpt, operator=operator, partitions={partition} if partition is not None else None,
             progress=progress)
         findings.extend(Finding(
-            "damaged-file", "error" if d.repaired_from is None else "warning",
-            f"{d.line}; " + ("a restart reads this file and fails" if d.repaired_from is None
-                             else f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by "
-                             f"loading version {d.repaired_from} and replaying the change files "
-                             "after it; Spark versions without that repair fail"),
+            "damaged-file", "error" if d in verification.fatal else "warning",
+            f"{d.line}; " + (
+                "the checksum file itself is damaged: Hadoop ignores it when Spark reads the "
+                "data file (which decodes), so only the corruption check is lost"
+                if d.checksum_only else "a restart reads this file and fails"
+                if d.repaired_from is None else
+                f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by loading version "
+                f"{d.repaired_from} and replaying the change files after it; Spark versions "
+                "without that repair fail"),
             operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
             else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged)
     files = list(inventory.all_files())

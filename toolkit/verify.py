@@ -20,7 +20,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import CHANGE_KINDS, StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records, zip_metadata
-from statekit.errors import EXIT_CORRUPT, StatekitError
+from statekit.errors import EXIT_CORRUPT, CorruptFile, StatekitError
 from statekit.formats.checksum_files import check_hadoop_crc, check_spark_crc
 from statekit.partition_workers import map_groups
 
@@ -37,6 +37,9 @@ class DamagedFile:
     exit_code: int = EXIT_CORRUPT
     operator_id: int | None = None
     partition: int | None = None
+    checksum_only: bool = False
+    """Only the checksum file is damaged (not its header): Hadoop ignores such a checksum
+    file when Spark reads, so the restart works — measured with pyspark 4.3."""
     repaired_from: int | None = None
     """A damaged snapshot/zip with an intact older chain: the version Spark's automatic
     snapshot repair (``autoSnapshotRepair``) loads instead, replaying the change files after
@@ -70,7 +73,8 @@ class Verification:
     @property
     def fatal(self) -> tuple[DamagedFile, ...]:
         """The damaged files no older chain stands in for: a restart fails on them."""
-        return tuple(d for d in self.damaged if d.repaired_from is None)
+        return tuple(d for d in self.damaged
+                     if d.repaired_from is None and not d.checksum_only)
 
     def to_dict(self) -> dict[str, object]:
         return {"version": self.version, "files": self.files, "bytes": self.bytes,
@@ -144,10 +148,26 @@ def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:
         for crc_path, _ in ckpt.inventory.checksums_of(file.path):
             hidden = crc_path.rsplit("/", 1)[-1].startswith(".")
             check = check_hadoop_crc if hidden else check_spark_crc
-            mismatch = check(data, ckpt.read_bytes(crc_path), ckpt.display(crc_path))
+            try:
+                mismatch = check(data, ckpt.read_bytes(crc_path), ckpt.display(crc_path))
+            except CorruptFile as bad_checksum_file:
+                problem = DamagedFile(ckpt.display(crc_path), bad_checksum_file.message,
+                                      EXIT_CORRUPT, file.operator_id, file.partition,
+                                      checksum_only=True)
+                return _verify_records(ckpt, file, data, shown) or problem
             if mismatch is not None:
                 return DamagedFile(shown, mismatch.message, EXIT_CORRUPT, file.operator_id,
                                    file.partition)
+        return _verify_records(ckpt, file, data, shown)
+    except StatekitError as error:
+        path = error.path or shown
+        return DamagedFile(path, error.message if error.path else str(error),
+                           error.exit_code, file.operator_id, file.partition)
+
+
+def _verify_records(ckpt: Checkpoint, file: StateFile, data: bytes, shown: str
+                    ) -> DamagedFile | None:
+    try:
         for _ in file_records(ckpt, file, data):
             pass
     except StatekitError as error:

@@ -38,9 +38,9 @@ def test_report_on_s3_equals_the_local_report(name, reference_checkpoints, small
     # state/ — never a request per file.
     state_keys = remote.inventory.listed_files
     assert requests["LIST"] == 3 + math.ceil(state_keys / 1000), s3_server.requests
-    # Reads, one GET each (s3fs checks each with a HEAD first): metadata, every retained offsets and commit entry (the
-    # ledger audit), the operator metadata and schema files and, for RocksDB, the newest zip
-    # of each partition (its numKeys and SST list).
+    # Reads, one GET each (s3fs checks each with a HEAD first): metadata, every retained
+    # offsets and commit entry (the ledger audit), the operator metadata and schema files
+    # and, for RocksDB, the newest zip of each partition (its numKeys and SST list).
     committed = remote.last_committed_batch + 1
     zips = sum(1 for i in remote.inventory.instances.values()
                if i.latest_snapshot(committed) is not None and i.of_kind("zip"))
