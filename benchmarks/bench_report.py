@@ -18,6 +18,8 @@ Measured, best of N:
 * ``statekit report`` cold: a fresh ``statekit report --json`` process (what a user runs);
 * ``statekit recovery`` cold: a fresh ``statekit recovery --json`` process (the JVM-free
   estimate must stay under a second at this size);
+* ``statekit report --verify`` cold: the same, also reading and decoding every file the
+  restart loads (one snapshot/zip + its SSTs and the change files after it, per partition);
 * ``statekit report`` warm: ``open_checkpoint`` + ``build_report`` in-process;
 * Spark cold: a fresh Python process that starts a session, collects ``state-metadata`` and
   counts files per partition via ``binaryFile`` (path/length only); with its split;
@@ -151,13 +153,16 @@ def measure(checkpoint: Path, repeats: int) -> dict:
     warm = best_of(repeats, lambda: build_report(open_checkpoint(str(checkpoint))))
     recovery = best_of(repeats, lambda: subprocess.run(
         [statekit, "recovery", str(checkpoint), "--json"], check=True, capture_output=True))
+    verify = best_of(repeats, lambda: subprocess.run(
+        [statekit, "report", str(checkpoint), "--verify", "--json"], check=True,
+        capture_output=True))
     report = build_report(open_checkpoint(str(checkpoint)))
     spark = json.loads(subprocess.run(
         [sys.executable, "-c", SPARK_SCRIPT, str(checkpoint)], check=True, capture_output=True,
         text=True, cwd=ROOT).stdout.strip().splitlines()[-1])
     files = sum(1 for p in checkpoint.rglob("*") if p.is_file())
     return {"files": files, "state_files": report.state_files, "cold": cold, "warm": warm,
-            "recovery": recovery,
+            "recovery": recovery, "verify": verify,
             "spark": spark}
 
 
@@ -212,6 +217,8 @@ def main() -> None:
                   f"{s['total_s'] / r['cold']:>6.1f}× {s['warm_s'] / r['warm']:>6.1f}×")
         for provider, r in rows:
             print(f"statekit recovery --json, cold process, {provider}: {r['recovery']:.3f}s")
+            print(f"statekit report --verify --json (reads the restart path), cold process, "
+                  f"{provider}: {r['verify']:.3f}s")
         if args.s3:
             print(f"\nS3 (moto on 127.0.0.1, hdfs): {s3['objects']} objects, report in "
                   f"{s3['seconds']:.2f}s, requests {s3['requests']}")
