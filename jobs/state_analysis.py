@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -212,28 +213,37 @@ def run_with_progress(spark: SparkSession, action: Callable[[], Any],
     if on_progress is None:
         return action()
     result: dict[str, Any] = {}
+    group = f"statekit-{uuid.uuid4().hex}"
+    context = spark.sparkContext
 
     def work():
         try:
+            context.setJobGroup(group, "statekit", interruptOnCancel=False)
             result["value"] = action()
         except BaseException as error:  # re-raised in the caller's thread
             result["error"] = error
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    tracker = spark.sparkContext.statusTracker()
-    done_before = total_before = 0
+    tracker = context.statusTracker()
     seen: dict[int, tuple[int, int]] = {}
+
+    def poll() -> tuple[int, int]:
+        """The group's stages, including finished ones (a quick job may start and end
+        between two polls)."""
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    seen[stage_id] = (info.numCompletedTasks, info.numTasks)
+        return sum(d for d, _ in seen.values()), sum(t for _, t in seen.values())
+
     while thread.is_alive():
-        for stage_id in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
-                seen[stage_id] = (info.numCompletedTasks, info.numTasks)
-        done_before = sum(d for d, _ in seen.values())
-        total_before = sum(t for _, t in seen.values())
-        on_progress(done_before, total_before)
+        on_progress(*poll())
         thread.join(0.2)
-    on_progress(total_before, total_before)
+    _, total = poll()
+    on_progress(total, total)
     if "error" in result:
         raise result["error"]
     return result.get("value")
