@@ -108,15 +108,17 @@ def audit_ledger(ckpt: Checkpoint) -> Ledger:
 
     offset_paths = ckpt.log_paths("offsets")
     commit_paths = ckpt.log_paths("commits")
-    has_state_data = ckpt.has_state and any(True for _ in ckpt.inventory.all_files())
+    def has_state_data() -> bool:  # lists state/ only when a log folder is missing
+        return ckpt.has_state and any(True for _ in ckpt.inventory.all_files())
+
     for folder, paths in (("offsets", offset_paths), ("commits", commit_paths)):
         shown = ckpt.display(ckpt.location.path(folder))
         if not ckpt.has_folder(folder):
-            if folder == "offsets" and (commit_paths or has_state_data):
+            if folder == "offsets" and (commit_paths or has_state_data()):
                 add("missing-log", "error", shown,
                     "folder missing: no batch can be restarted without the offsets log "
                     "(deleted or copied incompletely?)", 3)
-            elif folder == "commits" and (offset_paths or has_state_data) and has_state_data:
+            elif folder == "commits" and has_state_data():
                 add("missing-log", "error", shown,
                     "folder missing while state files exist: statekit cannot tell which "
                     "state version is committed (deleted or copied incompletely?)", 3)
