@@ -60,14 +60,21 @@ def test_estimate_holds_against_a_measured_restart(large_state, tmp_path):
     shutil.copytree(large_state["checkpoint"], copy)
     cores = os.cpu_count() or 2  # local[*] in the probe: every core
     estimate = estimate_recovery(open_checkpoint(str(copy)), cores=cores)
-    measured = _probe(copy, large_state["landing"])
-    loads = [ms / 1000 for ms in measured["load_ms"].values()]
-    assert len(loads) == PARTITIONS, measured
-    spark_load = critical_path(loads, cores)
-    ratio = estimate.state_load_s / spark_load
-    assert 0.5 <= ratio <= 2, (estimate.state_load_s, spark_load, measured)
-    # the batch that loaded the state took at least as long as loading it
-    assert measured["trigger_s"] >= spark_load
+    # Two cold restarts of identical copies: one sub-second restart varies by ±40 % with the
+    # machine's load, the mean of two is what the model is held to.
+    paths = []
+    for attempt in range(2):
+        again = tmp_path / f"restart-{attempt}"
+        shutil.copytree(large_state["checkpoint"], again)
+        measured = _probe(again, large_state["landing"])
+        loads = [ms / 1000 for ms in measured["load_ms"].values()]
+        assert len(loads) == PARTITIONS, measured
+        spark_load = critical_path(loads, cores)
+        # the batch that loaded the state took at least as long as loading it
+        assert measured["trigger_s"] >= spark_load
+        paths.append(spark_load)
+    ratio = estimate.state_load_s / (sum(paths) / len(paths))
+    assert 0.5 <= ratio <= 2, (estimate.state_load_s, paths)
 
 
 def test_measure_scales_the_model_to_spark(large_state, capsys):
