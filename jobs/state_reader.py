@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
-from statekit.errors import BadInput, CorruptFile, JobFailed, StatekitError, UnsupportedFormat
+from statekit.errors import (
+    BadInput,
+    CorruptFile,
+    JobFailed,
+    StatekitError,
+    UnsupportedFormat,
+    error_for,
+)
 from statekit.jobs.errors import first_line
 
 if TYPE_CHECKING:
@@ -247,10 +254,8 @@ def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
     if not found.damaged:
         return failed
     first = (found.fatal or found.damaged)[0]
-    error = StatekitError(f"{first.message}; Spark cannot load the state "
-                          f"({failed.spark_line.split(' (cause:')[0]})", path=first.path)
-    error.exit_code = first.exit_code
-    return error
+    return error_for(first.exit_code, f"{first.message}; Spark cannot load the state "
+                     f"({failed.spark_line.split(' (cause:')[0]})", path=first.path)
 
 
 def translate(what: str, error: BaseException) -> Exception:

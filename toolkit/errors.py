@@ -92,3 +92,19 @@ class JobFailed(StatekitError):
     """A Spark job or streaming query failed; the message is Spark's first line."""
 
     exit_code = EXIT_JOB_FAILED
+
+
+def error_for(exit_code: int, message: str, *, path: str | None = None) -> StatekitError:
+    """The error a problem recorded only by its exit code stands for (a report finding, a
+    ledger problem, a damaged file): its class where one has that code, else a
+    ``StatekitError`` carrying the code."""
+    classes: dict[int, type[StatekitError]] = {
+        EXIT_BAD_INPUT: BadInput, EXIT_CORRUPT: CorruptFile,
+        EXIT_UNSUPPORTED: UnsupportedFormat, EXIT_UNSAFE: UnsafeOperation,
+        EXIT_ENVIRONMENT: EnvironmentProblem, EXIT_JOB_FAILED: JobFailed}
+    cls = classes.get(exit_code)
+    if cls is not None:
+        return cls(message, path=path)
+    error = StatekitError(message, path=path)
+    error.exit_code = exit_code
+    return error

@@ -22,7 +22,7 @@ from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
 from statekit.checkpoint.state_data import store_schemas, zip_metadata
-from statekit.errors import EXIT_CORRUPT, StatekitError
+from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
 from statekit.formats.checksum_files import hadoop_size_matches
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from statekit.verify import Progress, Verification, verify_restart_path
@@ -111,10 +111,8 @@ class Finding:
     """The exit code a command that cannot work around an ``error`` finding stops with."""
 
     def to_error(self) -> StatekitError:
-        error = StatekitError(f"{self.message} (statekit report lists every problem)",
-                              path=self.path)
-        error.exit_code = self.exit_code
-        return error
+        return error_for(self.exit_code, f"{self.message} (statekit report lists every "
+                         "problem)", path=self.path)
 
 
 @dataclass(frozen=True)
@@ -473,12 +471,11 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
     checked = 0
     bad: list[StateFile] = []
     for file in inventory.all_files():
-        hidden = [c for c in inventory.checksums_of(file.path)
-                  if c[0].rsplit("/", 1)[-1].startswith(".")]
+        hidden = [c for c in inventory.checksums_of(file.path) if c.hadoop]
         if not hidden:
             continue
         checked += 1
-        if not hadoop_size_matches(file.size, hidden[0][1]):
+        if not hadoop_size_matches(file.size, hidden[0].size):
             bad.append(file)
     if not bad or len(bad) * 2 > checked:
         return []
@@ -487,8 +484,8 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
     # a damaged snapshot/zip with an older chain on disk is repaired on restart (Spark 4.3)
     restart = [f for f in bad if f.path in needed and not (
         last is not None and f.kind in ("snapshot", "zip") and f.version is not None
-        and _older_chain_present(inventory.instances[(f.operator_id, f.store, f.partition)],
-                                 last + 1, f.version))]
+        and any(inventory.instances[(f.operator_id, f.store, f.partition)]
+                .older_chains(last + 1, f.version)))]
     first = (restart or bad)[0]
     return [Finding(
         "size-mismatch", "error" if restart else "warning",
@@ -500,15 +497,7 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
         partitions=tuple(sorted({f.partition for f in bad})), path=ckpt.display(first.path))]
 
 
-def _older_chain_present(instance: StoreInstance, version: int, bad: int) -> bool:
-    """Whether ``version`` can be rebuilt without the base file at ``bad``: an older base
-    (or none: version 0) and every change file after it are on disk."""
-    changes = set(instance.change_versions)
-    return any(all(v in changes for v in range(base + 1, version + 1))
-               for base in [*(v for v in instance.snapshot_versions if v < bad), 0])
-
-
-def raise_if_unsound(ckpt: Checkpoint, *, verify: bool = False) -> None:
+def raise_if_unsound(ckpt: Checkpoint) -> None:
     """Raise the first ``error`` finding of the report as a one-line ``StatekitError``.
 
     The commands that compute from a checkpoint's state (growth, recovery, repartition, the
@@ -517,6 +506,6 @@ def raise_if_unsound(ckpt: Checkpoint, *, verify: bool = False) -> None:
     answers about a query that no longer exists, so they stop and name the file instead.
     """
     ckpt.require_sound_ledger()
-    for finding in build_report(ckpt, verify=verify).findings:
+    for finding in build_report(ckpt).findings:
         if finding.severity == "error":
             raise finding.to_error()

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.checkpoint.inventory import CHANGE_KINDS, StoreInstance
+from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records, zip_metadata
-from statekit.errors import EXIT_CORRUPT, CorruptFile, StatekitError
+from statekit.errors import EXIT_CORRUPT, CorruptFile, StatekitError, error_for
 from statekit.formats.checksum_files import check_hadoop_crc, check_spark_crc
 from statekit.partition_workers import map_groups
 
@@ -50,9 +50,7 @@ class DamagedFile:
         return f"{self.path}: {self.message}"
 
     def to_error(self) -> StatekitError:
-        error = StatekitError(self.message, path=self.path)
-        error.exit_code = self.exit_code
-        return error
+        return error_for(self.exit_code, self.message, path=self.path)
 
 
 @dataclass(frozen=True)
@@ -83,12 +81,6 @@ class Verification:
                 "elapsed_s": self.elapsed_s}
 
 
-def restart_files(instance: StoreInstance, version: int) -> list[StateFile]:
-    """The data files a restart reads for ``instance`` at ``version`` (SSTs come through
-    their zip); empty when the version cannot be rebuilt (the report says so)."""
-    return instance.files_to_load(version)
-
-
 @dataclass(frozen=True)
 class _VerifyGroup:
     """Picklable work for :func:`map_groups`: verify these instances at ``version``."""
@@ -101,7 +93,9 @@ class _VerifyGroup:
         damaged: list[DamagedFile] = []
         for key in keys:
             instance = ckpt.inventory.instances[key]
-            for file in restart_files(instance, self.version):
+            # what a restart reads (SSTs through their zip); nothing when the version cannot
+            # be rebuilt (the report says so)
+            for file in instance.files_to_load(self.version):
                 files += 1
                 size += file.size
                 problem = _verify_file(ckpt, file)
@@ -129,14 +123,8 @@ def _fallback(ckpt: Checkpoint, instance: StoreInstance, version: int, bad: int
               ) -> int | None:
     """The older base version (0: empty) a restart can load instead of the damaged base at
     ``bad``, when it and every change file up to ``version`` are present and decode."""
-    older = [v for v in instance.snapshot_versions if v < bad]
-    for base in [*reversed(older), 0]:
-        changes = {f.version: f for f in instance.of_kind(*CHANGE_KINDS)
-                   if f.version is not None and base < f.version <= version}
-        if len(changes) != version - base:
-            continue
-        bases = [f for f in instance.files if f.kind in ("snapshot", "zip") and f.version == base]
-        if all(_verify_file(ckpt, f) is None for f in [*bases, *changes.values()]):
+    for base, files in instance.older_chains(version, bad):
+        if all(_verify_file(ckpt, f) is None for f in files):
             return base
     return None
 
@@ -145,36 +133,30 @@ def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:
     shown = ckpt.display(file.path)
     try:
         data = ckpt.read_bytes(file.path)
-        for crc_path, _ in ckpt.inventory.checksums_of(file.path):
-            hidden = crc_path.rsplit("/", 1)[-1].startswith(".")
-            check = check_hadoop_crc if hidden else check_spark_crc
+        for crc in ckpt.inventory.checksums_of(file.path):
+            check = check_hadoop_crc if crc.hadoop else check_spark_crc
             try:
-                mismatch = check(data, ckpt.read_bytes(crc_path), ckpt.display(crc_path))
+                mismatch = check(data, ckpt.read_bytes(crc.path), ckpt.display(crc.path))
             except CorruptFile as bad_checksum_file:
-                problem = DamagedFile(ckpt.display(crc_path), bad_checksum_file.message,
-                                      EXIT_CORRUPT, file.operator_id, file.partition,
-                                      checksum_only=True)
-                return _verify_records(ckpt, file, data, shown) or problem
+                _decode_all(ckpt, file, data)  # a damaged data file is the worse news
+                return DamagedFile(ckpt.display(crc.path), bad_checksum_file.message,
+                                   EXIT_CORRUPT, file.operator_id, file.partition,
+                                   checksum_only=True)
             if mismatch is not None:
                 return DamagedFile(shown, mismatch.message, EXIT_CORRUPT, file.operator_id,
                                    file.partition)
-        return _verify_records(ckpt, file, data, shown)
-    except StatekitError as error:
-        path = error.path or shown
-        return DamagedFile(path, error.message if error.path else str(error),
-                           error.exit_code, file.operator_id, file.partition)
-
-
-def _verify_records(ckpt: Checkpoint, file: StateFile, data: bytes, shown: str
-                    ) -> DamagedFile | None:
-    try:
-        for _ in file_records(ckpt, file, data):
-            pass
+        _decode_all(ckpt, file, data)
     except StatekitError as error:
         path = error.path or shown
         return DamagedFile(path, error.message if error.path else str(error),
                            error.exit_code, file.operator_id, file.partition)
     return None
+
+
+def _decode_all(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
+    """Decode every record of ``file`` (its SSTs too, for a zip); raises where it breaks."""
+    for _ in file_records(ckpt, file, data):
+        pass
 
 
 def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
@@ -191,7 +173,7 @@ def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
             if (operator is None or key[0] == operator)
             and (partitions is None or key[2] in partitions)]
     data_bytes = sum(f.size for key in keys
-                     for f in restart_files(ckpt.inventory.instances[key], version))
+                     for f in ckpt.inventory.instances[key].files_to_load(version))
     if progress:
         progress(f"verifying the restart path of {len(keys)} store instances…")
     results = map_groups(ckpt, keys, data_bytes, _VerifyGroup(version), progress)

@@ -82,22 +82,42 @@ class Checkpoint:
             raise _io_error(error, self.display(path)) from error
 
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
-        """Read many small files; concurrently on object stores (one ``fs.cat`` call)."""
-        paths = list(paths)
-        if not paths:
-            return {}
-        if self.location.is_local or len(paths) == 1:
-            return {path: self.read_bytes(path) for path in paths}
+        """Read many small files; concurrently on object stores (one ``cat_ranges`` call).
+        The first unreadable one is raised, as a one-line error naming it."""
+        results = self._fetch(list(paths))
+        for value in results.values():
+            if isinstance(value, StatekitError):
+                raise value
+        return cast("dict[str, bytes]", results)  # every error among them was raised above
+
+    def read_many_lenient(self, paths: Iterable[str]
+                          ) -> tuple[dict[str, bytes], dict[str, StatekitError]]:
+        """Like :meth:`read_many`, but each unreadable file becomes an error in the second
+        mapping instead of stopping the others."""
+        results = self._fetch(list(paths))
+        return ({p: v for p, v in results.items() if isinstance(v, bytes)},
+                {p: v for p, v in results.items() if isinstance(v, StatekitError)})
+
+    def _fetch(self, paths: list[str]) -> dict[str, bytes | StatekitError]:
+        """Each path's bytes, or the one-line error reading it failed with."""
+        results: dict[str, bytes | StatekitError] = {}
+        if self.location.is_local or len(paths) <= 1:
+            for path in paths:
+                try:
+                    results[path] = self.read_bytes(path)
+                except StatekitError as error:
+                    results[path] = error
+            return results
         # cat_ranges: one concurrent GET per file (fs.cat would first HEAD each one)
         fetched = self.fs.cat_ranges(paths, None, None, on_error="return")
-        results: dict[str, bytes | Exception] = dict(zip(paths, fetched, strict=True))
-        for path in paths:
-            value = results.get(path)
+        for path, value in zip(paths, fetched, strict=True):
             if isinstance(value, OSError):
-                raise _io_error(value, self.display(path))
-            if isinstance(value, Exception):
-                raise BadInput(f"cannot read: {value}", path=self.display(path))
-        return cast("dict[str, bytes]", results)  # every error among them was raised above
+                results[path] = _io_error(value, self.display(path))
+            elif isinstance(value, Exception):
+                results[path] = BadInput(f"cannot read: {value}", path=self.display(path))
+            else:
+                results[path] = value
+        return results
 
     def has_folder(self, name: str) -> bool:
         """Whether the checkpoint root holds a folder ``name`` (``offsets``, ``state``, …)."""
@@ -139,24 +159,6 @@ class Checkpoint:
         """All-digit names beyond a 64-bit batch id (Spark's listing skips them too)."""
         return sorted(name for name in self._list_entries(folder)
                       if name.removesuffix(".compact").isdigit() and batch_id_of(name) is None)
-
-    def read_many_lenient(self, paths: Iterable[str]
-                          ) -> tuple[dict[str, bytes], dict[str, StatekitError]]:
-        """Like :meth:`read_many`, but each unreadable file becomes an error in the second
-        mapping instead of stopping the others."""
-        paths = list(paths)
-        try:
-            return self.read_many(paths), {}
-        except StatekitError:
-            pass
-        data: dict[str, bytes] = {}
-        errors: dict[str, StatekitError] = {}
-        for path in paths:
-            try:
-                data[path] = self.read_bytes(path)
-            except StatekitError as error:
-                errors[path] = error
-        return data, errors
 
     # ----------------------------------------------------------------- query and logs
     @cached_property

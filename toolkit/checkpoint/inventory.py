@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from statekit.checkpoint.layout import MetaFile, StateFile, classify
-from statekit.formats.checksum_files import data_name_of
+from statekit.formats.checksum_files import ChecksumFile, data_name_of
 
 #: File kinds holding the full state at their version, per provider family.
 SNAPSHOT_KINDS = ("snapshot", "zip")
@@ -71,16 +71,27 @@ class StoreInstance:
         Returns an empty list when the version cannot be rebuilt from what exists.
         """
         snapshot = self.latest_snapshot(version)
-        snapshot_files = [f for f in self.files
-                          if f.kind in SNAPSHOT_KINDS and f.version == snapshot]
-        if snapshot == version:
-            return snapshot_files
-        start = snapshot if snapshot is not None else 0
+        return self.chain(snapshot if snapshot is not None else 0, version) or []
+
+    def chain(self, base: int, version: int) -> list[StateFile] | None:
+        """The files that rebuild ``version`` from the snapshot/zip at ``base`` (0: from
+        empty, no base file): the base files, then every change file after it, in order;
+        ``None`` when a change file is missing."""
+        base_files = [f for f in self.files if f.kind in SNAPSHOT_KINDS and f.version == base]
         changes = {f.version: f for f in self.of_kind(*CHANGE_KINDS)
-                   if f.version is not None and start < f.version <= version}
-        if len(changes) != version - start:
-            return []
-        return snapshot_files + [changes[v] for v in sorted(changes)]
+                   if f.version is not None and base < f.version <= version}
+        if len(changes) != version - base:
+            return None
+        return base_files + [changes[v] for v in sorted(changes)]
+
+    def older_chains(self, version: int, below: int) -> Iterator[tuple[int, list[StateFile]]]:
+        """``(base, files)`` of every complete chain to ``version`` from a snapshot/zip older
+        than ``below``, newest first, then from empty (0): what a restart can load instead
+        of a damaged base at ``below`` (Spark 4.3's automatic snapshot repair)."""
+        for base in [*reversed([v for v in self.snapshot_versions if v < below]), 0]:
+            files = self.chain(base, version)
+            if files is not None:
+                yield base, files
 
     def ssts_named(self, names: Collection[str] | None) -> list[StateFile]:
         """The instance's SST files whose names a zip's metadata lists (all of them when the
@@ -102,11 +113,11 @@ class StateInventory:
     crc_files: int = 0
     listed_files: int = 0
     unknown_files: tuple[MetaFile, ...] = field(default=())
-    checksums: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-    """``{data file path: [(checksum file path, its size)]}``: Hadoop's hidden
-    ``.<name>.crc`` and Spark 4.1's visible ``<name>.crc`` (a file may have both)."""
+    checksums: dict[str, list[ChecksumFile]] = field(default_factory=dict)
+    """``{data file path: its checksum files}``: Hadoop's hidden ``.<name>.crc`` and Spark
+    4.1's visible ``<name>.crc`` (a file may have both)."""
 
-    def checksums_of(self, path: str) -> list[tuple[str, int]]:
+    def checksums_of(self, path: str) -> list[ChecksumFile]:
         return self.checksums.get(path, [])
 
     @property
@@ -152,13 +163,14 @@ def build_inventory(listing: Iterable[tuple[str, int]],
     meta: list[MetaFile] = []
     unknown: list[MetaFile] = []
     crc_files = listed = 0
-    checksums: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    checksums: dict[str, list[ChecksumFile]] = defaultdict(list)
     for path, size in listing:
         listed += 1
         if path.endswith(".crc"):  # checksums: kept aside, never mixed into the data files
             crc_files += 1
             folder, _, name = path.rpartition("/")
-            checksums[f"{folder}/{data_name_of(name)[0]}"].append((path, size))
+            data_name, hadoop = data_name_of(name)
+            checksums[f"{folder}/{data_name}"].append(ChecksumFile(path, size, hadoop))
             continue
         item = classify(relative(path), size, path)
         if isinstance(item, StateFile):

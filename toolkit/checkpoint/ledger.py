@@ -28,13 +28,16 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from statekit.checkpoint.logs import (
+    CONF_CODEC,
+    CONF_SHUFFLE_PARTITIONS,
     CommitEntry,
     OffsetEntry,
     batch_id_of,
     parse_commit_entry,
     parse_offset_entry,
 )
-from statekit.errors import BadInput, CorruptFile, StatekitError, UnsupportedFormat
+from statekit.errors import StatekitError, error_for
+from statekit.formats.compression import CODECS_SUPPORTED, normalize_codec
 
 if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
@@ -61,10 +64,8 @@ class LogProblem:
         return f"{self.path}: {self.message}"
 
     def to_error(self) -> StatekitError:
-        classes: dict[int, type[StatekitError]] = {3: BadInput, 4: CorruptFile,
-                                                   5: UnsupportedFormat}
-        cls = classes.get(self.exit_code, CorruptFile)
-        return cls(f"{self.message} (statekit report lists every problem)", path=self.path)
+        return error_for(self.exit_code, f"{self.message} (statekit report lists every "
+                         "problem)", path=self.path)
 
 
 @dataclass(frozen=True)
@@ -239,9 +240,6 @@ def _consistency(ckpt: Checkpoint, offsets: dict[int, OffsetEntry],
 
 def _conf_problems(entry: OffsetEntry, shown: str) -> list[LogProblem]:
     """The pinned confs statekit depends on, checked on the entry a restart uses."""
-    from statekit.checkpoint.logs import CONF_CODEC, CONF_SHUFFLE_PARTITIONS
-    from statekit.formats.compression import CODECS_SUPPORTED, normalize_codec
-
     problems: list[LogProblem] = []
     raw_parts = entry.conf.get(CONF_SHUFFLE_PARTITIONS)
     if raw_parts is not None and (entry.shuffle_partitions is None

@@ -46,7 +46,6 @@ def json_object(text: str, path: str, line_no: int) -> dict[str, Any]:
     except json.JSONDecodeError as bad:
         raise CorruptFile(f"invalid JSON on line {line_no}: {bad.msg} (column {bad.colno})",
                           path=path) from bad
-
     if not isinstance(value, dict):
         raise CorruptFile(f"line {line_no} is JSON but not an object", path=path)
     return value

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from statekit.errors import CorruptFile
 from statekit.formats.jsontext import loads_json
@@ -23,6 +24,15 @@ from statekit.formats.jsontext import loads_json
 HADOOP_CRC_MAGIC = b"crc\x00"
 HADOOP_BYTES_PER_CHECKSUM = 512
 """Hadoop's default ``io.bytes.per.checksum``; the header of each file says its own."""
+
+
+class ChecksumFile(NamedTuple):
+    """A checksum file beside a data file, as the listing found it."""
+
+    path: str
+    size: int
+    hadoop: bool
+    """Hadoop's hidden ``.<name>.crc`` (else Spark 4.1's JSON ``<name>.crc``)."""
 
 
 def data_name_of(crc_name: str) -> tuple[str, bool]:
@@ -107,20 +117,14 @@ _TABLE: list[int] = []
 
 
 def crc32c(data: bytes) -> int:
-    """CRC32C (Castagnoli), from ``google_crc32c`` / ``crc32c`` when installed, else a table
+    """CRC32C (Castagnoli): google-crc32c's C implementation when installed (the lookup the
+    SST reader uses, :func:`statekit.formats.rocksdb_sst.crc32c_extend`), else a table
     (slow, but only Spark 4.1's checksum files need it)."""
-    try:
-        import google_crc32c
+    from statekit.formats.rocksdb_sst import crc32c_extend
 
-        return int(google_crc32c.value(data))
-    except ImportError:
-        pass
-    try:
-        import crc32c as fast  # type: ignore[import-not-found]
-
-        return int(fast.crc32c(data))
-    except ImportError:
-        pass
+    extend = crc32c_extend()
+    if extend is not None:
+        return int(extend(0, data))
     if not _TABLE:
         _TABLE.extend(_crc32c_table())
     crc = 0xFFFFFFFF

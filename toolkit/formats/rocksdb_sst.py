@@ -249,7 +249,7 @@ _OPTIONAL: dict[str, Callable[..., Any] | None] = {}
 when the library is missing (tests replace this dict to simulate either case)."""
 
 
-def _crc32c_extend() -> Callable[[int, bytes], int] | None:
+def crc32c_extend() -> Callable[[int, bytes], int] | None:
     """``google_crc32c.extend`` (``crc32c(A + data)`` from ``crc32c(A)``), or ``None``."""
     if "crc32c" not in _OPTIONAL:
         extend: Callable[[int, bytes], int] | None = None
@@ -304,7 +304,7 @@ def _checksum(kind: int, data: bytes, last_byte: int) -> int | None:
         h64.update(bytes((last_byte,)))
         return h64.intdigest() & _MASK32
     if kind == 1:
-        extend = _crc32c_extend()
+        extend = crc32c_extend()
         if extend is None:
             return None
         crc = extend(extend(0, data), bytes((last_byte,)))
