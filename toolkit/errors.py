@@ -25,6 +25,8 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -47,6 +49,18 @@ class StatekitError(Exception):
         self.message = message
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the path kept apart from the message (an error a worker process or a
+        Spark task raised reaches the driver as it was raised)."""
+        return (_restore, (type(self), str(self), self.__dict__))
+
+
+def _restore(cls: type[StatekitError], text: str, state: dict[str, Any]) -> StatekitError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, text)
+    error.__dict__.update(state)
+    return error
 
 
 class BadInput(StatekitError):

@@ -27,6 +27,7 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.errors import BadInput
+from statekit.partition_workers import GroupRunner
 from statekit.progress_log import OperatorProgress
 from statekit.state_history import StoreHistory, VersionStats, all_histories
 from statekit.trend import (
@@ -350,14 +351,16 @@ def batch_timestamps(ckpt: Checkpoint, versions: Sequence[int]) -> dict[int, int
 def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
             progress: Sequence[OperatorProgress] = (), max_keys: float | None = None,
             max_bytes: float | None = None, stale_after: int | None = None,
-            on_progress: Callable[[str], None] | None = None) -> GrowthReport:
-    """The growth report of a checkpoint (and/or a progress log)."""
+            on_progress: Callable[[str], None] | None = None,
+            runner: GroupRunner | None = None) -> GrowthReport:
+    """The growth report of a checkpoint (and/or a progress log); ``runner``: replay the
+    state files on Spark (:mod:`statekit.jobs.distributed`), the same results."""
     if ckpt is not None and operator is not None and \
             operator not in ckpt.inventory.operator_ids:
         known = ", ".join(map(str, ckpt.inventory.operator_ids)) or "none"
         raise BadInput(f"no operator {operator} (operators: {known})", path=ckpt.location.url)
     histories = all_histories(ckpt, operator=operator, stale_after=stale_after,
-                              progress=on_progress) if ckpt is not None else []
+                              progress=on_progress, runner=runner) if ckpt is not None else []
     versions = sorted({v.version for h in histories for v in h.versions})
     timestamps = batch_timestamps(ckpt, versions) if ckpt is not None and versions else {}
     stores = tuple(analyse_store(h, timestamps) for h in histories)

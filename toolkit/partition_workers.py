@@ -20,10 +20,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
-from statekit.checkpoint.checkpoint import Checkpoint, open_checkpoint
-from statekit.checkpoint.location import Location, resolve
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.location import Location
 from statekit.machine import usable_cpus
 
 PARALLEL_MIN_BYTES = 16 << 20
@@ -43,22 +43,36 @@ Work = Callable[[Checkpoint, list[_T], Progress | None], _R]
 
 
 @dataclass(frozen=True)
-class _Source:
-    """The checkpoint as a worker process re-opens it: a local folder, and the location the
-    user gave (so that messages name files as they would)."""
+class CheckpointSource:
+    """The checkpoint as another process re-opens it — a local worker or a Spark task —
+    without a single request: its location (fsspec filesystems pickle with their options),
+    the root folder's entries and the confs the query pinned (the codec), as the caller
+    already read them."""
 
-    root: str
-    url: str
+    location: Location
+    root_entries: dict[str, dict[str, Any]]
+    conf: dict[str, str]
+
+    @classmethod
+    def of(cls, ckpt: Checkpoint) -> CheckpointSource:
+        return cls(ckpt.location, dict(ckpt.root_entries), dict(ckpt.conf))
 
     def open(self) -> Checkpoint:
-        local = resolve(self.root)
-        return open_checkpoint(Location(local.fs, local.root, self.url))
+        return Checkpoint(self.location, self.root_entries, conf=self.conf)
 
 
-def _run_group(source: _Source, work: Work[_T, _R],
-               items: list[_T]) -> _R:
-    """What a worker process runs: everything it needs came pickled in its arguments."""
+def run_group(source: CheckpointSource, work: Work[_T, _R], items: list[_T]) -> _R:
+    """What a worker process or a Spark task runs: everything it needs came pickled in its
+    arguments."""
     return work(source.open(), items, None)
+
+
+class GroupRunner(Protocol):
+    """Runs groups of a pass elsewhere — a Spark cluster (:mod:`statekit.jobs.distributed`):
+    one task per group, results in the order of ``groups``."""
+
+    def run_groups(self, source: CheckpointSource, groups: list[list[Any]],
+                   work: Work[Any, Any], progress: Progress | None) -> list[Any]: ...
 
 
 def _workers(ckpt: Checkpoint, items: int, data_bytes: int) -> int:
@@ -134,8 +148,12 @@ class _Queue:
 
 def map_groups(ckpt: Checkpoint, items: list[_T], data_bytes: int,
                 work: Work[_T, _R],
-                progress: Progress | None = None) -> list[_R]:
+                progress: Progress | None = None,
+                runner: GroupRunner | None = None) -> list[_R]:
     """``work`` over groups of ``items`` (partitions); one result per group.
+
+    With a ``runner`` (Spark), every item is a group of its own — one task per store
+    instance — and runs there; only the small per-group results come back.
 
     Big local checkpoints (``PARALLEL_MIN_BYTES`` of data to read, two partitions or more)
     are shared among worker processes, one per usable CPU — the work is pure-Python
@@ -143,6 +161,10 @@ def map_groups(ckpt: Checkpoint, items: list[_T], data_bytes: int,
     Everything else runs in-process, as one group: small checkpoints, where starting workers
     would cost more than it saves, and object stores, whose reads are already concurrent and
     whose clients are not safe to hand to other processes."""
+    if runner is not None and items:
+        results: list[_R] = runner.run_groups(CheckpointSource.of(ckpt),
+                                              [[item] for item in items], work, progress)
+        return results
     workers = _workers(ckpt, len(items), data_bytes)
     if workers == 1:
         return [work(ckpt, items, progress)]
@@ -167,7 +189,7 @@ def _share(ckpt: Checkpoint, groups: list[list[_T]], workers: int,
     when every group is quick. When no worker can run a group (the pool does not start, or a
     worker dies), the calling thread runs it.
     """
-    source = _Source(ckpt.location.root, ckpt.location.url)
+    source = CheckpointSource.of(ckpt)
     queue = _Queue(len(groups))
     free = threading.Semaphore(workers)
     submitted: dict[int, Future[_R]] = {}
@@ -184,7 +206,7 @@ def _share(ckpt: Checkpoint, groups: list[list[_T]], workers: int,
         if index is None:
             return False
         try:
-            future = pool.submit(_run_group, source, work, groups[index])
+            future = pool.submit(run_group, source, work, groups[index])
         except (BrokenProcessPool, OSError):  # no worker: the calling thread takes over
             unsent.append(index)
             return False

@@ -25,6 +25,7 @@ from statekit.checkpoint.state_data import store_schemas, zip_metadata
 from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
 from statekit.formats.checksum_files import hadoop_size_matches
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
+from statekit.partition_workers import GroupRunner
 from statekit.verify import Progress, Verification, verify_restart_path
 
 SPARK_DEFAULT_MIN_DELTAS = 10
@@ -140,6 +141,8 @@ class CheckpointReport:
     elapsed_s: float = field(compare=False, default=0.0)
     verification: Verification | None = None
     """``--verify``: what reading the restart path found (``None``: not read)."""
+    listing: dict[str, Any] = field(compare=False, default_factory=dict)
+    """What listing the checkpoint cost: method, requests, objects, seconds, concurrency."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -287,8 +290,8 @@ def _log_findings(ckpt: Checkpoint) -> list[Finding]:
 
 def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                  partition: int | None = None, min_deltas: int | None = None,
-                 verify: bool = False, progress: Progress | None = None
-                 ) -> CheckpointReport:
+                 verify: bool = False, progress: Progress | None = None,
+                 runner: GroupRunner | None = None) -> CheckpointReport:
     """Build the report; ``operator``/``partition`` narrow what is shown (not what is read).
 
     ``min_deltas`` is ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` when the offsets
@@ -296,6 +299,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     and decodes every file a restart loads (:mod:`statekit.verify`).
     """
     started = time.perf_counter()
+    inventory = ckpt.inventory  # first: lists state/, offsets/ and commits/ all at once
     # A damaged newest entry is an error finding; the confs come from the newest that parses.
     latest = ckpt.ledger.newest_readable_offset
     conf = latest.conf if latest is not None else {}
@@ -305,7 +309,6 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
         deltas, source = int(conf[CONF_MIN_DELTAS]), "conf"
     else:
         deltas, source = SPARK_DEFAULT_MIN_DELTAS, "spark-default"
-    inventory = ckpt.inventory
     findings = _log_findings(ckpt)
     try:
         operators = ckpt.operators
@@ -381,7 +384,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     if verify:
         verification = verify_restart_path(
             ckpt, operator=operator, partitions={partition} if partition is not None else None,
-            progress=progress)
+            progress=progress, runner=runner)
         findings.extend(Finding(
             "damaged-file", "error" if d in verification.fatal else "warning",
             f"{d.line}; " + (
@@ -417,6 +420,7 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
         state_bytes=sum(f.size for f in files),
         elapsed_s=round(time.perf_counter() - started, 4),
         verification=verification,
+        listing=ckpt.listing_stats.to_dict(),
     )
 
 

@@ -16,11 +16,15 @@ store, and records statistics after every version:
 
 Big local checkpoints are replayed by worker processes, a group of partitions each, and by
 the calling thread (:mod:`statekit.partition_workers`); every call has its own workers, so
-several analyses may run at once from different threads.
+several analyses may run at once from different threads. Given a runner, the same replay
+runs as Spark tasks, one per store instance (``statekit growth --master``).
 
-Memory is bounded by the live keys, not their bytes: each key is held as a 64-bit xxh3 digest
-mapped to one packed integer (last change, value size, no-timeout bit). The few oldest keys are
-decoded at the end by re-reading only the files that last wrote them.
+Memory is bounded by one partition's live keys, not by the store: each worker replays its
+partitions one after another, holding each live key of the current one as a 64-bit xxh3
+digest mapped to one packed integer (last change, value size, no-timeout bit) — about 100
+bytes per key — and dropping them before the next partition. What crosses partitions is
+per-version histograms only. The few oldest keys are decoded at the end by re-reading only
+the files that last wrote them.
 
 RocksDB stores without a replayable chain fall back to each version's ``numKeys`` (and the SST
 bytes it references) from the zip metadata: exact counts, no churn or ages.
@@ -50,7 +54,7 @@ from statekit.formats.records import StateRecord
 from statekit.formats.schema import StructType
 from statekit.formats.unsafe_row import make_decoder
 from statekit.formats.values import hex_preview
-from statekit.partition_workers import Progress, map_groups
+from statekit.partition_workers import GroupRunner, Progress, map_groups
 
 #: Operators whose value row may end in a ``timeoutTimestamp`` column.
 TIMEOUT_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState",
@@ -366,16 +370,22 @@ class _Unreplayable(Exception):
     pass
 
 
-def _read_version(ckpt: Checkpoint, files: list[StateFile]
-                  ) -> Iterator[tuple[StateFile, Iterator[StateRecord]]]:
-    """Each file's records; on object stores the version's files are fetched concurrently."""
+#: On object stores a partition's chain is fetched this many files at a time (concurrently).
+_FETCH_BATCH = 32
+
+
+def _read_chain(ckpt: Checkpoint, files: list[StateFile]) -> Iterator[Iterator[StateRecord]]:
+    """Each file's records, in order. On object stores the files are fetched concurrently,
+    ``_FETCH_BATCH`` at a time (memory: that many files, never the whole chain)."""
     if ckpt.location.is_local:
         for file in files:
-            yield file, file_records(ckpt, file)
+            yield file_records(ckpt, file)
         return
-    data = ckpt.read_many(f.path for f in files)
-    for file in files:
-        yield file, file_records(ckpt, file, data[file.path])
+    for at in range(0, len(files), _FETCH_BATCH):
+        batch = files[at:at + _FETCH_BATCH]
+        data = ckpt.read_many(f.path for f in batch)
+        for file in batch:
+            yield file_records(ckpt, file, data[file.path])
 
 
 def default_stale_after(history: int) -> int:
@@ -387,9 +397,11 @@ def default_stale_after(history: int) -> int:
 def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
                   stale_after: int | None = None,
                   progress: Callable[[str], None] | None = None,
-                  schemas: dict[tuple[int, str], StoreSchema] | None = None) -> StoreHistory:
+                  schemas: dict[tuple[int, str], StoreSchema] | None = None,
+                  runner: GroupRunner | None = None) -> StoreHistory:
     """Rebuild the retained history of one operator/store (see the module docstring).
-    ``schemas``: :func:`store_schemas` of the checkpoint, when the caller has them.
+    ``schemas``: :func:`store_schemas` of the checkpoint, when the caller has them;
+    ``runner``: replay on Spark, one task per store instance (the same results).
 
     Several calls may run at once in different threads: each carries its own replay job
     and, for big local checkpoints, has worker processes of its own (see
@@ -411,7 +423,7 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
     if last_version and instances and has_changes and len(ready) == len(plans):
         try:
             return _replay(ckpt, operator_id, store, name, schema, ready, last_version,
-                           timeouts, timeout, stale_after, progress)
+                           timeouts, timeout, stale_after, progress, runner)
         except _Unreplayable as why:
             note = f"cannot replay ({why}); "
     else:
@@ -421,7 +433,7 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
     if any(i.of_kind("zip") for i in instances):
         return _from_zips(ckpt, operator_id, store, name, schema, instances, last_version,
                           timeouts, timeout, stale_after,
-                          note + "counts come from each zip's numKeys")
+                          note + "counts come from each zip's numKeys", runner)
     return StoreHistory(operator_id, store, name, "none", partitions, (), {}, timeouts,
                         stale_after or 0, None, (), (note + "no history can be rebuilt",))
 
@@ -443,34 +455,67 @@ _GroupResult = tuple[list[_Partial], dict[int, list[int]], list[_Candidate]]
 def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_version: int,
                   start: int, no_timeout: Callable[[bytes], bool] | None,
                   progress: Progress | None = None) -> _GroupResult:
-    """Replay some partitions of a store in lockstep; totals after each version ≥ start."""
-    acc = _Accumulator()
-    partials: list[_Partial] = []
-    per_partition: dict[int, list[int]] = {p.partition: [] for p in plans}
-    for version in range(first, last_version + 1):
-        todo: list[tuple[_Replay, StateFile, bool]] = []
-        for plan in plans:
-            if plan.base is not None and plan.base_version == version:
-                todo.append((plan, plan.base, True))
-            elif plan.base_version < version:
-                todo.append((plan, plan.changes[version], False))
-        by_file = {id(file): (plan, base) for plan, file, base in todo}
-        for file, records in _read_version(ckpt, [f for _, f, _ in todo]):
-            plan, base = by_file[id(file)]
+    """Replay some partitions of a store; their totals after each version ≥ ``start``.
+
+    Partition by partition: one partition's live keys are in memory at a time (its digests
+    are dropped before the next one starts), so memory is bounded by the largest partition,
+    not by the store — the same bound a Spark task has. The per-version totals are summed
+    across the partitions as they finish."""
+    merged = [_Merged() for _ in range(start, last_version + 1)]
+    per_partition: dict[int, list[int]] = {}
+    candidates: list[_Candidate] = []
+    for done, plan in enumerate(plans, start=1):
+        acc = _Accumulator()
+        counts: list[int] = []
+        steps = [(v, plan.base if plan.base is not None and v == plan.base_version
+                  else plan.changes[v], v == plan.base_version and plan.base is not None)
+                 for v in range(max(first, plan.base_version if plan.base else 1),
+                                last_version + 1)]
+        for (version, _file, base), records in zip(steps, _read_chain(
+                ckpt, [f for _, f, _ in steps]), strict=True):
             _apply(plan, records, version, acc, no_timeout, base=base)
-        if version >= start:
-            partials.append(acc.freeze(any(base for _, _, base in todo)))
-            for plan in plans:
-                per_partition[plan.partition].append(len(plan.live))
-        else:
-            acc.inserts = acc.updates = acc.deletes = 0
+            if version >= start:
+                merged[version - start].add(acc, base)
+                counts.append(len(plan.live))
+            else:
+                acc.inserts = acc.updates = acc.deletes = 0
+        per_partition[plan.partition] = counts
+        candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, [*candidates, *(
+            (packed >> (_SIZE_BITS + 1), plan.partition, digest)
+            for digest, packed in plan.live.items())])
+        plan.live.clear()
         if progress:
-            progress(f"version {version}/{last_version}")
-    candidates = heapq.nsmallest(
-        OLDEST_KEYS_SHOWN,
-        ((packed >> (_SIZE_BITS + 1), plan.partition, digest)
-         for plan in plans for digest, packed in plan.live.items()))
-    return partials, per_partition, candidates
+            progress(f"{done}/{len(plans)} partitions")
+    return [m.frozen() for m in merged], per_partition, candidates
+
+
+class _Merged:
+    """The running totals of several partitions' accumulators at one version."""
+
+    def __init__(self) -> None:
+        self.total = _Accumulator()
+        self.base_loaded = False
+
+    def add(self, acc: _Accumulator, base_loaded: bool) -> None:
+        """Add one partition's totals at this version; its churn counters restart."""
+        total = self.total
+        for size, count in acc.sizes.items():
+            if count:
+                total.sizes[size] = total.sizes.get(size, 0) + count
+        for at, count in acc.changed_at.items():
+            if count:
+                total.changed_at[at] = total.changed_at.get(at, 0) + count
+        total.keys += acc.keys
+        total.bytes += acc.bytes
+        total.no_timeout += acc.no_timeout
+        total.inserts += acc.inserts
+        total.updates += acc.updates
+        total.deletes += acc.deletes
+        acc.inserts = acc.updates = acc.deletes = 0
+        self.base_loaded = self.base_loaded or base_loaded
+
+    def frozen(self) -> _Partial:
+        return self.total.freeze(self.base_loaded)
 
 
 @dataclass(frozen=True)
@@ -525,7 +570,7 @@ class _ZipWork:
 def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
             schema: StoreSchema | None, plans: list[_Replay], last_version: int,
             timeouts: str, timeout: _TimeoutField | None, stale_after: int | None,
-            progress: Progress | None) -> StoreHistory:
+            progress: Progress | None, runner: GroupRunner | None) -> StoreHistory:
     first = max(min(p.base_version for p in plans), 1)
     start = max(max(p.base_version for p in plans), 1)
     stale = stale_after or default_stale_after(last_version - start + 1)
@@ -540,7 +585,7 @@ def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
 
         say(f"{label}replaying {len(plans)} partitions up to version {last_version}")
     results = map_groups(ckpt, plans, size, _ReplayWork(first, last_version, start, timeout),
-                          labelled)
+                         labelled, runner)
     partition_index = {p.partition: i for i, p in enumerate(plans)}
     versions = tuple(_stats(first_seen, [r[0][k] for r in results], stale, timeouts == "per-key")
                      for k, first_seen in enumerate(range(start, last_version + 1)))
@@ -582,7 +627,7 @@ def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Repl
 def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
                schema: StoreSchema | None, instances: list[StoreInstance], last_version: int,
                timeouts: str, timeout: _TimeoutField | None, stale_after: int | None,
-               note: str) -> StoreHistory:
+               note: str, runner: GroupRunner | None = None) -> StoreHistory:
     """Counts from every version's zip metadata; contents (value sizes, timeouts, unchanged
     keys) from the SSTs of the first and last version only — reading every version's SSTs
     would cost the whole state per version."""
@@ -613,7 +658,7 @@ def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
         try:
             last_stats, oldest = _zip_contents(
                 ckpt, schema, zips, common[0], common[-1], timeout, timeouts == "per-key",
-                stale, (versions[0].disk_bytes or 0) + (versions[-1].disk_bytes or 0))
+                stale, (versions[0].disk_bytes or 0) + (versions[-1].disk_bytes or 0), runner)
         except (StatekitError, _Unreplayable) as why:
             notes.append(f"SST contents not read ({why})")
         else:
@@ -629,12 +674,13 @@ def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
 
 def _zip_contents(ckpt: Checkpoint, schema: StoreSchema | None,
                   zips: dict[int, dict[int, StateFile]], first: int, last: int,
-                  timeout: _TimeoutField | None, timeouts: bool, stale: int, sst_bytes: int
+                  timeout: _TimeoutField | None, timeouts: bool, stale: int, sst_bytes: int,
+                  runner: GroupRunner | None = None
                   ) -> tuple[VersionStats, tuple[OldKey, ...]]:
     """Statistics of the last version's state, a key counting as changed at ``first`` when
     its bytes are identical in the first version (unchanged for at least the whole span)."""
     ends = [(p, by_version[first], by_version[last]) for p, by_version in sorted(zips.items())]
-    results = map_groups(ckpt, ends, sst_bytes, _ZipWork(first, last, timeout))
+    results = map_groups(ckpt, ends, sst_bytes, _ZipWork(first, last, timeout), None, runner)
     stats = _stats(last, [partial for partial, _ in results], stale, timeouts)
     unchanged = sorted(u for _, found in results for u in found)[:OLDEST_KEYS_SHOWN]
     return stats, tuple(_decoded(schema, ckpt, p, first, last - first, k, v)
@@ -656,11 +702,12 @@ def _decoded(schema: StoreSchema | None, ckpt: Checkpoint, partition: int, chang
 
 def all_histories(ckpt: Checkpoint, *, operator: int | None = None,
                   stale_after: int | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[StoreHistory]:
-    """The history of every operator/store (or one operator's)."""
+                  progress: Callable[[str], None] | None = None,
+                  runner: GroupRunner | None = None) -> list[StoreHistory]:
+    """The history of every operator/store (or one operator's); ``runner``: on Spark."""
     inventory = ckpt.inventory
     schemas = store_schemas(ckpt)  # every schema file read once, not once per store
     return [store_history(ckpt, op, store, stale_after=stale_after, progress=progress,
-                          schemas=schemas)
+                          schemas=schemas, runner=runner)
             for op in inventory.operator_ids if operator is None or op == operator
             for store in inventory.stores(op)]

@@ -22,7 +22,7 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records, zip_metadata
 from statekit.errors import EXIT_CORRUPT, CorruptFile, StatekitError, error_for
 from statekit.formats.checksum_files import check_hadoop_crc, check_spark_crc
-from statekit.partition_workers import map_groups
+from statekit.partition_workers import GroupRunner, map_groups
 
 Progress = Callable[[str], None]
 
@@ -161,7 +161,8 @@ def _decode_all(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
 
 def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
                         partitions: set[int] | None = None,
-                        progress: Progress | None = None) -> Verification:
+                        progress: Progress | None = None,
+                        runner: GroupRunner | None = None) -> Verification:
     """Read and decode every file a restart loads (optionally one operator / some
     partitions); damaged files come back named, in instance order."""
     started = time.perf_counter()
@@ -176,7 +177,7 @@ def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
                      for f in ckpt.inventory.instances[key].files_to_load(version))
     if progress:
         progress(f"verifying the restart path of {len(keys)} store instances…")
-    results = map_groups(ckpt, keys, data_bytes, _VerifyGroup(version), progress)
+    results = map_groups(ckpt, keys, data_bytes, _VerifyGroup(version), progress, runner)
     damaged = sorted((d for _, _, found in results for d in found),
                      key=lambda d: (d.operator_id or 0, d.partition or 0, d.path))
     return Verification(version, sum(r[0] for r in results), sum(r[1] for r in results),

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from statekit.checkpoint.layout import MetaFile, StateFile, classify
+from statekit.checkpoint.layout import MetaFile, StateFile, classify_fast
 from statekit.formats.checksum_files import ChecksumFile, data_name_of
 
 #: File kinds holding the full state at their version, per provider family.
@@ -165,6 +165,8 @@ def build_inventory(listing: Iterable[tuple[str, int]],
     crc_files = listed = 0
     checksums: dict[str, list[ChecksumFile]] = defaultdict(list)
     for path, size in listing:
+        if path.endswith("/"):  # an object store's folder marker (S3A writes them): no file
+            continue
         listed += 1
         if path.endswith(".crc"):  # checksums: kept aside, never mixed into the data files
             crc_files += 1
@@ -172,7 +174,7 @@ def build_inventory(listing: Iterable[tuple[str, int]],
             data_name, hadoop = data_name_of(name)
             checksums[f"{folder}/{data_name}"].append(ChecksumFile(path, size, hadoop))
             continue
-        item = classify(relative(path), size, path)
+        item = classify_fast(relative(path), size, path)
         if isinstance(item, StateFile):
             grouped[(item.operator_id, item.store, item.partition)].append(item)
         elif item.kind == "unknown":

@@ -66,7 +66,9 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     """Detect unbounded key growth: trend, turnover, value size, timeouts, key age.
 
     Replays the retained state files once (no JVM) and classifies every store as bounded,
-    growing, accelerating or insufficient-history, with the evidence behind it.
+    growing, accelerating or insufficient-history, with the evidence behind it. With
+    --master URL the same replay runs on that Spark cluster, one task per store instance
+    (identical results; for states that outgrow this machine).
 
     Example: statekit growth demo/checkpoint --progress demo/progress.jsonl --max-keys 5e6
     """
@@ -84,9 +86,15 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         check_selection(ckpt, operator)
     progress = read_progress_log(progress_log, storage_option) if progress_log else ()
     with status(not as_json, "reading state files…") as on_progress:
+        runner = None
+        if master is not None and ckpt is not None:
+            from statekit.jobs.distributed import SparkGroupRunner
+
+            on_progress(f"starting Spark ({master})…")
+            runner = SparkGroupRunner(start_spark_for(ckpt, "statekit-growth", master, confs))
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
                          max_bytes=max_bytes, stale_after=stale_after,
-                         on_progress=on_progress)
+                         on_progress=on_progress, runner=runner)
         checks = (_deep(ckpt, report, master, confs, on_progress)
                   if deep and ckpt is not None else [])
     if as_json:

@@ -8,7 +8,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
+from statekit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    print_json,
+    spark_options,
+    start_spark_for,
+)
 from statekit.cli.render import console, status
 from statekit.presentation import dash, human_bytes, iso_ms
 
@@ -29,24 +36,35 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 @click.option("--verify", is_flag=True,
               help="Also read and decode every file a restart loads (in parallel, no JVM): "
                    "truncated or corrupt files become errors naming them.")
+@spark_options
 @json_option
 def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                    partition: int | None, min_deltas: int | None, verify: bool,
-                   as_json: bool) -> None:
+                   master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Delta/snapshot/changelog/zip/SST counts, sizes, snapshot lag and warnings.
 
-    Reads only listings and small metadata files: no JVM, fast on object stores.
+    Reads only listings and small metadata files: no JVM, fast on object stores. With
+    --verify --master URL the restart path is decoded on that Spark cluster instead.
 
     Example: statekit report demo/checkpoint --operator 0
     """
     from statekit.checkpoint.checkpoint import check_selection
     from statekit.report import build_report
 
+    if master is not None and not verify:
+        raise click.UsageError("--master runs --verify on Spark: give --verify too")
     ckpt = open_from_cli(checkpoint, storage_option)
     check_selection(ckpt, operator, partition)
     with status(verify and not as_json, "reading the files a restart loads…") as on_progress:
+        runner = None
+        if master is not None:
+            from statekit.jobs.distributed import SparkGroupRunner
+
+            on_progress(f"starting Spark ({master})…")
+            runner = SparkGroupRunner(start_spark_for(ckpt, "statekit-verify", master, confs))
         report = build_report(ckpt, operator=operator, partition=partition,
-                              min_deltas=min_deltas, verify=verify, progress=on_progress)
+                              min_deltas=min_deltas, verify=verify, progress=on_progress,
+                              runner=runner)
     if as_json:
         print_json(report.to_dict())
         return

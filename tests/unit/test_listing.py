@@ -1,0 +1,126 @@
+"""The concurrent, level-by-level listing finds exactly what one sequential listing finds.
+
+No JVM: layouts built on ``memory://`` (a synchronous filesystem: the thread-pool way) and on
+a local folder (the ``os.scandir`` walk), each compared with the reference — one recursive
+``fs.find`` and one ``ls`` per log folder. The S3 way runs against real S3-protocol servers
+in tests/spark/test_object_storage.py.
+"""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.listing import list_checkpoint, parse_list_page
+from statekit.checkpoint.location import resolve
+from statekit.report import build_report
+from tests.unit.checkpoint_builder import write_checkpoint
+
+
+def _layout(fs, root: str) -> None:
+    """Two operators, a join-like operator with four stores, schema and metadata files,
+    a stray file directly under state/ and one directly in an operator folder."""
+    write_checkpoint(fs, root, planned=6, committed=5, partitions=12, snapshots=[3])
+    fs.makedirs(f"{root}/state/1", exist_ok=True)
+    for part in range(5):
+        for store in ("left-keyToNumValues", "left-keyWithIndexToValue",
+                      "right-keyToNumValues", "right-keyWithIndexToValue"):
+            for version in range(1, 6):
+                fs.makedirs(f"{root}/state/1/{part}/{store}", exist_ok=True)
+                fs.pipe(f"{root}/state/1/{part}/{store}/{version}.delta", b"x" * version)
+    fs.pipe(f"{root}/state/README", b"left by someone")
+    fs.pipe(f"{root}/state/1/notes.txt", b"?")
+
+
+def _listings(location):
+    auto = list_checkpoint(location, state=True, log_folders=["offsets", "commits"])
+    reference = list_checkpoint(location, state=True, log_folders=["offsets", "commits"],
+                                method="sequential")
+    return auto, reference
+
+
+def _names(entries):
+    return sorted((e["name"].rstrip("/"), e["type"], e.get("size")) for e in entries)
+
+
+def test_memory_filesystem_listing_equals_the_sequential_one():
+    fs = fsspec.filesystem("memory")
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
+    _layout(fs, "/ck")
+    location = resolve("memory://ck")
+    auto, reference = _listings(location)
+    assert auto.stats.method == "threads"
+    assert sorted(auto.files) == sorted(reference.files)
+    assert len(auto.files) == 12 * 5 * 2 + 12 + 1 + 1 + 5 * 4 * 5 + 2
+    for name in ("offsets", "commits"):
+        assert _names(auto.folders[name]) == _names(reference.folders[name])
+    # levels: state/ + 2 logs, 2 operators, then one find per sub-folder
+    assert auto.stats.requests == 3 + 2 + (12 + 1) + 5
+    assert auto.stats.objects == len(auto.files) + 6 + 5
+
+
+def test_local_walk_equals_fsspec_find(tmp_path):
+    fs = fsspec.filesystem("file")
+    _layout(fs, str(tmp_path / "ck"))
+    auto, reference = _listings(resolve(str(tmp_path / "ck")))
+    assert auto.stats.method == "local"
+    assert sorted(auto.files) == sorted(reference.files)
+
+
+def test_reports_from_both_listings_are_identical(tmp_path):
+    fs = fsspec.filesystem("file")
+    _layout(fs, str(tmp_path / "ck"))
+    fast = open_checkpoint(str(tmp_path / "ck"))
+    slow = open_checkpoint(str(tmp_path / "ck"))
+    slow.listing_method = "sequential"
+    one, two = build_report(fast).to_dict(), build_report(slow).to_dict()
+    assert one.pop("listing")["method"] == "local"
+    assert two.pop("listing")["method"] == "sequential"
+    one.pop("elapsed_s")
+    two.pop("elapsed_s")
+    assert one == two
+    assert one["state_files"] > 100
+
+
+NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+
+
+@pytest.mark.parametrize("namespace", [NS, ""])
+def test_list_page_parses_keys_sizes_prefixes_and_token(namespace):
+    body = (f'<?xml version="1.0"?><ListBucketResult {namespace}><Name>b</Name>'
+            "<IsTruncated>true</IsTruncated><NextContinuationToken>tok</NextContinuationToken>"
+            "<Contents><Key>state/0/1/1.delta</Key><Size>17</Size></Contents>"
+            "<Contents><Key>a&amp;b</Key><Size>0</Size></Contents>"
+            "<CommonPrefixes><Prefix>state/0/2/</Prefix></CommonPrefixes>"
+            "</ListBucketResult>").encode()
+    page = parse_list_page(body)
+    assert page.objects == [("state/0/1/1.delta", 17), ("a&b", 0)]
+    assert page.prefixes == ["state/0/2/"]
+    assert page.next_token == "tok"
+
+
+@pytest.mark.parametrize("body", [
+    b"<Error><Code>AccessDenied</Code></Error>",
+    b"not xml at all",
+    b"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+    b"<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents></ListBucketResult>",
+])
+def test_list_page_refuses_what_is_not_a_listing(body):
+    with pytest.raises(ValueError):
+        parse_list_page(body)
+
+
+@pytest.mark.parametrize("rel", [
+    "0/1/5.delta", "0/1/12.snapshot", "3/17/left-keyToNumValues/9.delta",
+    "0/0/7_0a1b2c3d-aaaa-bbbb-cccc-111122223333.zip", "0/4/8.changelog",
+    "0/1/_metadata/schema", "0/1/SSTs/000017-43062a3e.sst", "0/_metadata/metadata",
+    "0/_metadata/v2/4", "0/_stateSchema/default/0_abc", "0/x/5.delta", "0/1/a/b/5.delta",
+    "0/1/5.delta.tmp", "x/1/5.delta", "0/1/SSTs/5.zip", "README", "0/1/_metadata/5.delta",
+])
+def test_classify_fast_agrees_with_classify(rel):
+    from statekit.checkpoint.layout import classify, classify_fast
+
+    assert classify_fast(rel, 10, "/p/" + rel) == classify(rel, 10, "/p/" + rel)

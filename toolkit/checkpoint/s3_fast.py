@@ -1,0 +1,241 @@
+"""S3 listings and reads that scale: presigned requests, concurrent, parsed without botocore.
+
+Used by :mod:`statekit.checkpoint.listing` and the checkpoint's many-file reads for ``s3://``
+checkpoints. Three facts make it fast:
+
+* A group of sibling partition folders (``state/0/17``, ``state/0/170`` … in key order) is
+  listed by one paginated request chain starting after the group's first folder
+  (``StartAfter``) and stopping at the first key past its last folder. Groups are sized to
+  about one page, so the request count is that of one sequential listing while the groups
+  run concurrently.
+* Pages are fetched with presigned URLs — botocore signs (credentials, sessions tokens,
+  endpoint and addressing style all as the user configured s3fs) — over one ``aiohttp``
+  session, and parsed with ElementTree (~4 µs per object instead of botocore's ~50 µs).
+* Many small files (the offsets/commits ledger, each partition's newest zip) are fetched
+  with one GET each over that session, up to ``concurrency`` at once — s3fs sends a HEAD
+  before each GET and caps its pool at 10 connections, 2 × 50 ms per file ten at a time.
+
+Failures that the generic s3fs path might not hit (a store that rejects presigned requests,
+an unexpected response body) raise ``FastPathRefused`` and the caller goes the generic way;
+access errors are raised (or returned, for reads) as the ``OSError`` s3fs would raise. One
+HTTP session is kept per filesystem for the process's life, so connections (and their TLS
+handshakes) are reused from the listing to the reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import weakref
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from statekit.checkpoint.listing import (
+    DEFAULT_CONCURRENCY,
+    Entry,
+    FastPathRefused,
+    S3Page,
+    _bounded_gather,
+    _Lister,
+    parse_list_page,
+    ssl_context_for,
+)
+
+#: Status codes retried (throttling and transient server errors), as botocore does.
+_RETRY_STATUS = {500, 502, 503, 504}
+_ATTEMPTS = 5
+
+
+class S3Fast:
+    """Presigned S3 requests over one kept-alive HTTP session for one s3fs filesystem."""
+
+    def __init__(self, fs: Any, concurrency: int) -> None:
+        self.fs = fs
+        self.concurrency = concurrency
+        self.requests = 0
+        self.max_keys = 1000
+        """Objects per listing page (S3's maximum; tests lower it to cross page ends)."""
+        self._http: Any = None
+
+    def run(self, coros: list[Any]) -> list[Any]:
+        """Run ``coros`` on the filesystem's loop, at most ``concurrency`` at once."""
+        from fsspec.asyn import sync
+
+        return list(sync(self.fs.loop, _bounded_gather, coros, self.concurrency))
+
+    # ----------------------------------------------------------------- reads
+    def fetch_many(self, paths: list[str]) -> list[bytes | OSError]:
+        """Each file's bytes (one GET each, concurrently), or the ``OSError`` it failed
+        with. Raises ``FastPathRefused`` when the store refuses presigned reads."""
+        return self.run([self._get(path) for path in paths])
+
+    async def _get(self, path: str) -> bytes | OSError:
+        bucket, _, key = path.partition("/")
+        params = {"Bucket": bucket, "Key": key, **getattr(self.fs, "req_kw", {})}
+        try:
+            return await self._request("get_object", params, path)
+        except OSError as error:
+            return error
+
+    # ----------------------------------------------------------------- listings
+    async def ls(self, folder: str) -> list[Entry]:
+        bucket, prefix = _split(folder)
+        entries: list[Entry] = []
+        token: str | None = None
+        while True:
+            page = await self._page(bucket, prefix, delimiter="/", token=token)
+            entries.extend({"name": f"{bucket}/{key}", "type": "file", "size": size}
+                           for key, size in page.objects if key != prefix)
+            entries.extend({"name": f"{bucket}/{p.rstrip('/')}", "type": "directory",
+                            "size": 0} for p in page.prefixes)
+            token = page.next_token
+            if token is None:
+                break
+        return entries
+
+    async def find_group(self, group: list[str]) -> list[tuple[str, int]]:
+        """Every object below the sibling folders ``group`` (in key order, one parent)."""
+        bucket, first = _split(group[0])
+        parent = first.rstrip("/").rsplit("/", 1)[0] + "/"
+        names = {_split(folder)[1].rstrip("/")[len(parent):] for folder in group}
+        last = _split(group[-1])[1].rstrip("/")
+        beyond = last + "0"  # the first key past everything below ``last/`` ('0' follows '/')
+        found: list[tuple[str, int]] = []
+        token: str | None = None
+        start_after: str | None = first.rstrip("/")
+        while True:
+            page = await self._page(bucket, parent, token=token, start_after=start_after)
+            for key, size in page.objects:
+                name, slash, _rest = key[len(parent):].partition("/")
+                if slash and name in names:
+                    found.append((f"{bucket}/{key}", size))
+            token, start_after = page.next_token, None
+            if token is None or (page.objects and page.objects[-1][0] >= beyond):
+                break
+        return found
+
+    async def _page(self, bucket: str, prefix: str, *, delimiter: str | None = None,
+                    token: str | None = None, start_after: str | None = None) -> S3Page:
+        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix,
+                                  **getattr(self.fs, "req_kw", {})}
+        if delimiter:
+            params["Delimiter"] = delimiter
+        if self.max_keys != 1000:
+            params["MaxKeys"] = self.max_keys
+        if token:
+            params["ContinuationToken"] = token
+        elif start_after:
+            params["StartAfter"] = start_after
+        body = await self._request("list_objects_v2", params, f"{bucket}/{prefix}")
+        try:
+            return parse_list_page(body)
+        except ValueError as error:
+            raise FastPathRefused(str(error)) from error
+
+    async def _request(self, method: str, params: dict[str, Any], shown: str) -> bytes:
+        """One presigned GET, retried on throttling and transient errors."""
+        client = await self._client()
+        for attempt in range(_ATTEMPTS):
+            url = await client.generate_presigned_url(method, Params=params, ExpiresIn=900)
+            self.requests += 1
+            async with (await self._session()).get(url) as response:
+                body: bytes = await response.read()
+                status = response.status
+            if status == 200:
+                return body
+            if status in _RETRY_STATUS and attempt < _ATTEMPTS - 1:
+                await asyncio.sleep(0.1 * 2 ** attempt)
+                continue
+            raise _error_for(status, body, shown)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    # ----------------------------------------------------------------- plumbing
+    async def _client(self) -> Any:
+        if getattr(self.fs, "_s3", None) is None:
+            await self.fs.set_session()
+        return self.fs.s3
+
+    async def _session(self) -> Any:
+        if self._http is None:
+            import aiohttp
+
+            verify = (getattr(self.fs, "client_kwargs", None) or {}).get("verify")
+            connector = aiohttp.TCPConnector(limit=self.concurrency,
+                                             ssl=ssl_context_for(verify))
+            self._http = aiohttp.ClientSession(connector=connector, trust_env=True)
+            atexit.register(self.close)
+        return self._http
+
+    def close(self) -> None:
+        """Close the HTTP session (at exit; quietly if the loop is already gone)."""
+        from fsspec.asyn import sync
+
+        if self._http is not None and self.fs.loop is not None and self.fs.loop.is_running():
+            with contextlib.suppress(Exception):
+                sync(self.fs.loop, self._http.close, timeout=2)
+        self._http = None
+
+
+_CLIENTS: weakref.WeakKeyDictionary[Any, S3Fast] = weakref.WeakKeyDictionary()
+
+
+def s3_fast_for(fs: Any, concurrency: int = DEFAULT_CONCURRENCY) -> S3Fast | None:
+    """The fast path for ``fs`` (one per filesystem object), or ``None`` when ``fs`` is not
+    a plain s3fs filesystem (version-aware ones list object versions: the generic way)."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    if "s3" not in protocols or getattr(fs, "version_aware", False) or \
+            not hasattr(fs, "set_session"):
+        return None
+    found = _CLIENTS.get(fs)
+    if found is None:
+        found = _CLIENTS[fs] = S3Fast(fs, concurrency)
+    return found
+
+
+class S3RangedLister(_Lister):
+    """Lists folders through :class:`S3Fast`: ranged, presigned, concurrent."""
+
+    method = "s3-ranged"
+    ranged = True
+
+    def __init__(self, fast: S3Fast) -> None:
+        super().__init__(fast.fs, fast.concurrency)
+        self.fast = fast
+        self.page_size = fast.max_keys
+
+    def ls_many(self, folders: list[str]) -> list[list[Entry]]:
+        return self._run([self.fast.ls(folder) for folder in folders])
+
+    def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
+        return self._run([self.fast.find_group(group) for group in groups])
+
+    def _run(self, coros: list[Any]) -> list[Any]:
+        before = self.fast.requests
+        try:
+            return self.fast.run(coros)
+        finally:
+            self.requests += self.fast.requests - before
+
+
+def _split(path: str) -> tuple[str, str]:
+    """``bucket/key/part`` → (``bucket``, ``key/part/``): a folder as a listing prefix."""
+    bucket, _, key = path.strip("/").partition("/")
+    return bucket, f"{key}/" if key else ""
+
+
+def _error_for(status: int, body: bytes, shown: str) -> OSError:
+    """The ``OSError`` s3fs would raise for an error response; other refusals (a store
+    that does not accept presigned listings) let the caller take the generic path."""
+    code = message = ""
+    try:
+        root = ET.fromstring(body)
+        code = root.findtext("Code") or ""
+        message = root.findtext("Message") or ""
+    except ET.ParseError:
+        pass
+    if status == 404 or code in ("NoSuchBucket", "NoSuchKey"):
+        return FileNotFoundError(2, message or code or "not found", shown)
+    if status == 403 and code not in ("SignatureDoesNotMatch", "AuthorizationQueryParametersError"):
+        return PermissionError(13, message or code or "access denied", shown)
+    raise FastPathRefused(f"{status} {code} {message}".strip())
