@@ -725,7 +725,7 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     step = max(1, len(files) // limit)
     sample = files[::step][:limit]
     started = time.perf_counter()
-    data = {f.path: ckpt.read_bytes(f.path) for f in sample}
+    data = {f.path: ckpt.read_bytes(f.path, fast=False) for f in sample}
     read_s = max(time.perf_counter() - started, 1e-6)
     size = sum(len(d) for d in data.values())
     records = 0
@@ -741,7 +741,7 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     small = sorted(sample, key=lambda f: f.size)[: max(1, len(sample) // 2)]
     started = time.perf_counter()
     for file in small:
-        ckpt.read_bytes(file.path)
+        ckpt.read_bytes(file.path, fast=False)  # the per-file cost Spark pays
     latency = (time.perf_counter() - started) / len(small)
     # bandwidth: what the reads took beyond their per-file latency; too few bytes to tell
     # (under 4 MiB) keeps the default

@@ -33,6 +33,7 @@ bytes it references) from the zip metadata: exact counts, no churn or ages.
 from __future__ import annotations
 
 import heapq
+import itertools
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -254,10 +255,8 @@ def _stats(version: int, parts: list[_Partial], stale_after: int, timeouts: bool
     sizes: dict[int, int] = {}
     changed: dict[int, int] = {}
     for part in parts:
-        for size, count in part.sizes.items():
-            sizes[size] = sizes.get(size, 0) + count
-        for at, count in part.changed_at.items():
-            changed[at] = changed.get(at, 0) + count
+        _add_counts(sizes, part.sizes)
+        _add_counts(changed, part.changed_at)
     p50 = p90 = p99 = top = None
     mean = None
     if keys:
@@ -283,6 +282,13 @@ def _stats(version: int, parts: list[_Partial], stale_after: int, timeouts: bool
         sum(p.deletes for p in parts) if churn_known else None,
         mean, p50, p90, p99, top, oldest, untouched,
         sum(p.no_timeout for p in parts) if timeouts else None)
+
+
+def _add_counts(into: dict[int, int], counts: dict[int, int]) -> None:
+    """Add a histogram (value → keys) into another; zero counts are skipped."""
+    for value, count in counts.items():
+        if count:
+            into[value] = into.get(value, 0) + count
 
 
 @dataclass
@@ -467,12 +473,13 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
     for done, plan in enumerate(plans, start=1):
         acc = _Accumulator()
         counts: list[int] = []
-        steps = [(v, plan.base if plan.base is not None and v == plan.base_version
-                  else plan.changes[v], v == plan.base_version and plan.base is not None)
-                 for v in range(max(first, plan.base_version if plan.base else 1),
-                                last_version + 1)]
-        for (version, _file, base), records in zip(steps, _read_chain(
-                ckpt, [f for _, f, _ in steps]), strict=True):
+        # from the base (or version 1 when replaying from empty), never before ``first``
+        versions = range(max(first, plan.base_version), last_version + 1)
+        files = [plan.base if plan.base is not None and v == plan.base_version
+                 else plan.changes[v] for v in versions]
+        for version, file, records in zip(versions, files, _read_chain(ckpt, files),
+                                          strict=True):
+            base = file is plan.base
             _apply(plan, records, version, acc, no_timeout, base=base)
             if version >= start:
                 merged[version - start].add(acc, base)
@@ -480,9 +487,9 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
             else:
                 acc.inserts = acc.updates = acc.deletes = 0
         per_partition[plan.partition] = counts
-        candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, [*candidates, *(
+        candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, itertools.chain(candidates, (
             (packed >> (_SIZE_BITS + 1), plan.partition, digest)
-            for digest, packed in plan.live.items())])
+            for digest, packed in plan.live.items())))  # a generator: no list of every key
         plan.live.clear()
         if progress:
             progress(f"{done}/{len(plans)} partitions")
@@ -499,12 +506,8 @@ class _Merged:
     def add(self, acc: _Accumulator, base_loaded: bool) -> None:
         """Add one partition's totals at this version; its churn counters restart."""
         total = self.total
-        for size, count in acc.sizes.items():
-            if count:
-                total.sizes[size] = total.sizes.get(size, 0) + count
-        for at, count in acc.changed_at.items():
-            if count:
-                total.changed_at[at] = total.changed_at.get(at, 0) + count
+        _add_counts(total.sizes, acc.sizes)
+        _add_counts(total.changed_at, acc.changed_at)
         total.keys += acc.keys
         total.bytes += acc.bytes
         total.no_timeout += acc.no_timeout

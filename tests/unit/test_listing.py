@@ -12,8 +12,9 @@ import fsspec
 import pytest
 
 from statekit.checkpoint import open_checkpoint
-from statekit.checkpoint.listing import list_checkpoint, parse_list_page
+from statekit.checkpoint.listing import list_checkpoint
 from statekit.checkpoint.location import resolve
+from statekit.checkpoint.s3_fast import parse_list_page
 from statekit.report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 

@@ -87,9 +87,13 @@ class Checkpoint:
     def display(self, path: str) -> str:
         return self.location.display(path)
 
-    def read_bytes(self, path: str) -> bytes:
-        """Read one file; I/O problems become one-line ``BadInput`` errors naming the file."""
-        if self._fast() is not None:  # one GET (s3fs's cat_file sends a HEAD first)
+    def read_bytes(self, path: str, *, fast: bool = True) -> bytes:
+        """Read one file; I/O problems become one-line ``BadInput`` errors naming the file.
+
+        ``fast=False`` reads through the filesystem's own open-and-read, as Spark does (on
+        S3 a HEAD, then a GET): what the recovery calibration must time, not statekit's
+        single presigned GET."""
+        if fast and self._fast() is not None:  # one GET (s3fs's cat_file sends a HEAD first)
             return self.read_many([path])[path]
         try:
             data: bytes = self.fs.cat_file(path)

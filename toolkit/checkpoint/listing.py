@@ -12,11 +12,9 @@ Three ways to run a level, chosen from the filesystem:
 * **S3** (s3fs): a ranged listing per group of sibling partition folders
   (``ListObjectsV2`` with ``StartAfter``), sized from a first probe so that a group fills
   about one page. The request count stays that of one sequential listing (one request per
-  ~1,000 objects), only no longer in a chain. Pages are fetched with presigned URLs and
-  parsed with regular expressions: botocore's generic response parser costs ~50 µs per
-  object (most of it parsing ``LastModified`` dates statekit never uses), 40× that.
-  Anything unusual (a version-aware filesystem, a store that refuses presigned listings)
-  falls back to the generic way.
+  ~1,000 objects), only no longer in a chain (:mod:`statekit.checkpoint.s3_fast`: presigned
+  requests, pages parsed without botocore). Anything unusual (a version-aware filesystem,
+  a store that refuses presigned listings) falls back to the generic way.
 * **Other async filesystems** (gcsfs, adlfs, …): ``_ls``/``_find`` per folder through the
   filesystem's own async API, bounded by a semaphore.
 * **Synchronous filesystems**: the same calls in a thread pool.
@@ -29,12 +27,9 @@ parallel listing is tested against, and the "before" of ``benchmarks/bench_objec
 from __future__ import annotations
 
 import asyncio
-import html
 import os
-import re
-import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -117,14 +112,17 @@ def list_checkpoint(location: Location, *, state: bool, log_folders: Sequence[st
                           for name, path in zip(log_folders, folders, strict=True)}
     else:
         lister = _lister_for(fs, concurrency)
+        refused = 0  # requests the fast path sent before it was refused: they were paid
         try:
             result = _level_by_level(lister, state_root if state else None, log_folders,
                                      folders)
         except FastPathRefused:
+            refused = lister.requests
             lister = _generic_lister(fs, concurrency)
             result = _level_by_level(lister, state_root if state else None, log_folders,
                                      folders)
-        result.stats = ListingStats(lister.method, lister.requests, concurrency=concurrency)
+        result.stats = ListingStats(lister.method, refused + lister.requests,
+                                    concurrency=concurrency)
     result.stats.objects = len(result.files) + sum(map(len, result.folders.values()))
     result.stats.seconds = time.perf_counter() - started
     return result
@@ -160,8 +158,7 @@ def _sequential(fs: Any, state_root: str | None, names: Sequence[str],
     result = TreeListing(stats=ListingStats("sequential", concurrency=1))
     if state_root is not None:
         found = fs.find(state_root, detail=True)
-        result.files = [(info["name"], int(info.get("size") or 0)) for info in found.values()
-                        if info.get("type", "file") == "file"]
+        result.files = _regular_files(found.values())
         result.odd = [info["name"] for info in found.values()
                       if info.get("type", "file") not in ("file", "directory")]
         result.stats.requests += 1
@@ -176,7 +173,7 @@ class FastPathRefused(Exception):
     """The store refused the fast S3 path in a way the generic path may not hit."""
 
 
-class _Lister:
+class Lister:
     """How one level of folders is listed; subclasses choose the transport."""
 
     method = "threads"
@@ -199,7 +196,7 @@ class _Lister:
         raise NotImplementedError
 
 
-class _ThreadLister(_Lister):
+class _ThreadLister(Lister):
     """Any synchronous fsspec filesystem: its own calls, run in a thread pool."""
 
     def _map(self, func: Callable[[_T], _R], items: list[_T]) -> list[_R]:
@@ -213,11 +210,11 @@ class _ThreadLister(_Lister):
         return self._map(lambda path: list(self.fs.ls(path, detail=True)), folders)
 
     def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
-        return [_files_of(found) for found in self._map(
+        return [_regular_files(found.values()) for found in self._map(
             lambda path: self.fs.find(path, detail=True), [g[0] for g in groups])]
 
 
-class _AsyncLister(_Lister):
+class _AsyncLister(Lister):
     """An fsspec ``AsyncFileSystem`` (s3fs, gcsfs, adlfs …): its own coroutines on its loop."""
 
     method = "async"
@@ -226,17 +223,17 @@ class _AsyncLister(_Lister):
         from fsspec.asyn import sync
 
         self.requests += len(coros)
-        return list(sync(self.fs.loop, _bounded_gather, coros, self.concurrency))
+        return list(sync(self.fs.loop, bounded_gather, coros, self.concurrency))
 
     def ls_many(self, folders: list[str]) -> list[list[Entry]]:
         return self._gather([self.fs._ls(path, detail=True) for path in folders])
 
     def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
         found = self._gather([self.fs._find(g[0], detail=True) for g in groups])
-        return [_files_of(f) for f in found]
+        return [_regular_files(f.values()) for f in found]
 
 
-async def _bounded_gather(coros: list[Awaitable[_R]], limit: int) -> list[_R]:
+async def bounded_gather(coros: list[Awaitable[_R]], limit: int) -> list[_R]:
     gate = asyncio.Semaphore(limit)
 
     async def run(coro: Awaitable[_R]) -> _R:
@@ -246,12 +243,13 @@ async def _bounded_gather(coros: list[Awaitable[_R]], limit: int) -> list[_R]:
     return list(await asyncio.gather(*(run(c) for c in coros)))
 
 
-def _files_of(found: dict[str, Entry]) -> list[tuple[str, int]]:
-    return [(info["name"], int(info.get("size") or 0)) for info in found.values()
-            if info.get("type", "file") == "file"]
+def _regular_files(entries: Iterable[Entry]) -> list[tuple[str, int]]:
+    """``(path, size)`` of the regular files among listing entries."""
+    return [(e["name"], int(e.get("size") or 0)) for e in entries
+            if e.get("type", "file") == "file"]
 
 
-def _generic_lister(fs: Any, concurrency: int) -> _Lister:
+def _generic_lister(fs: Any, concurrency: int) -> Lister:
     from fsspec.asyn import AsyncFileSystem
 
     if isinstance(fs, AsyncFileSystem) and getattr(fs, "loop", None) is not None:
@@ -259,14 +257,14 @@ def _generic_lister(fs: Any, concurrency: int) -> _Lister:
     return _ThreadLister(fs, concurrency)
 
 
-def _lister_for(fs: Any, concurrency: int) -> _Lister:
+def _lister_for(fs: Any, concurrency: int) -> Lister:
     from statekit.checkpoint.s3_fast import S3RangedLister, s3_fast_for
 
     fast = s3_fast_for(fs, concurrency)
     return S3RangedLister(fast) if fast is not None else _generic_lister(fs, concurrency)
 
 
-def _level_by_level(lister: _Lister, state_root: str | None, names: Sequence[str],
+def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str],
                     folders: Sequence[str]) -> TreeListing:
     """``state/`` and the log folders (one level), then each operator folder, then every
     folder below those — each level's requests concurrently."""
@@ -276,11 +274,11 @@ def _level_by_level(lister: _Lister, state_root: str | None, names: Sequence[str
     if state_root is None:
         return result
     top = first[-1]
-    result.files.extend(_entry_files(top))
+    result.files.extend(_regular_files(top))
     operators = _subfolders(top)
     subfolders: list[str] = []
     for entries in lister.ls_many(operators):
-        result.files.extend(_entry_files(entries))
+        result.files.extend(_regular_files(entries))
         subfolders.extend(_subfolders(entries))
     # the order the store lists their keys in (a ranged group must be contiguous there)
     subfolders.sort(key=lambda folder: folder + "/")
@@ -308,65 +306,5 @@ def _level_by_level(lister: _Lister, state_root: str | None, names: Sequence[str
     return result
 
 
-def _entry_files(entries: list[Entry]) -> list[tuple[str, int]]:
-    return [(e["name"], int(e.get("size") or 0)) for e in entries
-            if e.get("type", "file") == "file"]
-
-
 def _subfolders(entries: list[Entry]) -> list[str]:
     return sorted(e["name"].rstrip("/") for e in entries if e.get("type") == "directory")
-
-
-# ------------------------------------------------------------------ S3 pages, parsed fast
-@dataclass
-class S3Page:
-    """One ``ListObjectsV2`` response, reduced to what a listing needs."""
-
-    objects: list[tuple[str, int]]
-    """``(key, size)`` in key order."""
-    prefixes: list[str]
-    """``CommonPrefixes`` (with their trailing ``/``)."""
-    next_token: str | None
-
-
-_OBJECT = re.compile(r"<Key>([^<]*)</Key>.*?<Size>(\d+)</Size>", re.S)
-_PREFIX = re.compile(r"<CommonPrefixes>\s*<Prefix>([^<]*)</Prefix>", re.S)
-_TRUNCATED = re.compile(r"<IsTruncated>\s*true\s*</IsTruncated>", re.I)
-_TOKEN = re.compile(r"<NextContinuationToken>([^<]*)</NextContinuationToken>")
-_ROOT = re.compile(r"^\s*(?:<\?xml[^>]*\?>)?\s*<ListBucketResult[\s>]")
-
-
-def parse_list_page(body: bytes) -> S3Page:
-    """Parse a ``ListObjectsV2`` XML body (namespaced as AWS writes it, or not, as some
-    S3-compatible stores do). Raises ``ValueError`` on anything else.
-
-    One regular expression over the text, not a DOM: the response's shape is fixed by the
-    S3 API (every ``Contents`` has a ``Key`` then a ``Size``; checked by counting) and this
-    runs for every listed object — ~1.3 µs each, ElementTree ~4 µs, botocore ~50 µs."""
-    try:
-        text = body.decode()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"not a listing response: {error}") from error
-    if not _ROOT.match(text):
-        raise ValueError(f"not a listing response: {text[:60]!r}")
-    found = _OBJECT.findall(text)
-    if len(found) != text.count("<Contents>"):
-        raise ValueError("a listed object has no key or size")
-    objects = [(html.unescape(key) if "&" in key else key, int(size)) for key, size in found]
-    prefixes = [html.unescape(p) if "&" in p else p for p in _PREFIX.findall(text)]
-    token = None
-    if _TRUNCATED.search(text):
-        match = _TOKEN.search(text)
-        if match is None or not match[1]:
-            raise ValueError("a truncated listing without a continuation token")
-        token = html.unescape(match[1])
-    return S3Page(objects, prefixes, token)
-
-
-def ssl_context_for(verify: object) -> ssl.SSLContext | bool:
-    """The TLS setting matching botocore's ``verify`` option (``False``, a CA bundle path,
-    or the default — which honours ``AWS_CA_BUNDLE`` as botocore does)."""
-    if verify is False:
-        return False
-    bundle = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE")
-    return ssl.create_default_context(cafile=bundle) if bundle else True

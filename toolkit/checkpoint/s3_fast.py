@@ -8,9 +8,10 @@ checkpoints. Three facts make it fast:
   (``StartAfter``) and stopping at the first key past its last folder. Groups are sized to
   about one page, so the request count is that of one sequential listing while the groups
   run concurrently.
-* Pages are fetched with presigned URLs — botocore signs (credentials, sessions tokens,
+* Pages are fetched with presigned URLs — botocore signs (credentials, session tokens,
   endpoint and addressing style all as the user configured s3fs) — over one ``aiohttp``
-  session, and parsed with ElementTree (~4 µs per object instead of botocore's ~50 µs).
+  session, and parsed by one regular expression (~1.3 µs per object; botocore's generic
+  parser costs ~50 µs, most of it parsing ``LastModified`` dates statekit never uses).
 * Many small files (the offsets/commits ledger, each partition's newest zip) are fetched
   with one GET each over that session, up to ``concurrency`` at once — s3fs sends a HEAD
   before each GET and caps its pool at 10 connections, 2 × 50 ms per file ten at a time.
@@ -27,24 +28,80 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import html
+import os
+import re
+import ssl
 import weakref
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from typing import Any
 
 from statekit.checkpoint.listing import (
     DEFAULT_CONCURRENCY,
     Entry,
     FastPathRefused,
-    S3Page,
-    _bounded_gather,
-    _Lister,
-    parse_list_page,
-    ssl_context_for,
+    Lister,
+    bounded_gather,
 )
 
 #: Status codes retried (throttling and transient server errors), as botocore does.
 _RETRY_STATUS = {500, 502, 503, 504}
 _ATTEMPTS = 5
+
+
+@dataclass
+class S3Page:
+    """One ``ListObjectsV2`` response, reduced to what a listing needs."""
+
+    objects: list[tuple[str, int]]
+    """``(key, size)`` in key order."""
+    prefixes: list[str]
+    """``CommonPrefixes`` (with their trailing ``/``)."""
+    next_token: str | None
+
+
+_OBJECT = re.compile(r"<Key>([^<]*)</Key>.*?<Size>(\d+)</Size>", re.S)
+_PREFIX = re.compile(r"<CommonPrefixes>\s*<Prefix>([^<]*)</Prefix>", re.S)
+_TRUNCATED = re.compile(r"<IsTruncated>\s*true\s*</IsTruncated>", re.I)
+_TOKEN = re.compile(r"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+_ROOT = re.compile(r"^\s*(?:<\?xml[^>]*\?>)?\s*<ListBucketResult[\s>]")
+
+
+def parse_list_page(body: bytes) -> S3Page:
+    """Parse a ``ListObjectsV2`` XML body (namespaced as AWS writes it, or not, as some
+    S3-compatible stores do). Raises ``ValueError`` on anything else.
+
+    One regular expression over the text, not a DOM: the response's shape is fixed by the
+    S3 API (every ``Contents`` has a ``Key`` then a ``Size``; checked by counting) and this
+    runs for every listed object — ~1.3 µs each, ElementTree ~4 µs, botocore ~50 µs."""
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not a listing response: {error}") from error
+    if not _ROOT.match(text):
+        raise ValueError(f"not a listing response: {text[:60]!r}")
+    found = _OBJECT.findall(text)
+    if len(found) != text.count("<Contents>"):
+        raise ValueError("a listed object has no key or size")
+    objects = [(html.unescape(key) if "&" in key else key, int(size)) for key, size in found]
+    prefixes = [html.unescape(p) if "&" in p else p for p in _PREFIX.findall(text)]
+    token = None
+    if _TRUNCATED.search(text):
+        match = _TOKEN.search(text)
+        if match is None or not match[1]:
+            raise ValueError("a truncated listing without a continuation token")
+        token = html.unescape(match[1])
+    return S3Page(objects, prefixes, token)
+
+
+def ssl_context_for(verify: object) -> ssl.SSLContext | bool:
+    """The TLS setting matching botocore's ``verify`` option (``False``, a CA bundle path,
+    or the default — which honours ``AWS_CA_BUNDLE`` as botocore does)."""
+    if verify is False:
+        return False
+    bundle = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE")
+    return ssl.create_default_context(cafile=bundle) if bundle else True
 
 
 class S3Fast:
@@ -62,7 +119,7 @@ class S3Fast:
         """Run ``coros`` on the filesystem's loop, at most ``concurrency`` at once."""
         from fsspec.asyn import sync
 
-        return list(sync(self.fs.loop, _bounded_gather, coros, self.concurrency))
+        return list(sync(self.fs.loop, bounded_gather, coros, self.concurrency))
 
     # ----------------------------------------------------------------- reads
     def fetch_many(self, paths: list[str]) -> list[bytes | OSError]:
@@ -193,7 +250,7 @@ def s3_fast_for(fs: Any, concurrency: int = DEFAULT_CONCURRENCY) -> S3Fast | Non
     return found
 
 
-class S3RangedLister(_Lister):
+class S3RangedLister(Lister):
     """Lists folders through :class:`S3Fast`: ranged, presigned, concurrent."""
 
     method = "s3-ranged"

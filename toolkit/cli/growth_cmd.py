@@ -20,6 +20,7 @@ from statekit.cli.options import (
     print_json,
     read_progress_log,
     spark_options,
+    spark_runner,
     start_spark_for,
     storage_option,
 )
@@ -86,12 +87,8 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         check_selection(ckpt, operator)
     progress = read_progress_log(progress_log, storage_option) if progress_log else ()
     with status(not as_json, "reading state files…") as on_progress:
-        runner = None
-        if master is not None and ckpt is not None:
-            from statekit.jobs.distributed import SparkGroupRunner
-
-            on_progress(f"starting Spark ({master})…")
-            runner = SparkGroupRunner(start_spark_for(ckpt, "statekit-growth", master, confs))
+        runner = (spark_runner(ckpt, "statekit-growth", master, confs, on_progress)
+                  if ckpt is not None else None)
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
                          max_bytes=max_bytes, stale_after=stale_after,
                          on_progress=on_progress, runner=runner)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint import Checkpoint
+    from statekit.partition_workers import GroupRunner
     from statekit.progress_log import OperatorProgress
 
 STORAGE_OPTIONS_ENV = "STATEKIT_STORAGE_OPTIONS"
@@ -152,6 +153,19 @@ def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     except (OSError, ValueError) as error:
         raise BadInput(f"cannot read: {error}", path=path) from None
     return text
+
+
+def spark_runner(ckpt: Checkpoint, app_name: str, master: str | None,
+                 confs: tuple[str, ...], on_progress: Callable[[str], None]
+                 ) -> GroupRunner | None:
+    """With ``--master``: a runner that hands a whole-state pass's groups to Spark as tasks
+    (:mod:`statekit.jobs.distributed`); without it ``None`` (the pass runs locally)."""
+    if master is None:
+        return None
+    from statekit.jobs.distributed import SparkGroupRunner
+
+    on_progress(f"starting Spark ({master})…")
+    return SparkGroupRunner(start_spark_for(ckpt, app_name, master, confs))
 
 
 def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,

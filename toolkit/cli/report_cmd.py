@@ -14,7 +14,7 @@ from statekit.cli.options import (
     open_from_cli,
     print_json,
     spark_options,
-    start_spark_for,
+    spark_runner,
 )
 from statekit.cli.render import console, status
 from statekit.presentation import dash, human_bytes, iso_ms
@@ -56,12 +56,7 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     ckpt = open_from_cli(checkpoint, storage_option)
     check_selection(ckpt, operator, partition)
     with status(verify and not as_json, "reading the files a restart loads…") as on_progress:
-        runner = None
-        if master is not None:
-            from statekit.jobs.distributed import SparkGroupRunner
-
-            on_progress(f"starting Spark ({master})…")
-            runner = SparkGroupRunner(start_spark_for(ckpt, "statekit-verify", master, confs))
+        runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
         report = build_report(ckpt, operator=operator, partition=partition,
                               min_deltas=min_deltas, verify=verify, progress=on_progress,
                               runner=runner)
