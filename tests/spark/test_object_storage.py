@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -34,6 +36,8 @@ def test_report_on_s3_equals_the_local_report(name, reference_checkpoints, small
     remote = open_checkpoint(url, s3_server.storage_options())
     report = build_report(remote)
     requests = s3_server.summary()
+    # The ledger and the newest zips are read while state/ is listed: still once each.
+    assert_each_file_read_once(s3_server)
     assert comparable(report) == comparable(build_report(open_checkpoint(str(local))))
     # The request count the report states is the one the server saw: the root, then
     # state/ with offsets/ and commits/, each operator folder, one probe per operator and
@@ -56,6 +60,12 @@ def test_report_on_s3_equals_the_local_report(name, reference_checkpoints, small
         s3_server.requests
     assert requests.get("HEAD", 0) == 0, s3_server.requests
     assert batch_timeline(remote).rows == batch_timeline(open_checkpoint(str(local))).rows
+
+
+def assert_each_file_read_once(s3_server) -> None:
+    reads = Counter(path for method, path, query in s3_server.requests if method == "GET"
+                    and "list-type" not in parse_qs(query) and path.count("/") > 1)
+    assert reads and max(reads.values()) == 1, reads.most_common(3)
 
 
 @pytest.mark.parametrize("page", [1000, 7])
@@ -93,9 +103,12 @@ def test_cli_report_on_s3(reference_checkpoints, s3_server, capsys):
     options = []
     for key, value in s3_server.storage_options().items():
         options += ["--storage-option", f"{key}={json.dumps(value)}"]
+    s3_server.reset()
     assert run_cli(_cli(), "statekit", ["report", url, *options, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["location"] == url and data["provider"] == "rocksdb"
+    assert_each_file_read_once(s3_server)
+    assert all(p["keys"] is not None for p in data["stores"][0]["partitions"])
     assert run_cli(_cli(), "statekit", ["report", url + "-missing", *options]) == 3
     assert "no such file or folder" in capsys.readouterr().err
 

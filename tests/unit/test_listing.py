@@ -121,7 +121,76 @@ def test_list_page_refuses_what_is_not_a_listing(body):
     "0/_metadata/v2/4", "0/_stateSchema/default/0_abc", "0/x/5.delta", "0/1/a/b/5.delta",
     "0/1/5.delta.tmp", "x/1/5.delta", "0/1/SSTs/5.zip", "README", "0/1/_metadata/5.delta",
 ])
-def test_classify_fast_agrees_with_classify(rel):
-    from statekit.checkpoint.layout import classify, classify_fast
+def test_the_inventory_builders_inlined_classification_agrees_with_classify(rel):
+    from statekit.checkpoint.inventory import InventoryBuilder
+    from statekit.checkpoint.layout import StateFile, classify
 
-    assert classify_fast(rel, 10, "/p/" + rel) == classify(rel, 10, "/p/" + rel)
+    builder = InventoryBuilder("/p/state/")
+    touched = builder.add([("/p/state/" + rel, 10)])
+    inventory = builder.build()
+    expected = classify(rel, 10, "/p/state/" + rel)
+    if isinstance(expected, StateFile):
+        key = (expected.operator_id, expected.store, expected.partition)
+        assert touched == {key}
+        assert inventory.instances[key].files == (expected,)
+    else:
+        assert not touched
+        assert [*inventory.meta_files, *inventory.unknown_files] == [expected]
+
+
+def test_the_inventory_does_not_depend_on_the_order_listing_chunks_arrive_in(tmp_path):
+    """Object-store groups finish in any order; the inventory must come out the same."""
+    import random
+
+    from statekit.checkpoint.inventory import InventoryBuilder
+
+    prefix = "/ck/state/"
+    files = [(f"{prefix}0/{p}/{v}.delta", 100 + v) for p in range(6) for v in range(1, 12)]
+    files += [(f"{prefix}0/{p}/.{v}.delta.crc", 12) for p in range(6) for v in range(1, 12)]
+    files += [(f"{prefix}0/{p}/10.snapshot", 900) for p in range(6)]
+    files += [(f"{prefix}0/_metadata/metadata", 80), (f"{prefix}0/0/_metadata/schema", 40),
+              (f"{prefix}0/stray.txt", 3), (f"{prefix}0/3/", 0)]
+
+    def built(chunks):
+        builder = InventoryBuilder(prefix)
+        for chunk in chunks:
+            builder.add(chunk)
+        return builder.build()
+
+    reference = built([files])
+    shuffled = files[:]
+    random.Random(3).shuffle(shuffled)
+    again = built([shuffled[i:i + 7] for i in range(0, len(shuffled), 7)])
+    assert again == reference
+    assert list(again.instances) == list(reference.instances)
+    assert reference.listed_files == len(files) - 1  # the folder marker is no file
+    assert reference.crc_files == 66
+    assert [c.path for c in reference.checksums_of(f"{prefix}0/2/5.delta")] == \
+        [f"{prefix}0/2/.5.delta.crc"]
+    assert [m.path for m in reference.unknown_files] == [f"{prefix}0/stray.txt"]
+
+
+@pytest.mark.parametrize(("environment", "configured", "expected"), [
+    ({}, {}, (None, None)),
+    ({"HTTP_PROXY": "http://proxy.corp:3128"}, {}, ("http://proxy.corp:3128", None)),
+    ({"HTTP_PROXY": "http://ann:s3cret@proxy.corp:3128"}, {},
+     ("http://proxy.corp:3128", {"Proxy-Authorization": "Basic YW5uOnMzY3JldA=="})),
+    ({"HTTP_PROXY": "http://proxy.corp:3128", "NO_PROXY": "store.local"}, {}, (None, None)),
+    ({"HTTP_PROXY": "http://proxy.corp:3128"}, {"http": "http://other:8080"},
+     ("http://other:8080", None)),
+])
+def test_presigned_requests_go_through_the_proxy_botocore_would_use(
+        monkeypatch, environment, configured, expected):
+    import s3fs
+
+    from statekit.checkpoint.s3_fast import _proxy_lookup
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                 "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    fs = s3fs.S3FileSystem(anon=True, skip_instance_cache=True,
+                           config_kwargs={"proxies": configured} if configured else {})
+    proxy, headers = _proxy_lookup(fs, "http", "store.local:9000")
+    assert (str(proxy) if proxy else None, headers) == expected

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from statekit.checkpoint.inventory import StateInventory, build_inventory
+from statekit.checkpoint.inventory import InventoryBuilder, StateInventory, newest_zip
 from statekit.checkpoint.ledger import Ledger, audit_ledger
 from statekit.checkpoint.listing import FastPathRefused, ListingStats, list_checkpoint
 from statekit.checkpoint.location import Location, resolve
@@ -70,6 +71,9 @@ class Checkpoint:
         self._offsets: dict[int, OffsetEntry] = {}
         self._commits: dict[int, CommitEntry] = {}
         self._listings: dict[str, dict[str, dict[str, Any]]] = {}
+        self._prefetched: dict[str, Future[bytes | OSError]] = {}
+        self._s3_fast: S3Fast | None = None
+        self._s3_fast_known = False
         self.listing_method = "auto"
         """``auto``, or ``sequential``: one recursive ``fs.find`` and s3fs's own reads, the
         reference the fast paths are tested and benchmarked against
@@ -105,7 +109,9 @@ class Checkpoint:
         """The presigned-request fast path on S3 (not with the ``sequential`` reference)."""
         if self.location.is_local or self.listing_method == "sequential":
             return None
-        return s3_fast_for(self.fs)
+        if not self._s3_fast_known:  # looked up once: asked for every listed chunk
+            self._s3_fast, self._s3_fast_known = s3_fast_for(self.fs), True
+        return self._s3_fast
 
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
         """Read many small files; concurrently on object stores (one ``cat_ranges`` call).
@@ -124,9 +130,28 @@ class Checkpoint:
         return ({p: v for p, v in results.items() if isinstance(v, bytes)},
                 {p: v for p, v in results.items() if isinstance(v, StatekitError)})
 
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Start reading ``paths`` in the background on object stores (a no-op elsewhere);
+        a later read of one of them takes its bytes from there, once."""
+        fast = self._fast()
+        if fast is not None:
+            self._prefetched.update(fast.fetch_later(
+                [p for p in paths if p not in self._prefetched]))
+
     def _fetch(self, paths: list[str]) -> dict[str, bytes | StatekitError]:
         """Each path's bytes, or the one-line error reading it failed with."""
         results: dict[str, bytes | StatekitError] = {}
+        if self._prefetched:
+            for path in paths:
+                future = self._prefetched.pop(path, None)
+                with contextlib.suppress(FastPathRefused):  # read again the generic way
+                    if future is not None:
+                        value = future.result()
+                        results[path] = (_io_error(value, self.display(path))
+                                         if isinstance(value, OSError) else value)
+            paths = [p for p in paths if p not in results]
+            if not paths:
+                return results
         fast = self._fast()
         if fast is None and (self.location.is_local or len(paths) <= 1):
             for path in paths:
@@ -307,23 +332,48 @@ class Checkpoint:
         """Every state file, from one listing of ``state/`` (level by level and concurrent
         on object stores: :mod:`statekit.checkpoint.listing`). The log folders not listed
         yet are listed alongside, so a report's listings all run at once."""
+        return self._list_state(ledger=False, newest_zips=False)
+
+    def warm(self, *, newest_zips: bool = False) -> None:
+        """List everything and read the ledger as early as possible: on object stores the
+        offsets/commits entries (and with ``newest_zips`` each partition's newest RocksDB
+        zip at or below the committed version, as :func:`newest_zip` picks it) are read
+        while ``state/`` is still being listed. What a report reads anyway, only sooner."""
+        if "inventory" not in self.__dict__:
+            self.__dict__["inventory"] = self._list_state(ledger=True, newest_zips=newest_zips)
+
+    def _list_state(self, *, ledger: bool, newest_zips: bool) -> StateInventory:
         state_root = self.location.path("state")
         logs = [name for name in ("offsets", "commits")
                 if self.has_folder(name) and name not in self._listings]
+        builder = InventoryBuilder(self.fs._strip_protocol(state_root).rstrip("/") + "/")
+        fast = self._fast() is not None
+
+        def take_log_folders(folders: dict[str, list[dict[str, Any]]]) -> None:
+            for name, entries in folders.items():
+                self._listings[name] = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e
+                                        for e in entries}
+            if ledger and fast:
+                self.prefetch([*self.log_paths("offsets").values(),
+                               *self.log_paths("commits").values()])
+
+        def take_files(files: list[tuple[str, int]]) -> None:
+            touched = builder.add(files)
+            last = self.last_committed_batch if newest_zips and fast else None
+            if last is not None:
+                chosen = (newest_zip(builder.files_of(key), last + 1) for key in touched)
+                self.prefetch(f.path for f in chosen if f is not None)
+
         try:
             listed = list_checkpoint(self.location, state=self.has_state, log_folders=logs,
-                                     method=self.listing_method)
+                                     method=self.listing_method, on_files=take_files,
+                                     on_log_folders=take_log_folders)
         except OSError as error:
             raise _io_error(error, self.display(getattr(error, "filename", None)
                                                 or state_root)) from error
-        for name, entries in listed.folders.items():
-            self._listings[name] = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e
-                                    for e in entries}
         self.listing_stats.merge(listed.stats)
         self.odd_state_entries = tuple(sorted(listed.odd))
-        prefix = self.fs._strip_protocol(state_root).rstrip("/") + "/"
-        return build_inventory(listed.files,
-                               lambda p: p[len(prefix):] if p.startswith(prefix) else p)
+        return builder.build()
 
     odd_state_entries: tuple[str, ...] = ()
     """Paths under ``state/`` that are neither files nor folders (FIFOs, sockets, dangling

@@ -13,10 +13,10 @@ version arithmetic every analysis needs: which versions exist, the latest snapsh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from statekit.checkpoint.layout import MetaFile, StateFile, classify_fast
+from statekit.checkpoint.layout import DATA_FILE_AT, MetaFile, StateFile, classify
 from statekit.formats.checksum_files import ChecksumFile, data_name_of
 
 #: File kinds holding the full state at their version, per provider family.
@@ -110,15 +110,38 @@ class StateInventory:
 
     instances: dict[tuple[int, str, int], StoreInstance]
     meta_files: tuple[MetaFile, ...]
-    crc_files: int = 0
     listed_files: int = 0
     unknown_files: tuple[MetaFile, ...] = field(default=())
-    checksums: dict[str, list[ChecksumFile]] = field(default_factory=dict)
-    """``{data file path: its checksum files}``: Hadoop's hidden ``.<name>.crc`` and Spark
-    4.1's visible ``<name>.crc`` (a file may have both)."""
+    checksum_sizes: dict[str, int] = field(default_factory=dict)
+    """``{checksum file path: its size}``: Hadoop's hidden ``.<name>.crc`` and Spark 4.1's
+    visible ``<name>.crc`` (a data file may have both). Kept flat — half of a listing's
+    objects are checksum files — and matched to data files on demand."""
+
+    @property
+    def crc_files(self) -> int:
+        return len(self.checksum_sizes)
 
     def checksums_of(self, path: str) -> list[ChecksumFile]:
-        return self.checksums.get(path, [])
+        """The checksum files of the data file at ``path`` (Hadoop's first)."""
+        folder, _, name = path.rpartition("/")
+        found = []
+        for crc, hadoop in ((f"{folder}/.{name}.crc", True), (f"{path}.crc", False)):
+            size = self.checksum_sizes.get(crc)
+            if size is not None:
+                found.append(ChecksumFile(crc, size, hadoop))
+        return found
+
+    @property
+    def checksums(self) -> dict[str, list[ChecksumFile]]:
+        """``{data file path: its checksum files}``, for every checksum file listed
+        (including those whose data file is gone)."""
+        mapping: dict[str, list[ChecksumFile]] = defaultdict(list)
+        for crc, size in sorted(self.checksum_sizes.items()):
+            folder, _, name = crc.rpartition("/")
+            data_name, hadoop = data_name_of(name)
+            mapping[f"{folder}/{data_name}"].append(ChecksumFile(crc, size, hadoop))
+        return {path: sorted(files, key=lambda c: not c.hadoop)
+                for path, files in mapping.items()}
 
     @property
     def operator_ids(self) -> list[int]:
@@ -148,50 +171,91 @@ class StateInventory:
             yield from self.instances[key].files
 
 
-def build_inventory(listing: Iterable[tuple[str, int]],
-                    relative: Callable[[str], str]) -> StateInventory:
-    """Classify a listing of ``state/`` into an inventory.
+class InventoryBuilder:
+    """Builds an inventory from listing chunks as they arrive (an object-store listing
+    hands over each finished group while the others are still in flight, so classifying
+    overlaps the network wait). The result does not depend on the chunks' order."""
 
-    Parameters
-    ----------
-    listing:
-        ``(path, size)`` of every file below ``state/`` (directories excluded).
-    relative:
-        Callable turning a listed path into a path relative to ``state/``.
-    """
-    grouped: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
-    meta: list[MetaFile] = []
-    unknown: list[MetaFile] = []
-    crc_files = listed = 0
-    checksums: dict[str, list[ChecksumFile]] = defaultdict(list)
-    for path, size in listing:
-        if path.endswith("/"):  # an object store's folder marker (S3A writes them): no file
-            continue
-        listed += 1
-        if path.endswith(".crc"):  # checksums: kept aside, never mixed into the data files
-            crc_files += 1
-            folder, _, name = path.rpartition("/")
-            data_name, hadoop = data_name_of(name)
-            checksums[f"{folder}/{data_name}"].append(ChecksumFile(path, size, hadoop))
-            continue
-        item = classify_fast(relative(path), size, path)
-        if isinstance(item, StateFile):
-            grouped[(item.operator_id, item.store, item.partition)].append(item)
-        elif item.kind == "unknown":
-            unknown.append(item)
-        else:
-            meta.append(item)
-    instances = {
-        key: StoreInstance(*key, files=tuple(sorted(
-            files, key=lambda f: (f.version is None, f.version or 0, f.kind, f.name))))
-        for key, files in grouped.items()
-    }
-    # A partition folder holding only a schema file still is a store instance (with no data).
-    for item in meta:
-        if (item.kind == "schema" and item.operator_id is not None
-                and item.partition is not None and item.store is not None):
-            key = (item.operator_id, item.store, item.partition)
-            instances.setdefault(key, StoreInstance(*key, files=()))
-    return StateInventory(instances=instances, meta_files=tuple(meta), crc_files=crc_files,
-                          listed_files=listed, unknown_files=tuple(unknown),
-                          checksums=dict(checksums))
+    def __init__(self, prefix: str) -> None:
+        """``prefix``: what every listed path starts with, up to and including
+        ``state/`` (paths that do not are classified as they are)."""
+        self._prefix = prefix
+        self._grouped: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
+        self._meta: list[MetaFile] = []
+        self._unknown: list[MetaFile] = []
+        self._checksums: dict[str, int] = {}
+        self._listed = 0
+
+    def add(self, listing: list[tuple[str, int]]) -> set[tuple[int, str, int]]:
+        """Classify ``(path, size)`` of files below ``state/`` (directories excluded);
+        returns the store instances that got data files. Runs once per listed object
+        (400k+ on a production checkpoint): the common case is inlined."""
+        prefix, cut = self._prefix, len(self._prefix)
+        grouped, checksums = self._grouped, self._checksums
+        match = DATA_FILE_AT.match
+        touched: set[tuple[int, str, int]] = set()
+        self._listed += len(listing)
+        for path, size in listing:
+            if path.endswith(".crc"):  # checksums: kept aside, never mixed into data files
+                checksums[path] = size
+                continue
+            if path[-1] == "/":  # an object store's folder marker (S3A writes them)
+                self._listed -= 1
+                continue
+            found = match(path, cut) if path.startswith(prefix) else None
+            if found is not None:  # <op>/<part>/[<store>/]<v>[_<uuid>].<kind>
+                op, part, store, version, uuid, kind = found.groups()
+                key = (int(op), store or "default", int(part))
+                grouped[key].append(StateFile(path, key[0], key[2], key[1], kind,
+                                              int(version), size, uuid))
+                touched.add(key)
+                continue
+            item = classify(path[cut:] if path.startswith(prefix) else path, size, path)
+            if isinstance(item, StateFile):
+                key = (item.operator_id, item.store, item.partition)
+                grouped[key].append(item)
+                touched.add(key)
+            elif item.kind == "unknown":
+                self._unknown.append(item)
+            else:
+                self._meta.append(item)
+        return touched
+
+    def files_of(self, key: tuple[int, str, int]) -> list[StateFile]:
+        """The data files added so far for one store instance (in no particular order)."""
+        return self._grouped.get(key, [])
+
+    def build(self) -> StateInventory:
+        instances = {
+            key: StoreInstance(*key, files=tuple(sorted(files, key=_file_order)))
+            for key, files in sorted(self._grouped.items())
+        }
+        meta = sorted(self._meta, key=lambda m: m.path)
+        # A partition folder holding only a schema file still is a store instance (no data).
+        for item in meta:
+            if (item.kind == "schema" and item.operator_id is not None
+                    and item.partition is not None and item.store is not None):
+                key = (item.operator_id, item.store, item.partition)
+                instances.setdefault(key, StoreInstance(*key, files=()))
+        return StateInventory(instances=instances, meta_files=tuple(meta),
+                              listed_files=self._listed,
+                              unknown_files=tuple(sorted(self._unknown, key=lambda m: m.path)),
+                              checksum_sizes=self._checksums)
+
+
+def _file_order(file: StateFile) -> tuple[bool, int, str, str]:
+    return (file.version is None, file.version or 0, file.kind, file.path)
+
+
+def newest_zip(files: Iterable[StateFile], at_most: int) -> StateFile | None:
+    """The RocksDB zip holding a store instance's newest full state at or below version
+    ``at_most`` (``None`` when that newest full state is not a zip, or there is none): the
+    one file whose metadata gives the instance's key count."""
+    full = [f for f in files if f.kind in SNAPSHOT_KINDS and f.version is not None
+            and f.version <= at_most]
+    if not full:
+        return None
+    newest = max(f.version for f in full if f.version is not None)
+    zips = sorted((f for f in full if f.version == newest and f.kind == "zip"),
+                  key=_file_order)
+    return zips[-1] if zips else None

@@ -72,20 +72,12 @@ class MetaFile:
     batch_id: int | None = None
 
 
-#: The common case, matched at once: ``<op>/<part>/[<store>/]<v>[_<uuid>].<kind>``.
-_DATA_FILE = re.compile(
-    r"^(\d+)/(\d+)/(?:([^/]+)/)?(\d+)(?:_([0-9a-fA-F-]{8,}))?\.(delta|snapshot|zip|changelog)$")
-
-
-def classify_fast(rel: str, size: int, path: str) -> StateFile | MetaFile:
-    """:func:`classify`, with one regular expression for the data files that make up almost
-    every listed path (same results; 3× faster on a 400k-object listing)."""
-    match = _DATA_FILE.match(rel)
-    if match is None:
-        return classify(rel, size, path)
-    op, part, store, version, uuid, kind = match.groups()
-    return StateFile(path, int(op), int(part), store or "default", kind, int(version), size,
-                     uuid)
+#: The common case, which :class:`statekit.checkpoint.inventory.InventoryBuilder` matches
+#: at once before falling back to :func:`classify` (same results, 3× faster on a 400k-object
+#: listing): ``<op>/<part>/[<store>/]<v>[_<uuid>].<kind>``. ``DATA_FILE_AT.match(path, pos)``
+#: matches from ``pos``, so no slice of the path is needed.
+DATA_FILE_AT = re.compile(
+    r"(\d+)/(\d+)/(?:([^/]+)/)?(\d+)(?:_([0-9a-fA-F-]{8,}))?\.(delta|snapshot|zip|changelog)$")
 
 
 def is_checksum(name: str) -> bool:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 #: Requests in flight at once. S3 serves thousands of requests per second per prefix; 64
 #: keeps a laptop's connection pool and a proxy's limits comfortable.
-DEFAULT_CONCURRENCY = 64
+DEFAULT_CONCURRENCY = 128
 #: Objects one S3 listing page holds (``MaxKeys`` default and maximum).
 _PAGE = 1000
 _T = TypeVar("_T")
@@ -47,6 +47,23 @@ _R = TypeVar("_R")
 
 Entry = dict[str, Any]
 """A listing entry as fsspec's ``ls(detail=True)`` gives it: ``name``, ``type``, ``size``."""
+FileSink = Callable[[list[tuple[str, int]]], None]
+"""Takes a chunk of ``(path, size)`` of listed files."""
+GroupSink = Callable[[int, list[tuple[str, int]]], None]
+"""Takes one listed group's index and files."""
+
+
+class _Counted:
+    """A file sink that counts what passes, and keeps it when no sink was given."""
+
+    def __init__(self, sink: FileSink | None) -> None:
+        self.objects = 0
+        self.kept: list[tuple[str, int]] = []
+        self._sink = sink if sink is not None else self.kept.extend
+
+    def __call__(self, files: list[tuple[str, int]]) -> None:
+        self.objects += len(files)
+        self._sink(files)
 
 
 @dataclass
@@ -80,7 +97,8 @@ class TreeListing:
     """The files below a checkpoint's ``state/``, plus its log folders' direct entries."""
 
     files: list[tuple[str, int]] = field(default_factory=list)
-    """``(path, size)`` of every regular file below ``state/``."""
+    """``(path, size)`` of every regular file below ``state/`` (empty when the caller took
+    them as they came, through ``on_files``)."""
     odd: list[str] = field(default_factory=list)
     """Paths below ``state/`` that are neither files nor folders (local disks only)."""
     folders: dict[str, list[Entry]] = field(default_factory=dict)
@@ -89,12 +107,20 @@ class TreeListing:
 
 
 def list_checkpoint(location: Location, *, state: bool, log_folders: Sequence[str] = (),
-                    method: str = "auto", concurrency: int = DEFAULT_CONCURRENCY
+                    method: str = "auto", concurrency: int = DEFAULT_CONCURRENCY,
+                    on_files: FileSink | None = None,
+                    on_log_folders: Callable[[dict[str, list[Entry]]], None] | None = None,
                     ) -> TreeListing:
     """List ``state/`` recursively (when ``state``) and each of ``log_folders`` (one level).
 
     ``method``: ``auto`` (the fastest way the filesystem allows), or ``sequential`` (one
     ``fs.find`` and one ``fs.ls`` per folder, one after another: the reference behaviour).
+
+    ``on_files`` takes the files below ``state/`` in chunks as they are listed (on object
+    stores while other requests are still in flight; possibly from another thread, never
+    two chunks at once) instead of :attr:`TreeListing.files`. ``on_log_folders`` gets the
+    log folders' entries as soon as they are listed, before ``state/`` is: a caller can
+    start reading them meanwhile.
 
     Raises ``OSError`` as the filesystem does (the caller turns it into a one-line error).
     """
@@ -102,28 +128,38 @@ def list_checkpoint(location: Location, *, state: bool, log_folders: Sequence[st
     fs = location.fs
     state_root = location.path("state")
     folders = [location.path(name) for name in log_folders]
+    counted = _Counted(on_files)
     if method == "sequential":
         result = _sequential(fs, state_root if state else None, log_folders, folders)
     elif location.is_local:
         result = TreeListing(stats=ListingStats("local"))
-        if state:
-            result.files = list(_walk_local(state_root, result.odd))
         result.folders = {name: fs.ls(path, detail=True)
                           for name, path in zip(log_folders, folders, strict=True)}
+        if state:
+            result.files = list(_walk_local(state_root, result.odd))
     else:
         lister = _lister_for(fs, concurrency)
         refused = 0  # requests the fast path sent before it was refused: they were paid
         try:
             result = _level_by_level(lister, state_root if state else None, log_folders,
-                                     folders)
+                                     folders, counted, on_log_folders)
         except FastPathRefused:
+            if counted.objects:  # chunks already handed over cannot be taken back
+                raise
             refused = lister.requests
             lister = _generic_lister(fs, concurrency)
             result = _level_by_level(lister, state_root if state else None, log_folders,
-                                     folders)
+                                     folders, counted, on_log_folders)
         result.stats = ListingStats(lister.method, refused + lister.requests,
                                     concurrency=concurrency)
-    result.stats.objects = len(result.files) + sum(map(len, result.folders.values()))
+    if method == "sequential" or location.is_local:  # listed in one go
+        if on_log_folders is not None:
+            on_log_folders(result.folders)
+        files, result.files = result.files, []
+        counted(files)
+    if on_files is None:
+        result.files = counted.kept
+    result.stats.objects = counted.objects + sum(map(len, result.folders.values()))
     result.stats.seconds = time.perf_counter() - started
     return result
 
@@ -191,8 +227,9 @@ class Lister:
         """Each folder's direct entries (files and sub-folders)."""
         raise NotImplementedError
 
-    def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
-        """Every file below each group of sibling folders."""
+    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
+        """Every file below each group of sibling folders, handed to ``sink`` (with the
+        group's index) group by group as each is listed, one at a time."""
         raise NotImplementedError
 
 
@@ -209,9 +246,10 @@ class _ThreadLister(Lister):
     def ls_many(self, folders: list[str]) -> list[list[Entry]]:
         return self._map(lambda path: list(self.fs.ls(path, detail=True)), folders)
 
-    def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
-        return [_regular_files(found.values()) for found in self._map(
-            lambda path: self.fs.find(path, detail=True), [g[0] for g in groups])]
+    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
+        found = self._map(lambda path: self.fs.find(path, detail=True), [g[0] for g in groups])
+        for index, files in enumerate(found):
+            sink(index, _regular_files(files.values()))
 
 
 class _AsyncLister(Lister):
@@ -228,9 +266,11 @@ class _AsyncLister(Lister):
     def ls_many(self, folders: list[str]) -> list[list[Entry]]:
         return self._gather([self.fs._ls(path, detail=True) for path in folders])
 
-    def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
-        found = self._gather([self.fs._find(g[0], detail=True) for g in groups])
-        return [_regular_files(f.values()) for f in found]
+    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
+        async def one(index: int, folder: str) -> None:
+            sink(index, _regular_files((await self.fs._find(folder, detail=True)).values()))
+
+        self._gather([one(i, g[0]) for i, g in enumerate(groups)])
 
 
 async def bounded_gather(coros: list[Awaitable[_R]], limit: int) -> list[_R]:
@@ -265,28 +305,31 @@ def _lister_for(fs: Any, concurrency: int) -> Lister:
 
 
 def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str],
-                    folders: Sequence[str]) -> TreeListing:
+                    folders: Sequence[str], sink: FileSink,
+                    on_log_folders: Callable[[dict[str, list[Entry]]], None] | None
+                    ) -> TreeListing:
     """``state/`` and the log folders (one level), then each operator folder, then every
     folder below those — each level's requests concurrently."""
     result = TreeListing()
     first = lister.ls_many([*folders, *([state_root] if state_root is not None else [])])
     result.folders = dict(zip(names, first[:len(folders)], strict=True))
+    if on_log_folders is not None:
+        on_log_folders(result.folders)
     if state_root is None:
         return result
     top = first[-1]
-    result.files.extend(_regular_files(top))
+    sink(_regular_files(top))
     operators = _subfolders(top)
     subfolders: list[str] = []
     for entries in lister.ls_many(operators):
-        result.files.extend(_regular_files(entries))
+        sink(_regular_files(entries))
         subfolders.extend(_subfolders(entries))
     # the order the store lists their keys in (a ranged group must be contiguous there)
     subfolders.sort(key=lambda folder: folder + "/")
     if not subfolders:
         return result
     if not lister.ranged:
-        for files in lister.find_many([[f] for f in subfolders]):
-            result.files.extend(files)
+        lister.find_many([[f] for f in subfolders], lambda _index, files: sink(files))
         return result
     # per parent folder (an operator), probe its first sub-folder (a partition) to size
     # that parent's groups so that one group fills about one page
@@ -294,15 +337,19 @@ def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str]
     for folder in subfolders:
         by_parent.setdefault(folder.rsplit("/", 1)[0], []).append(folder)
     parents = sorted(by_parent)
-    probes = lister.find_many([[by_parent[p][0]] for p in parents])
+    probed: dict[int, int] = {}
+
+    def take_probe(index: int, files: list[tuple[str, int]]) -> None:
+        probed[index] = len(files)
+        sink(files)
+
+    lister.find_many([[by_parent[p][0]] for p in parents], take_probe)
     groups: list[list[str]] = []
-    for parent, probe in zip(parents, probes, strict=True):
-        result.files.extend(probe)
-        per_group = max(1, lister.page_size * 9 // 10 // max(len(probe), 1))
+    for index, parent in enumerate(parents):
+        per_group = max(1, lister.page_size * 9 // 10 // max(probed[index], 1))
         rest = by_parent[parent][1:]
         groups.extend(rest[i:i + per_group] for i in range(0, len(rest), per_group))
-    for files in lister.find_many(groups):
-        result.files.extend(files)
+    lister.find_many(groups, lambda _index, files: sink(files))
     return result
 
 

@@ -34,6 +34,7 @@ import re
 import ssl
 import weakref
 import xml.etree.ElementTree as ET
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ from statekit.checkpoint.listing import (
     DEFAULT_CONCURRENCY,
     Entry,
     FastPathRefused,
+    GroupSink,
     Lister,
     bounded_gather,
 )
@@ -84,8 +86,12 @@ def parse_list_page(body: bytes) -> S3Page:
     found = _OBJECT.findall(text)
     if len(found) != text.count("<Contents>"):
         raise ValueError("a listed object has no key or size")
-    objects = [(html.unescape(key) if "&" in key else key, int(size)) for key, size in found]
-    prefixes = [html.unescape(p) if "&" in p else p for p in _PREFIX.findall(text)]
+    if "&" in text:  # an escaped character somewhere: unescape each key
+        objects = [(html.unescape(key), int(size)) for key, size in found]
+        prefixes = [html.unescape(p) for p in _PREFIX.findall(text)]
+    else:
+        objects = [(key, int(size)) for key, size in found]
+        prefixes = _PREFIX.findall(text)
     token = None
     if _TRUNCATED.search(text):
         match = _TOKEN.search(text)
@@ -110,10 +116,12 @@ class S3Fast:
     def __init__(self, fs: Any, concurrency: int) -> None:
         self.fs = fs
         self.concurrency = concurrency
-        self.requests = 0
+        self.listings = 0
+        """``ListObjectsV2`` requests sent (reads are not counted here)."""
         self.max_keys = 1000
         """Objects per listing page (S3's maximum; tests lower it to cross page ends)."""
         self._http: Any = None
+        self._proxies: dict[tuple[str, str], tuple[Any, dict[str, str] | None]] = {}
 
     def run(self, coros: list[Any]) -> list[Any]:
         """Run ``coros`` on the filesystem's loop, at most ``concurrency`` at once."""
@@ -126,6 +134,12 @@ class S3Fast:
         """Each file's bytes (one GET each, concurrently), or the ``OSError`` it failed
         with. Raises ``FastPathRefused`` when the store refuses presigned reads."""
         return self.run([self._get(path) for path in paths])
+
+    def fetch_later(self, paths: list[str]) -> dict[str, Future[bytes | OSError]]:
+        """Start fetching ``paths`` in the background (on the filesystem's loop, sharing the
+        connection pool with whatever else runs): each path's future bytes or error."""
+        return {path: asyncio.run_coroutine_threadsafe(self._get(path), self.fs.loop)
+                for path in paths}
 
     async def _get(self, path: str) -> bytes | OSError:
         bucket, _, key = path.partition("/")
@@ -153,20 +167,21 @@ class S3Fast:
 
     async def find_group(self, group: list[str]) -> list[tuple[str, int]]:
         """Every object below the sibling folders ``group`` (in key order, one parent)."""
-        bucket, first = _split(group[0])
+        bucket, first = _split(group[0])  # ``first`` ends with "/"
         parent = first.rstrip("/").rsplit("/", 1)[0] + "/"
-        names = {_split(folder)[1].rstrip("/")[len(parent):] for folder in group}
-        last = _split(group[-1])[1].rstrip("/")
-        beyond = last + "0"  # the first key past everything below ``last/`` ('0' follows '/')
+        cut = len(parent)
+        beyond = _split(group[-1])[1].rstrip("/") + "0"  # past everything below the last
+        # folder ('0' follows '/'). Every key in [first, beyond) with a "/" after the parent
+        # is below a folder that sorts between the group's first and last (by "name/", as
+        # the group was cut), so in the group; keys without one are the parent's own files.
         found: list[tuple[str, int]] = []
         token: str | None = None
         start_after: str | None = first.rstrip("/")
+        where = f"{bucket}/"
         while True:
             page = await self._page(bucket, parent, token=token, start_after=start_after)
-            for key, size in page.objects:
-                name, slash, _rest = key[len(parent):].partition("/")
-                if slash and name in names:
-                    found.append((f"{bucket}/{key}", size))
+            found.extend([(where + key, size) for key, size in page.objects
+                          if first <= key < beyond and key.find("/", cut) > 0])
             token, start_after = page.next_token, None
             if token is None or (page.objects and page.objects[-1][0] >= beyond):
                 break
@@ -195,8 +210,11 @@ class S3Fast:
         client = await self._client()
         for attempt in range(_ATTEMPTS):
             url = await client.generate_presigned_url(method, Params=params, ExpiresIn=900)
-            self.requests += 1
-            async with (await self._session()).get(url) as response:
+            if method == "list_objects_v2":
+                self.listings += 1
+            proxy, proxy_headers = self._proxy_for(url)
+            async with (await self._session()).get(url, proxy=proxy,
+                                                   proxy_headers=proxy_headers) as response:
                 body: bytes = await response.read()
                 status = response.status
             if status == 200:
@@ -220,9 +238,22 @@ class S3Fast:
             verify = (getattr(self.fs, "client_kwargs", None) or {}).get("verify")
             connector = aiohttp.TCPConnector(limit=self.concurrency,
                                              ssl=ssl_context_for(verify))
-            self._http = aiohttp.ClientSession(connector=connector, trust_env=True)
+            # not ``trust_env``: it looks the proxy up again (scanning the environment, in a
+            # worker thread) for every request — half the client's time on 2,000 small GETs
+            self._http = aiohttp.ClientSession(connector=connector)
             atexit.register(self.close)
         return self._http
+
+    def _proxy_for(self, url: str) -> tuple[Any, dict[str, str] | None]:
+        """The proxy (and its credentials' header) for ``url``'s scheme and host, as the environment
+        (``HTTPS_PROXY``/``NO_PROXY``…) or s3fs's ``config_kwargs={"proxies": …}`` set it;
+        looked up once per host."""
+        scheme, _, rest = url.partition("://")
+        host = rest.split("/", 1)[0]
+        found = self._proxies.get((scheme, host))
+        if found is None:
+            found = self._proxies[(scheme, host)] = _proxy_lookup(self.fs, scheme, host)
+        return found
 
     def close(self) -> None:
         """Close the HTTP session (at exit; quietly if the loop is already gone)."""
@@ -264,15 +295,41 @@ class S3RangedLister(Lister):
     def ls_many(self, folders: list[str]) -> list[list[Entry]]:
         return self._run([self.fast.ls(folder) for folder in folders])
 
-    def find_many(self, groups: list[list[str]]) -> list[list[tuple[str, int]]]:
-        return self._run([self.fast.find_group(group) for group in groups])
+    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
+        async def one(index: int, group: list[str]) -> None:
+            sink(index, await self.fast.find_group(group))
+
+        self._run([one(i, group) for i, group in enumerate(groups)])
 
     def _run(self, coros: list[Any]) -> list[Any]:
-        before = self.fast.requests
+        before = self.fast.listings
         try:
             return self.fast.run(coros)
         finally:
-            self.requests += self.fast.requests - before
+            self.requests += self.fast.listings - before
+
+
+def _proxy_lookup(fs: Any, scheme: str, host: str) -> tuple[Any, dict[str, str] | None]:
+    """``(proxy URL or None, its Proxy-Authorization header or None)`` for requests to
+    ``scheme://host``."""
+    import base64
+
+    from yarl import URL
+
+    configured = ((getattr(fs, "config_kwargs", None) or {}).get("proxies") or {})
+    if configured:
+        chosen = configured.get(scheme) or configured.get(f"{scheme}://{host.split(':')[0]}")
+    else:
+        from urllib.request import getproxies, proxy_bypass
+
+        chosen = None if proxy_bypass(host.split(":")[0]) else getproxies().get(scheme)
+    if not chosen:
+        return None, None
+    proxy = URL(chosen if "://" in chosen else f"http://{chosen}")
+    if not proxy.user:
+        return proxy, None
+    token = base64.b64encode(f"{proxy.user}:{proxy.password or ''}".encode()).decode()
+    return proxy.with_user(None), {"Proxy-Authorization": f"Basic {token}"}
 
 
 def _split(path: str) -> tuple[str, str]:

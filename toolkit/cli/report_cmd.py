@@ -49,11 +49,12 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     Example: statekit report demo/checkpoint --operator 0
     """
     from statekit.checkpoint.checkpoint import check_selection
-    from statekit.report import build_report
+    from statekit.report import build_report, read_ahead
 
     if master is not None and not verify:
         raise click.UsageError("--master runs --verify on Spark: give --verify too")
     ckpt = open_from_cli(checkpoint, storage_option)
+    read_ahead(ckpt, operator=operator, partition=partition)
     check_selection(ckpt, operator, partition)
     with status(verify and not as_json, "reading the files a restart loads…") as on_progress:
         runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
