@@ -103,11 +103,25 @@ def test_list_page_parses_keys_sizes_prefixes_and_token(namespace):
     assert page.next_token == "tok"
 
 
+def test_list_page_pairs_keys_and_sizes_whatever_the_element_order():
+    """S3-compatible stores order a ``Contents``' elements as they like, and may add an
+    ``Owner`` with children: the n-th key still goes with the n-th size."""
+    body = (b"<ListBucketResult><IsTruncated>false</IsTruncated>"
+            b"<Contents><Size>5</Size><Key>x/1.zip</Key><ETag>\"e\"</ETag></Contents>"
+            b"<Contents><Key>x/2.zip</Key><Owner><ID>o</ID><DisplayName>d</DisplayName>"
+            b"</Owner><Size>9</Size></Contents></ListBucketResult>")
+    page = parse_list_page(body)
+    assert page.objects == [("x/1.zip", 5), ("x/2.zip", 9)]
+    assert page.next_token is None
+
+
 @pytest.mark.parametrize("body", [
     b"<Error><Code>AccessDenied</Code></Error>",
     b"not xml at all",
     b"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
     b"<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents></ListBucketResult>",
+    b"<ListBucketResult><Contents><Key>a</Key></Contents><Contents><Size>3</Size></Contents>"
+    b"</ListBucketResult>",
 ])
 def test_list_page_refuses_what_is_not_a_listing(body):
     with pytest.raises(ValueError):

@@ -10,7 +10,7 @@ checkpoints. Three facts make it fast:
   run concurrently.
 * Pages are fetched with presigned URLs — botocore signs (credentials, session tokens,
   endpoint and addressing style all as the user configured s3fs) — over one ``aiohttp``
-  session, and parsed by one regular expression (~1.3 µs per object; botocore's generic
+  session, and parsed by regular expressions (~0.5 µs per object; botocore's generic
   parser costs ~50 µs, most of it parsing ``LastModified`` dates statekit never uses).
 * Many small files (the offsets/commits ledger, each partition's newest zip) are fetched
   with one GET each over that session, up to ``concurrency`` at once — s3fs sends a HEAD
@@ -63,7 +63,8 @@ class S3Page:
     next_token: str | None
 
 
-_OBJECT = re.compile(r"<Key>([^<]*)</Key>.*?<Size>(\d+)</Size>", re.S)
+_KEY = re.compile(r"<Key>([^<]*)</Key>")
+_SIZE = re.compile(r"<Size>(\d+)</Size>")
 _PREFIX = re.compile(r"<CommonPrefixes>\s*<Prefix>([^<]*)</Prefix>", re.S)
 _TRUNCATED = re.compile(r"<IsTruncated>\s*true\s*</IsTruncated>", re.I)
 _TOKEN = re.compile(r"<NextContinuationToken>([^<]*)</NextContinuationToken>")
@@ -74,23 +75,25 @@ def parse_list_page(body: bytes) -> S3Page:
     """Parse a ``ListObjectsV2`` XML body (namespaced as AWS writes it, or not, as some
     S3-compatible stores do). Raises ``ValueError`` on anything else.
 
-    One regular expression over the text, not a DOM: the response's shape is fixed by the
-    S3 API (every ``Contents`` has a ``Key`` then a ``Size``; checked by counting) and this
-    runs for every listed object — ~1.3 µs each, ElementTree ~4 µs, botocore ~50 µs."""
+    Regular expressions over the text, not a DOM: the response's shape is fixed by the S3
+    API — each ``Contents`` has one ``Key`` and one ``Size`` and nothing else in a listing
+    has either (checked by counting), so the n-th key goes with the n-th size whatever the
+    order of the elements. This runs for every listed object: ~0.5 µs each, ElementTree
+    ~4 µs, botocore ~50 µs."""
     try:
         text = body.decode()
     except UnicodeDecodeError as error:
         raise ValueError(f"not a listing response: {error}") from error
     if not _ROOT.match(text):
         raise ValueError(f"not a listing response: {text[:60]!r}")
-    found = _OBJECT.findall(text)
-    if len(found) != text.count("<Contents>"):
+    keys, sizes = _KEY.findall(text), _SIZE.findall(text)
+    if not len(keys) == len(sizes) == text.count("<Contents>"):
         raise ValueError("a listed object has no key or size")
     if "&" in text:  # an escaped character somewhere: unescape each key
-        objects = [(html.unescape(key), int(size)) for key, size in found]
+        objects = list(zip(map(html.unescape, keys), map(int, sizes), strict=True))
         prefixes = [html.unescape(p) for p in _PREFIX.findall(text)]
     else:
-        objects = [(key, int(size)) for key, size in found]
+        objects = list(zip(keys, map(int, sizes), strict=True))
         prefixes = _PREFIX.findall(text)
     token = None
     if _TRUNCATED.search(text):
