@@ -15,8 +15,14 @@ Measured in a fresh process per size (``statekit growth``'s replay, in-process, 
 the peak is one process's): wall time, records replayed, µs per record, peak RSS, and the
 peak above the process's baseline divided by the largest partition's live keys.
 
+With ``--spark-master local[2]`` the same replay also runs on Spark (``statekit growth
+--master``: one task per store instance, per-version histograms merged on the driver): the
+wall time with and without the session start, the tasks run, the driver's peak RSS (the
+Python process; the JVM's heap is Spark's), and whether the per-version key counts equal the
+local replay's.
+
 Run: ``.venv/bin/python benchmarks/bench_replay_memory.py [--keys 1000000,10000000]
-[--partitions 200] [--versions 20]``
+[--partitions 200] [--versions 20] [--spark-master local[2]]``
 """
 
 from __future__ import annotations
@@ -46,7 +52,29 @@ seconds = time.perf_counter() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"seconds": seconds, "base_kib": base, "peak_kib": peak,
                   "keys": history.versions[-1].keys,
+                  "per_version": [v.keys for v in history.versions],
                   "largest_partition": max(k[-1] for k in history.partition_keys.values())}))
+"""
+
+SPARK_CHILD = r"""
+import json, os, resource, sys, time
+os.environ["PYSPARK_PYTHON"] = sys.executable
+started = time.perf_counter()
+from statekit.jobs.session import build_session
+from statekit.jobs.distributed import SparkGroupRunner
+from statekit.checkpoint import open_checkpoint
+from statekit.state_history import all_histories
+spark = build_session("bench-replay", sys.argv[2], {})
+session_s = time.perf_counter() - started
+runner = SparkGroupRunner(spark)
+replay_started = time.perf_counter()
+(history,) = all_histories(open_checkpoint(sys.argv[1]), runner=runner)
+replay_s = time.perf_counter() - replay_started
+print(json.dumps({"seconds": time.perf_counter() - started, "session_s": session_s,
+                  "replay_s": replay_s, "tasks": runner.tasks,
+                  "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "per_version": [v.keys for v in history.versions]}))
+spark.stop()
 """
 
 
@@ -80,8 +108,10 @@ def main() -> None:
     parser.add_argument("--keys", default="1000000,10000000")
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--versions", type=int, default=20)
+    parser.add_argument("--spark-master", help="also replay on Spark with this master")
     args = parser.parse_args()
     rows = []
+    spark_rows = []
     for keys in [int(k) for k in args.keys.split(",")]:
         work = Path(tempfile.mkdtemp(prefix="bench-replay-"))
         try:
@@ -90,6 +120,13 @@ def main() -> None:
                                   capture_output=True, text=True, check=True, cwd=ROOT)
             result = json.loads(done.stdout.strip().splitlines()[-1])
             rows.append((keys, records, result))
+            if args.spark_master:
+                done = subprocess.run(
+                    [sys.executable, "-c", SPARK_CHILD, str(work / "ck"), args.spark_master],
+                    capture_output=True, text=True, check=True, cwd=ROOT)
+                on_spark = json.loads(done.stdout.strip().splitlines()[-1])
+                on_spark["same"] = on_spark["per_version"] == result["per_version"]
+                spark_rows.append((keys, records, on_spark))
         finally:
             shutil.rmtree(work, ignore_errors=True)
     print(f"\nlocal replay, {args.partitions} partitions × {args.versions} versions, one process")
@@ -101,6 +138,14 @@ def main() -> None:
               f"{r['seconds'] / records * 1e6:>10.2f} {r['peak_kib'] / 1024:>8.0f} MB "
               f"{above / 2**20:>8.0f} MB {r['largest_partition']:>18,} "
               f"{above / max(r['largest_partition'], 1):>16.0f}")
+    if spark_rows:
+        print(f"\nthe same replay on Spark ({args.spark_master}), one task per store instance")
+        print(f"{'keys':>11} {'wall':>8} {'session':>8} {'replay':>8} {'µs/record':>10} "
+              f"{'tasks':>6} {'driver peak':>12} {'same counts':>12}")
+        for keys, records, r in spark_rows:
+            print(f"{keys:>11,} {r['seconds']:>7.1f}s {r['session_s']:>7.1f}s "
+                  f"{r['replay_s']:>7.1f}s {r['replay_s'] / records * 1e6:>10.2f} "
+                  f"{r['tasks']:>6} {r['peak_kib'] / 1024:>9.0f} MB {r['same']!s:>12}")
 
 
 if __name__ == "__main__":
