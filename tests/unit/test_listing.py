@@ -140,7 +140,7 @@ def test_the_inventory_builders_inlined_classification_agrees_with_classify(rel)
     from statekit.checkpoint.layout import StateFile, classify
 
     builder = InventoryBuilder("/p/state/")
-    touched = builder.add([("/p/state/" + rel, 10)])
+    touched, _metas = builder.add([("/p/state/" + rel, 10)])
     inventory = builder.build()
     expected = classify(rel, 10, "/p/state/" + rel)
     if isinstance(expected, StateFile):

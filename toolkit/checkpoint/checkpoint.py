@@ -16,7 +16,13 @@ from concurrent.futures import Future
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from statekit.checkpoint.inventory import InventoryBuilder, StateInventory, newest_zip
+from statekit.checkpoint.inventory import (
+    InventoryBuilder,
+    StateInventory,
+    newest_zip,
+    operator_metadata_to_read,
+    schemas_to_read,
+)
 from statekit.checkpoint.ledger import Ledger, audit_ledger
 from statekit.checkpoint.listing import FastPathRefused, ListingStats, list_checkpoint
 from statekit.checkpoint.location import Location, resolve
@@ -335,10 +341,11 @@ class Checkpoint:
         return self._list_state(ledger=False, newest_zips=False)
 
     def warm(self, *, newest_zips: bool = False) -> None:
-        """List everything and read the ledger as early as possible: on object stores the
-        offsets/commits entries (and with ``newest_zips`` each partition's newest RocksDB
-        zip at or below the committed version, as :func:`newest_zip` picks it) are read
-        while ``state/`` is still being listed. What a report reads anyway, only sooner."""
+        """List everything and read the small files as early as possible: on object
+        stores the offsets/commits entries, the operator metadata and schema files Spark
+        goes by (and with ``newest_zips`` each partition's newest RocksDB zip at or below
+        the committed version, as :func:`newest_zip` picks it) are read while ``state/``
+        is still being listed. What a report reads anyway, only sooner."""
         if "inventory" not in self.__dict__:
             self.__dict__["inventory"] = self._list_state(ledger=True, newest_zips=newest_zips)
 
@@ -358,8 +365,13 @@ class Checkpoint:
                                *self.log_paths("commits").values()])
 
         def take_files(files: list[tuple[str, int]]) -> None:
-            touched = builder.add(files)
-            last = self.last_committed_batch if newest_zips and fast else None
+            touched, metas = builder.add(files)
+            if not (ledger and fast):
+                return
+            if metas:  # each folder arrives whole: its choice is the final one
+                self.prefetch([*(path for path, _ in operator_metadata_to_read(metas).values()),
+                               *schemas_to_read(metas).values()])
+            last = self.last_committed_batch if newest_zips else None
             if last is not None:
                 chosen = (newest_zip(builder.files_of(key), last + 1) for key in touched)
                 self.prefetch(f.path for f in chosen if f is not None)
@@ -385,26 +397,10 @@ class Checkpoint:
 
         Read from the files the state listing found (no extra listing).
         """
-        chosen: dict[int, str] = {}
-        batch_of: dict[str, int | None] = {}
-        for meta in sorted(self.inventory.meta("operator-metadata"), key=lambda m: m.path):
-            if meta.operator_id is None:  # never: layout.classify gives these an operator id
-                continue
-            chosen.setdefault(meta.operator_id, meta.path)
-            batch_of[meta.path] = None
-        newest_v2: dict[int, tuple[int, str]] = {}
-        for meta in self.inventory.meta("operator-metadata-v2"):
-            if meta.operator_id is None or meta.batch_id is None:  # never (layout.classify)
-                continue
-            current = newest_v2.get(meta.operator_id)
-            if current is None or meta.batch_id > current[0]:
-                newest_v2[meta.operator_id] = (meta.batch_id, meta.path)
-        for op, (batch, path) in newest_v2.items():
-            chosen[op] = path
-            batch_of[path] = batch
-        data = self.read_many(chosen.values())
-        found = {op: parse_operator_metadata(data[path], self.display(path), batch_of[path])
-                 for op, path in sorted(chosen.items())}
+        chosen = operator_metadata_to_read(self.inventory.meta_files)
+        data = self.read_many(path for path, _batch in chosen.values())
+        found = {op: parse_operator_metadata(data[path], self.display(path), batch)
+                 for op, (path, batch) in chosen.items()}
         for op in self.inventory.operator_ids:
             if op not in found and self.inventory.stores(op):
                 found[op] = self._derived_operator(op)

@@ -186,14 +186,17 @@ class InventoryBuilder:
         self._checksums: dict[str, int] = {}
         self._listed = 0
 
-    def add(self, listing: list[tuple[str, int]]) -> set[tuple[int, str, int]]:
+    def add(self, listing: list[tuple[str, int]]
+            ) -> tuple[set[tuple[int, str, int]], list[MetaFile]]:
         """Classify ``(path, size)`` of files below ``state/`` (directories excluded);
-        returns the store instances that got data files. Runs once per listed object
-        (400k+ on a production checkpoint): the common case is inlined."""
+        returns the store instances that got data files, and the metadata files found.
+        Runs once per listed object (400k+ on a production checkpoint): the common case
+        is inlined."""
         prefix, cut = self._prefix, len(self._prefix)
         grouped, checksums = self._grouped, self._checksums
         match = DATA_FILE_AT.match
         touched: set[tuple[int, str, int]] = set()
+        metas: list[MetaFile] = []
         self._listed += len(listing)
         for path, size in listing:
             if path.endswith(".crc"):  # checksums: kept aside, never mixed into data files
@@ -218,8 +221,9 @@ class InventoryBuilder:
             elif item.kind == "unknown":
                 self._unknown.append(item)
             else:
-                self._meta.append(item)
-        return touched
+                metas.append(item)
+        self._meta.extend(metas)
+        return touched, metas
 
     def files_of(self, key: tuple[int, str, int]) -> list[StateFile]:
         """The data files added so far for one store instance (in no particular order)."""
@@ -259,3 +263,40 @@ def newest_zip(files: Iterable[StateFile], at_most: int) -> StateFile | None:
     zips = sorted((f for f in full if f.version == newest and f.kind == "zip"),
                   key=_file_order)
     return zips[-1] if zips else None
+
+
+def operator_metadata_to_read(metas: Iterable[MetaFile]) -> dict[int, tuple[str, int | None]]:
+    """``{operator id: (path, batch id or None)}`` of the operator metadata file Spark goes
+    by: the newest v2 file, else v1 (``_metadata/metadata``)."""
+    chosen: dict[int, tuple[str, int | None]] = {}
+    newest_v2: dict[int, tuple[int, str]] = {}
+    for meta in sorted(metas, key=lambda m: m.path):
+        if meta.operator_id is None:  # never: layout.classify gives these an operator id
+            continue
+        if meta.kind == "operator-metadata":
+            chosen.setdefault(meta.operator_id, (meta.path, None))
+        elif meta.kind == "operator-metadata-v2" and meta.batch_id is not None:
+            current = newest_v2.get(meta.operator_id)
+            if current is None or meta.batch_id > current[0]:
+                newest_v2[meta.operator_id] = (meta.batch_id, meta.path)
+    chosen.update({op: (path, batch) for op, (batch, path) in newest_v2.items()})
+    return dict(sorted(chosen.items()))
+
+
+def schemas_to_read(metas: Iterable[MetaFile]) -> dict[tuple[int, str], str]:
+    """``{(operator id, store): path}`` of each store's schema file: v1/v2 of partition 0,
+    or the newest v3 file (transformWithState), which wins."""
+    chosen: dict[tuple[int, str], str] = {}
+    newest_v3: dict[tuple[int, str], tuple[int, str]] = {}
+    for meta in metas:
+        if meta.operator_id is None:  # never: layout.classify gives these an operator id
+            continue
+        if meta.kind == "schema" and meta.partition == 0 and meta.store is not None:
+            chosen[(meta.operator_id, meta.store)] = meta.path
+        elif meta.kind == "schema-v3":
+            key = (meta.operator_id, meta.store or "default")
+            rank = (meta.batch_id or -1, meta.path)
+            if key not in newest_v3 or rank > newest_v3[key]:
+                newest_v3[key] = rank
+    chosen.update({key: path for key, (_, path) in newest_v3.items()})
+    return chosen

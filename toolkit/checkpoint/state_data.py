@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.inventory import StoreInstance, schemas_to_read
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_CODEC
 from statekit.errors import CorruptFile, UnsupportedFormat
@@ -50,21 +50,7 @@ class StoreSchema:
 def store_schemas(ckpt: Checkpoint) -> dict[tuple[int, str], StoreSchema]:
     """Every schema file the state listing found: v1/v2 (partition 0, per store) and the
     newest v3 file per operator/store (transformWithState)."""
-    inventory = ckpt.inventory
-    chosen: dict[tuple[int, str], str] = {}
-    for meta in inventory.meta("schema"):
-        # layout.classify always gives schema files an operator id and a store
-        if meta.partition == 0 and meta.operator_id is not None and meta.store is not None:
-            chosen[(meta.operator_id, meta.store)] = meta.path
-    newest_v3: dict[tuple[int, str], tuple[int, str]] = {}
-    for meta in inventory.meta("schema-v3"):
-        if meta.operator_id is None:  # never: layout.classify gives these an operator id
-            continue
-        key = (meta.operator_id, meta.store or "default")
-        rank = (meta.batch_id or -1, meta.path)
-        if key not in newest_v3 or rank > newest_v3[key]:
-            newest_v3[key] = rank
-    chosen.update({key: path for key, (_, path) in newest_v3.items()})
+    chosen = schemas_to_read(ckpt.inventory.meta_files)
     data = ckpt.read_many(chosen.values())
     schemas = {}
     for (op, store), path in sorted(chosen.items()):
