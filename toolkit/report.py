@@ -23,8 +23,9 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
 from statekit.checkpoint.state_data import store_schemas, zip_metadata
 from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
-from statekit.formats.checksum_files import hadoop_size_matches
+from statekit.formats.checksum_files import HADOOP_BYTES_PER_CHECKSUM
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
+from statekit.gc_pause import gc_paused
 from statekit.partition_workers import GroupRunner
 from statekit.verify import Progress, Verification, verify_restart_path
 
@@ -317,6 +318,17 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     log does not pin it (Spark does not); it sets the lag thresholds. ``verify`` also reads
     and decodes every file a restart loads (:mod:`statekit.verify`).
     """
+    # a record per partition and file, all kept: nothing to collect (not around --verify's
+    # long decoding, whose passing cycles should go as they come)
+    with contextlib.nullcontext() if verify else gc_paused():
+        return _build_report(ckpt, operator=operator, partition=partition,
+                             min_deltas=min_deltas, verify=verify, progress=progress,
+                             runner=runner)
+
+
+def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | None,
+                  min_deltas: int | None, verify: bool, progress: Progress | None,
+                  runner: GroupRunner | None) -> CheckpointReport:
     started = time.perf_counter()
     read_ahead(ckpt, operator=operator, partition=partition)
     inventory = ckpt.inventory
@@ -494,14 +506,13 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
     checked = 0
     bad: list[StateFile] = []
     sizes = inventory.checksum_sizes
-    for file in inventory.all_files():
+    for file in inventory.all_files() if sizes else ():  # S3A writes no .crc files
         folder, _, name = file.path.rpartition("/")
         hidden = sizes.get(f"{folder}/.{name}.crc")  # Hadoop's (only its size says anything)
-        if hidden is None:
-            continue
-        checked += 1
-        if not hadoop_size_matches(file.size, hidden):
-            bad.append(file)
+        if hidden is not None:
+            checked += 1
+            if hidden != 8 + 4 * -(-file.size // HADOOP_BYTES_PER_CHECKSUM):  # inlined
+                bad.append(file)  # hadoop_crc_size: this loop runs for every state file
     if not bad or len(bad) * 2 > checked:
         return []
     needed = {f.path for i in inventory.instances.values()

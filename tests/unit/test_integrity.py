@@ -19,6 +19,7 @@ from statekit.formats.checksum_files import (
     check_hadoop_crc,
     check_spark_crc,
     crc32c,
+    hadoop_crc_size,
     hadoop_size_matches,
 )
 from statekit.formats.jsontext import loads_json
@@ -125,6 +126,11 @@ def test_hadoop_crc_size_and_content_checks():
     crc = b"crc\x00" + struct.pack(">i", 512) + sums
     assert check_hadoop_crc(data, crc, "c") is None
     assert hadoop_size_matches(1300, len(crc)) and not hadoop_size_matches(1000, len(crc))
+    for size in (0, 1, 511, 512, 513, 1300, 10**6):  # the report's inlined size check
+        chunks = len(range(0, size, 512))
+        assert hadoop_crc_size(size) == 8 + 4 * chunks
+        assert hadoop_size_matches(size, hadoop_crc_size(size))
+        assert not hadoop_size_matches(size + 512, hadoop_crc_size(size))
     flipped = bytearray(data)
     flipped[700] ^= 1
     mismatch = check_hadoop_crc(bytes(flipped), crc, "c")

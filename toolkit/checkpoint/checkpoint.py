@@ -43,6 +43,7 @@ from statekit.checkpoint.operators import (
 from statekit.checkpoint.s3_fast import S3Fast, s3_fast_for
 from statekit.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
 from statekit.formats.schema_file import parse_schema_bytes
+from statekit.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem
@@ -376,16 +377,17 @@ class Checkpoint:
                 chosen = (newest_zip(builder.files_of(key), last + 1) for key in touched)
                 self.prefetch(f.path for f in chosen if f is not None)
 
-        try:
-            listed = list_checkpoint(self.location, state=self.has_state, log_folders=logs,
-                                     method=self.listing_method, on_files=take_files,
-                                     on_log_folders=take_log_folders)
-        except OSError as error:
-            raise _io_error(error, self.display(getattr(error, "filename", None)
-                                                or state_root)) from error
-        self.listing_stats.merge(listed.stats)
-        self.odd_state_entries = tuple(sorted(listed.odd))
-        return builder.build()
+        with gc_paused():  # ~450k long-lived records: nothing for the collector to find
+            try:
+                listed = list_checkpoint(self.location, state=self.has_state,
+                                         log_folders=logs, method=self.listing_method,
+                                         on_files=take_files, on_log_folders=take_log_folders)
+            except OSError as error:
+                raise _io_error(error, self.display(getattr(error, "filename", None)
+                                                    or state_root)) from error
+            self.listing_stats.merge(listed.stats)
+            self.odd_state_entries = tuple(sorted(listed.odd))
+            return builder.build()
 
     odd_state_entries: tuple[str, ...] = ()
     """Paths under ``state/`` that are neither files nor folders (FIFOs, sockets, dangling

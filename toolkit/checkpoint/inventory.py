@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from statekit.checkpoint.layout import DATA_FILE_AT, MetaFile, StateFile, classify
 from statekit.formats.checksum_files import ChecksumFile, data_name_of
@@ -46,15 +47,17 @@ class StoreInstance:
         """Sorted distinct versions among files of ``kinds``."""
         return sorted({f.version for f in self.files if f.kind in kinds and f.version is not None})
 
-    @property
+    # cached: asked several times per instance by every report, for thousands of instances
+    # (the dataclass is frozen; cached_property writes the instance dict directly)
+    @cached_property
     def snapshot_versions(self) -> list[int]:
         return self.versions(*SNAPSHOT_KINDS)
 
-    @property
+    @cached_property
     def change_versions(self) -> list[int]:
         return self.versions(*CHANGE_KINDS)
 
-    @property
+    @cached_property
     def latest_version(self) -> int | None:
         versions = self.versions("delta", "snapshot", "zip", "changelog")
         return versions[-1] if versions else None

@@ -43,6 +43,13 @@ def data_name_of(crc_name: str) -> tuple[str, bool]:
     return base, False
 
 
+def hadoop_crc_size(data_size: int,
+                    bytes_per_checksum: int = HADOOP_BYTES_PER_CHECKSUM) -> int:
+    """The size of the Hadoop ``.crc`` file of a data file of ``data_size`` bytes: an 8-byte
+    header and one CRC32 per started chunk (equal sizes ⇔ :func:`hadoop_size_matches`)."""
+    return 8 + 4 * -(-data_size // bytes_per_checksum)
+
+
 def hadoop_size_matches(data_size: int, crc_size: int,
                         bytes_per_checksum: int = HADOOP_BYTES_PER_CHECKSUM) -> bool:
     """Whether a data file of ``data_size`` bytes fits a Hadoop ``.crc`` of ``crc_size``."""
