@@ -8,9 +8,11 @@ does not grow with the bucket). It serves what statekit reads: ListObjectsV2 (pr
 delimiter, start-after, continuation-token, max-keys), GET with ``Range``, HEAD, and the
 bucket probes s3fs makes. It never writes.
 
-In front of it runs a small HTTP proxy that sleeps a fixed time per request before
-forwarding it (S3's first-byte latency is typically 20–80 ms) and counts requests by kind;
-the proxy works in front of moto too.
+Every request waits a fixed time before it is answered (S3's first-byte latency is typically
+20–80 ms) and is counted by kind. Serving a folder, the server does both itself: in front of
+it a proxy would double the work of a process that stands in for S3's unlimited capacity
+on the benchmark's own cores. ``--upstream URL`` runs the same as a proxy in front of
+another S3 server (moto).
 
 Run: ``python -m tests.s3_lite --root DIR --bucket NAME --latency-ms 50`` — prints one JSON
 line ``{"endpoint": …, "server": …}`` when ready; ``GET /_statekit/stats`` on the proxy
@@ -106,8 +108,10 @@ def _etag(path: str, size: int) -> str:
     return '"' + hashlib.md5(f"{path}:{size}".encode()).hexdigest() + '"'
 
 
-def make_server_app(bucket: Bucket) -> web.Application:
+def make_server_app(bucket: Bucket, latency_s: float = 0.0) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
+        if latency_s:
+            await asyncio.sleep(latency_s)
         parts = request.path.lstrip("/").split("/", 1)
         if parts[0] != bucket.name:
             return _error(404, "NoSuchBucket", "The specified bucket does not exist")
@@ -139,8 +143,29 @@ def make_server_app(bucket: Bucket) -> web.Application:
                             content_type="binary/octet-stream")
 
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
+    _add_counting(app, handle)
     return app
+
+
+def _add_counting(app: web.Application, handle) -> None:
+    """Route everything to ``handle``, counting requests by kind; ``GET /_statekit/stats``
+    returns the counts, ``POST /_statekit/reset`` clears them."""
+    counts: Counter[str] = Counter()
+
+    async def stats(_request: web.Request) -> web.Response:
+        return web.json_response(dict(counts))
+
+    async def reset(_request: web.Request) -> web.Response:
+        counts.clear()
+        return web.json_response({})
+
+    async def counted(request: web.Request) -> web.StreamResponse:
+        counts[request_kind(request.method, request.path, request.query_string)] += 1
+        return await handle(request)
+
+    app.router.add_get("/_statekit/stats", stats)
+    app.router.add_post("/_statekit/reset", reset)
+    app.router.add_route("*", "/{tail:.*}", counted)
 
 
 def _bucket_request(request: web.Request, bucket: Bucket) -> web.Response:
@@ -178,18 +203,9 @@ def request_kind(method: str, path: str, query: str) -> str:
 
 
 def make_proxy_app(upstream: str, latency_s: float) -> web.Application:
-    counts: Counter[str] = Counter()
     session: dict[str, ClientSession] = {}
 
-    async def stats(_request: web.Request) -> web.Response:
-        return web.json_response(dict(counts))
-
-    async def reset(_request: web.Request) -> web.Response:
-        counts.clear()
-        return web.json_response({})
-
     async def forward(request: web.Request) -> web.StreamResponse:
-        counts[request_kind(request.method, request.path, request.query_string)] += 1
         await asyncio.sleep(latency_s)
         if "client" not in session:
             session["client"] = ClientSession(connector=TCPConnector(limit=0),
@@ -208,30 +224,21 @@ def make_proxy_app(upstream: str, latency_s: float) -> web.Application:
             return web.Response(status=answer.status, body=data, headers=out)
 
     app = web.Application(client_max_size=1 << 30)
-    app.router.add_get("/_statekit/stats", stats)
-    app.router.add_post("/_statekit/reset", reset)
-    app.router.add_route("*", "/{tail:.*}", forward)
+    _add_counting(app, forward)
     return app
 
 
 async def serve(args: argparse.Namespace) -> None:
-    runners = []
-    upstream = args.upstream
-    server_url = None
-    if upstream is None:
-        bucket = Bucket(args.root, args.bucket, args.hide_crc)
-        runner = web.AppRunner(make_server_app(bucket), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
-        await site.start()
-        port = runner.addresses[0][1]
-        upstream = server_url = f"http://127.0.0.1:{port}"
-        runners.append(runner)
-    proxy = web.AppRunner(make_proxy_app(upstream, args.latency_ms / 1000), access_log=None)
-    await proxy.setup()
-    await web.TCPSite(proxy, "127.0.0.1", args.port, backlog=1024).start()
-    endpoint = f"http://127.0.0.1:{proxy.addresses[0][1]}"
-    print(json.dumps({"endpoint": endpoint, "server": server_url}), flush=True)
+    latency_s = args.latency_ms / 1000
+    if args.upstream is None:
+        app = make_server_app(Bucket(args.root, args.bucket, args.hide_crc), latency_s)
+    else:
+        app = make_proxy_app(args.upstream, latency_s)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", args.port, backlog=1024).start()
+    endpoint = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    print(json.dumps({"endpoint": endpoint}), flush=True)
     await asyncio.Event().wait()
 
 
