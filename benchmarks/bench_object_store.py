@@ -13,8 +13,8 @@ checkpoints hold half as many objects: this is the harder case).
 
 Served by ``tests/s3_lite.py`` (an S3-protocol server whose listing cost does not grow with
 the bucket, as S3's does not; moto re-sorts the whole bucket per page and cannot serve 400k
-objects) behind its proxy adding ``--latency-ms`` per request, in a separate process. The
-request counts come from the proxy.
+objects), answering each request after ``--latency-ms``, in a separate process on the same
+cores. The request counts come from the server.
 
 Measured per provider:
 
@@ -51,7 +51,7 @@ ACCESS = {"key": "testing", "secret": "testing"}
 
 
 class Store:
-    """The S3 server and its latency proxy, in a child process."""
+    """The S3 server (with its per-request latency), in a child process."""
 
     def __init__(self, root: Path, latency_ms: float, hide_crc: bool = False) -> None:
         self.process = subprocess.Popen(
