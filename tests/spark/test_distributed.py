@@ -66,3 +66,19 @@ def test_growth_cli_on_spark_prints_the_local_report(spark, reference_checkpoint
         data.pop("elapsed_s", None)
     assert distributed == local
     assert local["verdict"] == "growing"
+
+
+def test_recovery_verify_on_spark_reads_what_the_local_verification_reads(
+        spark, reference_checkpoints, capsys):
+    """``statekit recovery --verify --master``: the restart path decoded as Spark tasks."""
+    from statekit.cli.main import cli
+
+    path = str(reference_checkpoints.get(provider="rocksdb").checkpoint)
+    results = []
+    for extra in ([], ["--master", "local[2]"]):
+        assert run_cli(cli, "statekit", ["recovery", path, "--verify", "--json", *extra]) == 0
+        verification = json.loads(capsys.readouterr().out)["verification"]
+        verification.pop("elapsed_s")
+        results.append(verification)
+    local, distributed = results
+    assert local["files"] > 0 and distributed == local

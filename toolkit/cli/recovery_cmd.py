@@ -21,6 +21,7 @@ from statekit.cli.options import (
     print_json,
     read_progress_text,
     spark_options,
+    spark_runner,
     start_spark_for,
 )
 from statekit.cli.params import DURATION
@@ -59,8 +60,9 @@ if TYPE_CHECKING:
               help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
                    "and scale the model to what it measured.")
 @click.option("--verify", is_flag=True,
-              help="First read and decode every file the restart loads (no JVM); a damaged "
-                   "one stops the command with exit 4, naming it.")
+              help="First read and decode every file the restart loads (no JVM; with "
+                   "--master as Spark tasks there); a damaged one stops the command with "
+                   "exit 4, naming it.")
 @spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
@@ -85,7 +87,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         from statekit.verify import verify_restart_path
 
         with status(not as_json, "reading the files a restart loads…") as on_progress:
-            verified = verify_restart_path(ckpt, progress=on_progress)
+            runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
+            verified = verify_restart_path(ckpt, progress=on_progress, runner=runner)
         if verified.fatal:
             raise verified.fatal[0].to_error()
     slots = (cores or usable_cpus()) * executors
