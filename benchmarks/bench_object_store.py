@@ -111,13 +111,9 @@ def cli_cold(store: Store, url: str) -> dict:
     return {"seconds": seconds, "requests": store.counts()}
 
 
-TUI_S3 = TUI_CHILD.replace("StatekitApp(sys.argv[1])",
-                           "StatekitApp(sys.argv[1], storage_options=json.loads(sys.argv[2]))")
-
-
 def tui_cold(store: Store, url: str) -> dict:
     store.reset()
-    done = subprocess.run([sys.executable, "-c", TUI_S3, url, json.dumps(store.options())],
+    done = subprocess.run([sys.executable, "-c", TUI_CHILD, url, json.dumps(store.options())],
                           capture_output=True, text=True, cwd=ROOT, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return {"seconds": result["first_screen_s"], "requests": store.counts()}

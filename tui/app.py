@@ -11,6 +11,7 @@ data would have been; the rest keeps working.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 from typing import Any, ClassVar
 
@@ -76,8 +77,11 @@ class StatekitApp(App):
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
                  watch: float | None = None, cores: int | None = None,
-                 allow_write: bool = False) -> None:
+                 allow_write: bool = False, first: Future[Snapshot] | None = None) -> None:
+        """``first``: the first snapshot, already being built
+        (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh."""
         super().__init__()
+        self._first = first
         self.url = url
         self.storage_options = storage_options or {}
         self.watch_seconds = watch
@@ -110,8 +114,10 @@ class StatekitApp(App):
     def load(self) -> None:
         from statekit.errors import StatekitError
 
+        first, self._first = self._first, None
         try:
-            snapshot = load_snapshot(self.url, self.storage_options)
+            snapshot = (first.result() if first is not None
+                        else load_snapshot(self.url, self.storage_options))
         except StatekitError as error:
             self.call_from_thread(self._failed, str(error))
             return
@@ -189,6 +195,6 @@ class StatekitApp(App):
 
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             watch: float | None = None, cores: int | None = None,
-            allow_write: bool = False) -> None:
+            allow_write: bool = False, first: Future[Snapshot] | None = None) -> None:
     StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
-                allow_write=allow_write).run()
+                allow_write=allow_write, first=first).run()

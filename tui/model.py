@@ -8,6 +8,7 @@ new snapshot from a freshly opened checkpoint, so new batches and files appear.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +30,28 @@ class Snapshot:
     seconds: float
 
 
-def load_snapshot(url: str, storage_options: dict[str, Any] | None = None) -> Snapshot:
-    """Open ``url`` afresh and build the report and batch timeline (raises StatekitError)."""
+def load_snapshot(url: str, storage_options: dict[str, Any] | None = None, *,
+                  opened: Checkpoint | None = None) -> Snapshot:
+    """Open ``url`` afresh (or take ``opened``, just opened by the caller) and build the
+    report and batch timeline (raises StatekitError)."""
     started = clock()
-    ckpt = open_checkpoint(url, storage_options)
+    ckpt = opened if opened is not None else open_checkpoint(url, storage_options)
     report = build_report(ckpt)
     timeline = batch_timeline(ckpt)
     return Snapshot(ckpt, report, timeline, time.time(), clock() - started)
+
+
+def snapshot_in_background(url: str, storage_options: dict[str, Any] | None = None, *,
+                           opened: Checkpoint | None = None) -> Future[Snapshot]:
+    """Start building the first snapshot at once, in a thread, before Textual is even
+    imported: on an object store the listing's first levels mostly wait on the network,
+    which is when importing and starting the app can run (the app takes the result as its
+    first load)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekit-first-load")
+    try:
+        return pool.submit(load_snapshot, url, storage_options, opened=opened)
+    finally:
+        pool.shutdown(wait=False)
 
 
 #: One-line explanations of the report's finding codes, for the Overview screen.

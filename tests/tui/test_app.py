@@ -245,3 +245,34 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
     assert session_confs_now() == confs_before
 
     assert_target_restarts_like_the_source(spark, run, target, target_out, tmp_path)
+
+
+def test_the_first_snapshot_started_before_the_app_is_shown_and_refreshes_load_afresh(
+        reference_checkpoints, tmp_path):
+    """``statekit tui`` starts the first snapshot before Textual loads: the app shows that
+    one (not a second load), a refresh reads the checkpoint again, and a failure of the
+    early load is shown like any load error."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.tui.model import snapshot_in_background
+
+    path = str(reference_checkpoints.get("hdfs").checkpoint)
+    first = snapshot_in_background(path, opened=open_checkpoint(path))
+    missing = snapshot_in_background(str(tmp_path / "gone"))
+
+    async def scenario():
+        app = StatekitApp(path, first=first)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            assert app.snapshot is first.result() and app.refreshes == 1
+            await pilot.press("r")
+            await settle(pilot, app, lambda: app.refreshes == 2)
+            assert app.snapshot is not first.result()
+            assert app.snapshot.report.to_dict() | {"elapsed_s": 0, "listing": 0} == \
+                first.result().report.to_dict() | {"elapsed_s": 0, "listing": 0}
+        broken = StatekitApp(str(tmp_path / "gone"), first=missing)
+        async with broken.run_test(size=(160, 48)) as pilot:
+            overview = broken.query_one(OverviewPane)
+            await settle(pilot, broken, lambda: "gone" in str(overview.status.render()))
+            assert broken.snapshot is None
+
+    asyncio.run(scenario())

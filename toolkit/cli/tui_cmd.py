@@ -1,7 +1,8 @@
 """``statekit tui``: the Textual app over one checkpoint (read-only unless --allow-write).
 
-The checkpoint is opened once here first, so a wrong path is a one-line error with an exit
-code rather than an app showing nothing.
+The checkpoint is opened here first, so a wrong path is a one-line error with an exit code
+rather than an app showing nothing; its first snapshot is then built in a thread while
+Textual is imported and the app starts.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float |
 
     Example: statekit tui demo/checkpoint --watch 5
     """
-    open_from_cli(checkpoint, storage_option)
+    from statekit.tui.model import snapshot_in_background
+
+    options = parse_storage_options(storage_option)
+    opened = open_from_cli(checkpoint, storage_option)
+    first = snapshot_in_background(checkpoint, options, opened=opened)  # while Textual loads
     from statekit.tui.app import run_tui
 
-    run_tui(checkpoint, storage_options=parse_storage_options(storage_option), watch=watch,
-            cores=cores, allow_write=allow_write)
+    run_tui(checkpoint, storage_options=options, watch=watch, cores=cores,
+            allow_write=allow_write, first=first)
