@@ -344,8 +344,9 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
         bases = [f for f in files if f.kind == "zip"]
         ssts = {s.dfs_name for m in zip_metadata(ckpt, bases).values() for s in m.sst_files}
         needed = files + instance.ssts_named(ssts)
-        for file in needed:
-            staging.write(ckpt.location.relative(file.path), ckpt.read_bytes(file.path))
+        for file in needed:  # streamed: at 10M keys single SST files pass 50 MB
+            staging.write_chunks(ckpt.location.relative(file.path),
+                                 ckpt.read_chunks(file.path))
     staging.on_step("spark repartition")
     spark._streamingCheckpointManager.repartition(spark_url(staging.url), plan.to_partitions,
                                                   True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from statekit.checkpoint.location import Location
 from statekit.errors import UnsafeOperation
@@ -71,6 +71,16 @@ class Staging:
         path = self.path(relative)
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         self.fs.pipe(path, data)
+
+    def write_chunks(self, relative: str, chunks: Iterable[bytes]) -> None:
+        """Write a file from pieces as they come (a copy of a large SST file never sits in
+        memory whole)."""
+        self.on_step(f"write {relative}")
+        path = self.path(relative)
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        with self.fs.open(path, "wb") as out:
+            for piece in chunks:
+                out.write(piece)
 
     def publish(self, last: str) -> None:
         """Move the staging folder into place. ``last`` (relative) is moved after everything
