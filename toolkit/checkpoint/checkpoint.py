@@ -366,6 +366,7 @@ class Checkpoint:
                 if self.has_folder(name) and name not in self._listings]
         builder = InventoryBuilder(self.fs._strip_protocol(state_root).rstrip("/") + "/")
         fast = self._fast() is not None
+        committed: list[int | None] = [None]  # the committed version, once the logs are in
 
         def take_log_folders(folders: dict[str, list[dict[str, Any]]]) -> None:
             for name, entries in folders.items():
@@ -374,17 +375,21 @@ class Checkpoint:
             if ledger and fast:
                 self.prefetch([*self.log_paths("offsets").values(),
                                *self.log_paths("commits").values()])
+                last = self.last_committed_batch
+                committed[0] = last + 1 if newest_zips and last is not None else None
 
         def take_files(files: list[tuple[str, int]]) -> None:
+            # on object stores this runs on the filesystem's event loop: nothing here may
+            # list or read synchronously (prefetch only schedules)
             touched, metas = builder.add(files)
             if not (ledger and fast):
                 return
             if metas:  # each folder arrives whole: its choice is the final one
                 self.prefetch([*(path for path, _ in operator_metadata_to_read(metas).values()),
                                *schemas_to_read(metas).values()])
-            last = self.last_committed_batch if newest_zips else None
-            if last is not None:
-                chosen = (newest_zip(builder.files_of(key), last + 1) for key in touched)
+            version = committed[0]
+            if version is not None:
+                chosen = (newest_zip(builder.files_of(key), version) for key in touched)
                 self.prefetch(f.path for f in chosen if f is not None)
 
         with gc_paused():  # ~450k long-lived records: nothing for the collector to find
