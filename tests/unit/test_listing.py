@@ -115,6 +115,37 @@ def test_list_page_pairs_keys_and_sizes_whatever_the_element_order():
     assert page.next_token is None
 
 
+def test_list_page_decodes_url_encoded_keys_as_botocore_does():
+    """statekit sends ``encoding-type=url`` (as botocore does): S3 then percent-encodes keys
+    and prefixes ("+" for a space). A checkpoint below ``app=fraud x/`` must keep its name —
+    undecoded, every key of it fell outside the ranged groups and the state looked empty."""
+    body = (b'<ListBucketResult xmlns="x"><Name>b</Name><Prefix>app%3Dfraud+x%2F</Prefix>'
+            b"<KeyCount>3</KeyCount><EncodingType>url</EncodingType>"
+            b"<IsTruncated>true</IsTruncated><NextContinuationToken>a+b/c=</NextContinuationToken>"
+            b"<Contents><Key>app%3Dfraud+x/state/0/1/1.delta</Key>"
+            b"<ETag>&quot;e&quot;</ETag><Size>7</Size></Contents>"
+            b"<Contents><Key>app%3Dfraud+x/%C3%BC%2B%25.delta</Key><Size>1</Size></Contents>"
+            b"<CommonPrefixes><Prefix>app%3Dfraud+x/state/</Prefix></CommonPrefixes>"
+            b"</ListBucketResult>")
+    page = parse_list_page(body)
+    assert page.objects == [("app=fraud x/state/0/1/1.delta", 7), ("app=fraud x/ü+%.delta", 1)]
+    assert page.prefixes == ["app=fraud x/state/"]
+    assert page.next_token == "a+b/c="  # continuation tokens are never encoded
+
+
+def test_list_page_keeps_plus_and_percent_when_keys_are_not_url_encoded():
+    body = (b"<ListBucketResult><KeyCount>1</KeyCount><IsTruncated>false</IsTruncated>"
+            b"<Contents><Key>a+b%20c</Key><Size>1</Size></Contents></ListBucketResult>")
+    assert parse_list_page(body).objects == [("a+b%20c", 1)]
+
+
+def test_list_page_refuses_a_key_count_that_does_not_add_up():
+    body = (b"<ListBucketResult><KeyCount>3</KeyCount><IsTruncated>false</IsTruncated>"
+            b"<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>")
+    with pytest.raises(ValueError):
+        parse_list_page(body)
+
+
 @pytest.mark.parametrize("body", [
     b"<Error><Code>AccessDenied</Code></Error>",
     b"not xml at all",
@@ -134,6 +165,8 @@ def test_list_page_refuses_what_is_not_a_listing(body):
     "0/1/_metadata/schema", "0/1/SSTs/000017-43062a3e.sst", "0/_metadata/metadata",
     "0/_metadata/v2/4", "0/_stateSchema/default/0_abc", "0/x/5.delta", "0/1/a/b/5.delta",
     "0/1/5.delta.tmp", "x/1/5.delta", "0/1/SSTs/5.zip", "README", "0/1/_metadata/5.delta",
+    "0/1/\u0663.delta", "0/1/\u00b25.delta", "0/1/05.delta", "0/1/5..delta", "0/1/5.DELTA",
+    "0/1/.5.delta", "0/1/5", "0/1/store/5.snapshot", "00/01/5.zip", "0/1/5_x.zip",
 ])
 def test_the_inventory_builders_inlined_classification_agrees_with_classify(rel):
     from statekit.checkpoint.inventory import InventoryBuilder
@@ -208,3 +241,22 @@ def test_presigned_requests_go_through_the_proxy_botocore_would_use(
                            config_kwargs={"proxies": configured} if configured else {})
     proxy, headers = _proxy_lookup(fs, "http", "store.local:9000")
     assert (str(proxy) if proxy else None, headers) == expected
+
+
+def test_concurrency_comes_from_the_environment_and_bad_values_are_named(monkeypatch):
+    from statekit.checkpoint.listing import (
+        CONCURRENCY_ENV,
+        DEFAULT_CONCURRENCY,
+        concurrency_setting,
+    )
+    from statekit.errors import BadInput
+
+    monkeypatch.delenv(CONCURRENCY_ENV, raising=False)
+    assert concurrency_setting() == DEFAULT_CONCURRENCY
+    monkeypatch.setenv(CONCURRENCY_ENV, "16")
+    assert concurrency_setting() == 16
+    for bad in ("0", "-3", "many", "1e3", "99999"):
+        monkeypatch.setenv(CONCURRENCY_ENV, bad)
+        with pytest.raises(BadInput) as raised:
+            concurrency_setting()
+        assert raised.value.path == CONCURRENCY_ENV and repr(bad) in str(raised.value)

@@ -12,6 +12,7 @@ version arithmetic every analysis needs: which versions exist, the latest snapsh
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -187,6 +188,7 @@ class InventoryBuilder:
         self._meta: list[MetaFile] = []
         self._unknown: list[MetaFile] = []
         self._checksums: dict[str, int] = {}
+        self._folder_keys: dict[str, tuple[int, str, int] | None] = {}
         self._listed = 0
 
     def add(self, listing: list[tuple[str, int]]
@@ -196,7 +198,7 @@ class InventoryBuilder:
         Runs once per listed object (400k+ on a production checkpoint): the common case
         is inlined."""
         prefix, cut = self._prefix, len(self._prefix)
-        grouped, checksums = self._grouped, self._checksums
+        grouped, checksums, folder_keys = self._grouped, self._checksums, self._folder_keys
         match = DATA_FILE_AT.match
         touched: set[tuple[int, str, int]] = set()
         metas: list[MetaFile] = []
@@ -208,6 +210,17 @@ class InventoryBuilder:
             if path[-1] == "/":  # an object store's folder marker (S3A writes them)
                 self._listed -= 1
                 continue
+            folder, _, name = path.rpartition("/")
+            key = folder_keys.get(folder, _UNSEEN)
+            if key is _UNSEEN:
+                key = folder_keys[folder] = _instance_folder(folder, prefix)
+            if key is not None:  # the common case: <v>.<kind> in a store instance's folder
+                stem, _, kind = name.partition(".")
+                if kind in _DATA_KINDS and stem.isdecimal():
+                    grouped[key].append(StateFile(path, key[0], key[2], key[1], kind,
+                                                  int(stem), size, None))
+                    touched.add(key)
+                    continue
             found = match(path, cut) if path.startswith(prefix) else None
             if found is not None:  # <op>/<part>/[<store>/]<v>[_<uuid>].<kind>
                 op, part, store, version, uuid, kind = found.groups()
@@ -248,6 +261,24 @@ class InventoryBuilder:
                               listed_files=self._listed,
                               unknown_files=tuple(sorted(self._unknown, key=lambda m: m.path)),
                               checksum_sizes=self._checksums)
+
+
+_UNSEEN: tuple[int, str, int] = (-1, "(not looked at yet)", -1)  # by identity
+_DATA_KINDS = frozenset({"delta", "snapshot", "zip", "changelog"})
+#: A store instance's folder below ``state/``: ``<op>/<part>`` or ``<op>/<part>/<store>`` —
+#: the folder part of :data:`DATA_FILE_AT`.
+_INSTANCE_FOLDER = re.compile(r"(\d+)/(\d+)(?:/([^/]+))?")
+
+
+def _instance_folder(folder: str, prefix: str) -> tuple[int, str, int] | None:
+    """The store instance ``folder`` (a full path) holds the data files of, or ``None``."""
+    if not (folder + "/").startswith(prefix):
+        return None
+    found = _INSTANCE_FOLDER.fullmatch(folder, len(prefix))
+    if found is None:
+        return None
+    op, part, store = found.groups()
+    return (int(op), store or "default", int(part))
 
 
 def _file_order(file: StateFile) -> tuple[bool, int, str, str]:

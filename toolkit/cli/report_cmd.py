@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from statekit.cli.options import (
     checkpoint_options,
@@ -20,6 +18,8 @@ from statekit.cli.render import console, status
 from statekit.presentation import dash, human_bytes, iso_ms
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from statekit.report import StoreReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -94,12 +94,16 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     if not report.findings:
         out.print("[green]no warnings[/]" + ("" if checked is not None else
                   " [dim](files not read: --verify decodes the ones a restart loads)[/]"))
+    from rich.markup import escape
+
     for finding in report.findings:
         style = _SEVERITY_STYLE.get(finding.severity, "")
         out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.message)}")
 
 
 def _store_table(store: StoreReport) -> Table:
+    from rich.table import Table
+
     rocks = store.provider == "rocksdb"
     title = (f"operator {store.operator_id} {store.operator_name or '?'} · store {store.store} "
              f"· {store.provider}/{store.codec} · {dash(store.num_partitions)} partitions · "
