@@ -6,6 +6,8 @@ No network: presigning is computed locally (the clients are never used to send a
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from statekit.checkpoint.s3_presign import Presigner, same_url, verified_presigner
@@ -98,7 +100,7 @@ def test_a_different_secret_makes_a_different_url():
         params = {"Bucket": "b", "Key": "x/1.zip"}
         theirs = await client.generate_presigned_url("get_object", Params=params,
                                                      ExpiresIn=900)
-        wrong = Presigner(**{**presigner.__dict__, "secret_key": "other", "_keys": {}})
+        wrong = dataclasses.replace(presigner, secret_key="other", _keys={})
         return (same_url(presigner.url("get_object", params, _instant(theirs, 900)), theirs),
                 same_url(wrong.url("get_object", params, _instant(theirs, 900)), theirs))
 

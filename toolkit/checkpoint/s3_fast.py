@@ -265,9 +265,13 @@ class S3Fast:
         checked = self._presigners.get(bucket)
         if checked is None or now - checked[0] > REVERIFY_AFTER_S:
             # one check per bucket, shared by every request waiting for it
+            # (registered before any await: requests arriving meanwhile share it)
             checked = self._presigners[bucket] = (now, asyncio.ensure_future(
-                verified_presigner(await self._client(), bucket, _EXPIRES_S)))
+                self._verified_presigner(bucket)))
         return await checked[1]
+
+    async def _verified_presigner(self, bucket: str) -> Presigner | None:
+        return await verified_presigner(await self._client(), bucket, _EXPIRES_S)
 
     async def _client(self) -> Any:
         if getattr(self.fs, "_s3", None) is None:

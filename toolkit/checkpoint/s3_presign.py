@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -103,7 +104,7 @@ class Presigner:
         if self.token is not None:
             auth.append(("X-Amz-Security-Token", self.token))
         canonical_query = "&".join(sorted(f"{_q(k)}={_q(v)}" for k, v in query + auth))
-        request = f"GET\n{path}\n{canonical_query}\nhost:{self._host()}\n\nhost\nUNSIGNED-PAYLOAD"
+        request = f"GET\n{path}\n{canonical_query}\nhost:{self.host}\n\nhost\nUNSIGNED-PAYLOAD"
         to_sign = (f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n"
                    f"{hashlib.sha256(request.encode()).hexdigest()}")
         signature = hmac.new(self._signing_key(day), to_sign.encode(),
@@ -135,7 +136,9 @@ class Presigner:
         encoded = "&".join(f"{_q(k)}={_q(v)}" for k, v in query + auth)
         return f"{self.scheme}://{self.netloc}{path}?{encoded}"
 
-    def _host(self) -> str:
+    @cached_property
+    def host(self) -> str:
+        """The ``Host`` header SigV4 signs (computed once: this runs per request)."""
         parts = urlsplit(f"{self.scheme}://{self.netloc}")
         host = parts.hostname or ""
         if ":" in host:  # an IPv6 literal
