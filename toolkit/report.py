@@ -14,6 +14,8 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
@@ -23,7 +25,6 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
 from statekit.checkpoint.state_data import store_schemas, zip_metadata
 from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
-from statekit.formats.checksum_files import HADOOP_BYTES_PER_CHECKSUM
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from statekit.gc_pause import gc_paused
 from statekit.partition_workers import GroupRunner
@@ -165,15 +166,15 @@ def _fields_of(record: Any) -> dict[str, Any]:
 
 def _partition_report(instance: StoreInstance, facts: InstanceFacts,
                       zip_meta: RocksDBCheckpointMetadata | None) -> PartitionReport:
-    kinds = Counter(f.kind for f in instance.files)
-    present = {f.name for f in instance.files if f.kind == "sst"}
+    kinds = {kind: count for kind, (count, _size) in instance.kind_totals.items()}
+    present = {f.name for f in instance.files if f.kind == "sst"} if kinds.get("sst") else set()
     missing = ([s for s in zip_meta.sst_files if s.dfs_name not in present]
                if zip_meta is not None else [])
     return PartitionReport(
         partition=instance.partition,
-        deltas=kinds["delta"] + kinds["changelog"],
-        snapshots=kinds["snapshot"] + kinds["zip"],
-        sst_files=kinds["sst"],
+        deltas=kinds.get("delta", 0) + kinds.get("changelog", 0),
+        snapshots=kinds.get("snapshot", 0) + kinds.get("zip", 0),
+        sst_files=kinds.get("sst", 0),
         files=len(instance.files),
         bytes=instance.total_bytes,
         latest_version=instance.latest_version,
@@ -372,9 +373,10 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
             latest_zips = _latest_zips(ckpt, shown, last)
             kinds: Counter[str] = Counter()
             sizes: Counter[str] = Counter()
-            for file in (f for i in instances for f in i.files):
-                kinds[file.kind] += 1
-                sizes[file.kind] += file.size
+            for instance in instances:
+                for kind, (count, size) in instance.kind_totals.items():
+                    kinds[kind] += count
+                    sizes[kind] += size
             parts: list[PartitionReport] = []
             reasons: Counter[str] = Counter()  # of the shown partitions, like the finding's counts
             for instance in shown:
@@ -429,7 +431,8 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
                 "without that repair fail"),
             operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
             else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged)
-    files = list(inventory.all_files())
+    every = inventory.instances.values()
+    totals = [t for i in every for t in i.kind_totals.items()]
     return CheckpointReport(
         location=ckpt.location.url,
         query_id=ckpt.query_id,
@@ -438,8 +441,9 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
         shuffle_partitions=latest.shuffle_partitions if latest else None,
         min_deltas_for_snapshot=deltas,
         min_deltas_source=source,
-        checkpoint_format_version=2 if any(f.unique_id for f in files) else 1,
-        changelog_checkpointing=any(f.kind == "changelog" for f in files),
+        checkpoint_format_version=2 if any(map(_unique_id, chain.from_iterable(
+            i.files for i in every))) else 1,
+        changelog_checkpointing=any(kind == "changelog" for kind, _ in totals),
         planned_batches=tuple(ckpt.planned_batches),
         committed_batches=tuple(committed),
         last_committed_batch=last,
@@ -448,12 +452,15 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
         stores=tuple(stores),
         findings=tuple(findings),
         crc_files=inventory.crc_files,
-        state_files=len(files),
-        state_bytes=sum(f.size for f in files),
+        state_files=sum(count for _, (count, _size) in totals),
+        state_bytes=sum(size for _, (_count, size) in totals),
         elapsed_s=round(time.perf_counter() - started, 4),
         verification=verification,
         listing=ckpt.listing_stats.to_dict(),
     )
+
+
+_unique_id = attrgetter("unique_id")
 
 
 def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | None
@@ -503,16 +510,7 @@ def _checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]
     written with a non-default ``io.bytes.per.checksum`` would mismatch everywhere; then
     nothing is said.)"""
     inventory = ckpt.inventory
-    checked = 0
-    bad: list[StateFile] = []
-    sizes = inventory.checksum_sizes
-    for file in inventory.all_files() if sizes else ():  # S3A writes no .crc files
-        folder, _, name = file.path.rpartition("/")
-        hidden = sizes.get(f"{folder}/.{name}.crc")  # Hadoop's (only its size says anything)
-        if hidden is not None:
-            checked += 1
-            if hidden != 8 + 4 * -(-file.size // HADOOP_BYTES_PER_CHECKSUM):  # inlined
-                bad.append(file)  # hadoop_crc_size: this loop runs for every state file
+    checked, bad = inventory.hadoop_checksums_checked, inventory.hadoop_checksum_mismatches
     if not bad or len(bad) * 2 > checked:
         return []
     needed = {f.path for i in inventory.instances.values()

@@ -167,6 +167,10 @@ def test_list_page_refuses_what_is_not_a_listing(body):
     "0/1/5.delta.tmp", "x/1/5.delta", "0/1/SSTs/5.zip", "README", "0/1/_metadata/5.delta",
     "0/1/\u0663.delta", "0/1/\u00b25.delta", "0/1/05.delta", "0/1/5..delta", "0/1/5.DELTA",
     "0/1/.5.delta", "0/1/5", "0/1/store/5.snapshot", "00/01/5.zip", "0/1/5_x.zip",
+    "0/1/store/SSTs/000009-5e1f.sst", "0/1/SSTs/a.b.sst", "0/1/SSTs/.sst", "0/1/SSTs/x.SST",
+    "0/1/SSTs/x.sst.tmp", "0/1/a/b/SSTs/x.sst", "0/SSTs/x.sst", "0/1/SSTs/5.delta",
+    "0/1/SSTs/sub/x.sst", "0/1/_metadata/SSTs/x.sst", "0/\u0663/SSTs/x.sst", "x/1/SSTs/x.sst",
+    "0/1/SSTsx/x.sst", "0/1/x.sst",
 ])
 def test_the_inventory_builders_inlined_classification_agrees_with_classify(rel):
     from statekit.checkpoint.inventory import InventoryBuilder
@@ -260,3 +264,20 @@ def test_concurrency_comes_from_the_environment_and_bad_values_are_named(monkeyp
         with pytest.raises(BadInput) as raised:
             concurrency_setting()
         assert raised.value.path == CONCURRENCY_ENV and repr(bad) in str(raised.value)
+
+
+def test_files_are_sorted_as_file_order_sorts_them():
+    """The C-keyed sort of every instance's files equals the reference order."""
+    import random
+
+    from statekit.checkpoint.inventory import _file_order, _in_file_order
+    from statekit.checkpoint.layout import StateFile
+
+    generator = random.Random(5)
+    for _ in range(200):
+        files = [StateFile(f"/s/0/1/{generator.randint(0, 9)}.{kind}", 0, 1, "default", kind,
+                           None if kind == "sst" else generator.randint(0, 6), 1,
+                           generator.choice([None, "0a1b2c3d"]))
+                 for kind in generator.choices(["delta", "snapshot", "zip", "changelog",
+                                                "sst"], k=generator.randint(0, 12))]
+        assert list(_in_file_order(files)) == sorted(files, key=_file_order)

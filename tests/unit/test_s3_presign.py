@@ -7,10 +7,13 @@ No network: presigning is computed locally (the clients are never used to send a
 from __future__ import annotations
 
 import dataclasses
+import random
+import string
+from urllib.parse import quote
 
 import pytest
 
-from statekit.checkpoint.s3_presign import Presigner, same_url, verified_presigner
+from statekit.checkpoint.s3_presign import Presigner, _q, _q_path, same_url, verified_presigner
 
 SECRET = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
 
@@ -132,3 +135,16 @@ def test_unsupported_parameters_are_refused_not_dropped():
         presigner.url("list_objects_v2", {"Bucket": "b", "FetchOwner": True})
     with pytest.raises(ValueError):
         presigner.url("get_object", {"Bucket": "other", "Key": "k"})
+
+
+def test_fast_percent_encoding_equals_urllib_quote():
+    """The shortcuts (unreserved as is, ASCII by ``str.translate``) encode every string as
+    ``urllib.parse.quote`` does, which the signatures were verified with."""
+    generator = random.Random(7)
+    alphabet = string.printable + "ü€/ \t%+="
+    samples = [chr(c) for c in range(128)] + [
+        "".join(generator.choice(alphabet) for _ in range(generator.randint(0, 24)))
+        for _ in range(5000)]
+    for value in samples:
+        assert _q(value) == quote(value, safe="-_.~"), value
+        assert _q_path(value) == quote(value, safe="/~"), value

@@ -373,7 +373,9 @@ class Checkpoint:
                 self._listings[name] = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e
                                         for e in entries}
             if ledger and fast:
-                self.prefetch([*self.log_paths("offsets").values(),
+                query_file = ([self.location.path("metadata")]
+                              if "query_id" not in self.__dict__ else [])
+                self.prefetch([*query_file, *self.log_paths("offsets").values(),
                                *self.log_paths("commits").values()])
                 last = self.last_committed_batch
                 committed[0] = last + 1 if newest_zips and last is not None else None

@@ -17,9 +17,15 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 
 from statekit.checkpoint.layout import DATA_FILE_AT, MetaFile, StateFile, classify
-from statekit.formats.checksum_files import ChecksumFile, data_name_of
+from statekit.formats.checksum_files import (
+    HADOOP_BYTES_PER_CHECKSUM,
+    ChecksumFile,
+    data_name_of,
+    hadoop_crc_size,
+)
 
 #: File kinds holding the full state at their version, per provider family.
 SNAPSHOT_KINDS = ("snapshot", "zip")
@@ -103,9 +109,20 @@ class StoreInstance:
         return [f for f in self.of_kind("sst")
                 if names is None or f.path.rsplit("/", 1)[-1] in names]
 
+    @cached_property
+    def kind_totals(self) -> dict[str, tuple[int, int]]:
+        """``{kind: (files, bytes)}``, in one pass (every report asks, per instance)."""
+        counts: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        for file in self.files:
+            kind = file.kind
+            counts[kind] = counts.get(kind, 0) + 1
+            sizes[kind] = sizes.get(kind, 0) + file.size
+        return {kind: (count, sizes[kind]) for kind, count in counts.items()}
+
     @property
     def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        return sum(size for _count, size in self.kind_totals.values())
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,12 @@ class StateInventory:
     """``{checksum file path: its size}``: Hadoop's hidden ``.<name>.crc`` and Spark 4.1's
     visible ``<name>.crc`` (a data file may have both). Kept flat — half of a listing's
     objects are checksum files — and matched to data files on demand."""
+    hadoop_checksums_checked: int = 0
+    """Data files that have a Hadoop ``.<name>.crc`` beside them."""
+    hadoop_checksum_mismatches: tuple[StateFile, ...] = ()
+    """Those whose size is not the one their ``.crc`` records (truncated or extended after
+    Spark wrote them), in :meth:`all_files` order. Paired while listing (a checksum sorts
+    before its data file in an object store's listing), the rest when built."""
 
     @property
     def crc_files(self) -> int:
@@ -189,7 +212,11 @@ class InventoryBuilder:
         self._unknown: list[MetaFile] = []
         self._checksums: dict[str, int] = {}
         self._folder_keys: dict[str, tuple[int, str, int] | None] = {}
+        self._sst_keys: dict[str, tuple[int, str, int] | None] = {}
         self._listed = 0
+        self._crc_checked = 0
+        self._crc_mismatches: list[StateFile] = []
+        self._crc_unpaired: list[StateFile] = []  # no .crc listed yet: paired when built
 
     def add(self, listing: list[tuple[str, int]]
             ) -> tuple[set[tuple[int, str, int]], list[MetaFile]]:
@@ -199,9 +226,12 @@ class InventoryBuilder:
         is inlined."""
         prefix, cut = self._prefix, len(self._prefix)
         grouped, checksums, folder_keys = self._grouped, self._checksums, self._folder_keys
+        sst_keys = self._sst_keys
         match = DATA_FILE_AT.match
         touched: set[tuple[int, str, int]] = set()
         metas: list[MetaFile] = []
+        mismatches, unpaired = self._crc_mismatches, self._crc_unpaired
+        checked = 0
         self._listed += len(listing)
         for path, size in listing:
             if path.endswith(".crc"):  # checksums: kept aside, never mixed into data files
@@ -214,31 +244,50 @@ class InventoryBuilder:
             key = folder_keys.get(folder, _UNSEEN)
             if key is _UNSEEN:
                 key = folder_keys[folder] = _instance_folder(folder, prefix)
+            file = None
             if key is not None:  # the common case: <v>.<kind> in a store instance's folder
                 stem, _, kind = name.partition(".")
                 if kind in _DATA_KINDS and stem.isdecimal():
-                    grouped[key].append(StateFile(path, key[0], key[2], key[1], kind,
-                                                  int(stem), size, None))
-                    touched.add(key)
-                    continue
+                    file = StateFile(path, key[0], key[2], key[1], kind, int(stem), size, None)
+            if file is None and name.endswith(".sst"):  # <instance folder>/SSTs/<name>.sst
+                sst_key = sst_keys.get(folder, _UNSEEN)
+                if sst_key is _UNSEEN:
+                    sst_key = sst_keys[folder] = _sst_folder(folder, prefix)
+                if sst_key is not None:
+                    key = sst_key
+                    file = StateFile(path, key[0], key[2], key[1], "sst", None, size)
+            if file is not None and key is not None:
+                grouped[key].append(file)
+                touched.add(key)
+                hidden = checksums.get(f"{folder}/.{name}.crc") if checksums else None
+                if hidden is None:
+                    unpaired.append(file)
+                else:  # hadoop_crc_size, inlined: this runs for every data file
+                    checked += 1
+                    if hidden != 8 + 4 * -(-size // HADOOP_BYTES_PER_CHECKSUM):
+                        mismatches.append(file)
+                continue
             found = match(path, cut) if path.startswith(prefix) else None
             if found is not None:  # <op>/<part>/[<store>/]<v>[_<uuid>].<kind>
                 op, part, store, version, uuid, kind = found.groups()
                 key = (int(op), store or "default", int(part))
-                grouped[key].append(StateFile(path, key[0], key[2], key[1], kind,
-                                              int(version), size, uuid))
+                file = StateFile(path, key[0], key[2], key[1], kind, int(version), size, uuid)
+                grouped[key].append(file)
                 touched.add(key)
+                unpaired.append(file)
                 continue
             item = classify(path[cut:] if path.startswith(prefix) else path, size, path)
             if isinstance(item, StateFile):
                 key = (item.operator_id, item.store, item.partition)
                 grouped[key].append(item)
                 touched.add(key)
+                unpaired.append(item)
             elif item.kind == "unknown":
                 self._unknown.append(item)
             else:
                 metas.append(item)
         self._meta.extend(metas)
+        self._crc_checked += checked
         return touched, metas
 
     def files_of(self, key: tuple[int, str, int]) -> list[StateFile]:
@@ -247,7 +296,7 @@ class InventoryBuilder:
 
     def build(self) -> StateInventory:
         instances = {
-            key: StoreInstance(*key, files=tuple(sorted(files, key=_file_order)))
+            key: StoreInstance(*key, files=_in_file_order(files))
             for key, files in sorted(self._grouped.items())
         }
         meta = sorted(self._meta, key=lambda m: m.path)
@@ -257,10 +306,28 @@ class InventoryBuilder:
                     and item.partition is not None and item.store is not None):
                 key = (item.operator_id, item.store, item.partition)
                 instances.setdefault(key, StoreInstance(*key, files=()))
+        checked, mismatches = self._pair_checksums()
         return StateInventory(instances=instances, meta_files=tuple(meta),
                               listed_files=self._listed,
                               unknown_files=tuple(sorted(self._unknown, key=lambda m: m.path)),
-                              checksum_sizes=self._checksums)
+                              checksum_sizes=self._checksums,
+                              hadoop_checksums_checked=checked,
+                              hadoop_checksum_mismatches=mismatches)
+
+    def _pair_checksums(self) -> tuple[int, tuple[StateFile, ...]]:
+        """Pair the data files listed before their Hadoop ``.crc`` (or outside the common
+        case); returns ``(checked, mismatches in all_files order)``."""
+        checked, mismatches, sizes = self._crc_checked, list(self._crc_mismatches), \
+            self._checksums
+        for file in self._crc_unpaired if sizes else ():  # S3A writes no .crc files
+            folder, _, name = file.path.rpartition("/")
+            hidden = sizes.get(f"{folder}/.{name}.crc")
+            if hidden is not None:
+                checked += 1
+                if hidden != hadoop_crc_size(file.size):
+                    mismatches.append(file)
+        mismatches.sort(key=lambda f: ((f.operator_id, f.store, f.partition), _file_order(f)))
+        return checked, tuple(mismatches)
 
 
 _UNSEEN: tuple[int, str, int] = (-1, "(not looked at yet)", -1)  # by identity
@@ -281,8 +348,30 @@ def _instance_folder(folder: str, prefix: str) -> tuple[int, str, int] | None:
     return (int(op), store or "default", int(part))
 
 
+def _sst_folder(folder: str, prefix: str) -> tuple[int, str, int] | None:
+    """The store instance whose shared SST files ``folder`` (a full path) holds, or ``None``:
+    ``<instance folder>/SSTs``."""
+    if not folder.endswith("/SSTs"):
+        return None
+    return _instance_folder(folder[:-len("/SSTs")], prefix)
+
+
 def _file_order(file: StateFile) -> tuple[bool, int, str, str]:
     return (file.version is None, file.version or 0, file.kind, file.path)
+
+
+_BY_VERSION = attrgetter("version", "kind", "path")
+_BY_KIND = attrgetter("kind", "path")
+
+
+def _in_file_order(files: list[StateFile]) -> tuple[StateFile, ...]:
+    """``files`` sorted by :func:`_file_order`, with keys that run in C (this sorts every
+    listed data file): versioned files by (version, kind, path), then SSTs by (kind, path)."""
+    versioned = [f for f in files if f.version is not None]
+    if len(versioned) == len(files):
+        return tuple(sorted(files, key=_BY_VERSION))
+    return (*sorted(versioned, key=_BY_VERSION),
+            *sorted((f for f in files if f.version is None), key=_BY_KIND))
 
 
 def newest_zip(files: Iterable[StateFile], at_most: int) -> StateFile | None:

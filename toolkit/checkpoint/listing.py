@@ -373,6 +373,10 @@ def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str]
         per_group = max(1, lister.page_size * 19 // 20 // max(probed[index], 1))
         rest = by_parent[parent][1:]
         groups.extend(rest[i:i + per_group] for i in range(0, len(rest), per_group))
+    # groups holding an operator's _metadata/ or _stateSchema/ (which sort after its
+    # partitions) first: the files read from there are then fetched while the partitions are
+    # still being listed, not after the last page
+    groups.sort(key=lambda group: all(f.rsplit("/", 1)[-1].isdecimal() for f in group))
     lister.find_many(groups, lambda _index, files: sink(files))
     return result
 

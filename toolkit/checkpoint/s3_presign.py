@@ -25,6 +25,7 @@ import base64
 import calendar
 import hashlib
 import hmac
+import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,9 +42,28 @@ _LIST_QUERY = {"Prefix": "prefix", "Delimiter": "delimiter", "StartAfter": "star
 _PROBE_KEY = "statekit-probe/a b=c+d%e~f!g*(h)'i,j;ü€/0.zip"
 
 
+#: Strings percent-encoding leaves as they are (most keys and values): not re-encoded.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
+_UNRESERVED_PATH = re.compile(r"[A-Za-z0-9_.~/-]*").fullmatch
+#: ``str.translate`` tables percent-encoding ASCII as ``quote`` does (keeping ``/`` or not).
+_ASCII_QUOTED = {c: f"%{c:02X}" for c in range(128) if not _UNRESERVED(chr(c))}
+_ASCII_QUOTED_PATH = {c: q for c, q in _ASCII_QUOTED.items() if c != ord("/")}
+
+
 def _q(value: str) -> str:
-    """Percent-encoding as SigV4 (and botocore) define it: everything but ``A-Za-z0-9-_.~``."""
-    return quote(value, safe="-_.~")
+    """Percent-encoding as SigV4 (and botocore) define it: everything but ``A-Za-z0-9-_.~``.
+    (``urllib.parse.quote`` costs ~4 µs per value in pure Python, and this runs for every
+    parameter of every request: ASCII is encoded by one ``str.translate``.)"""
+    if _UNRESERVED(value):
+        return value
+    return value.translate(_ASCII_QUOTED) if value.isascii() else quote(value, safe="-_.~")
+
+
+def _q_path(key: str) -> str:
+    """An object key's percent-encoding in a URL path (``/`` kept), as botocore does."""
+    if _UNRESERVED_PATH(key):
+        return key
+    return key.translate(_ASCII_QUOTED_PATH) if key.isascii() else quote(key, safe="/~")
 
 
 @dataclass
@@ -73,7 +93,7 @@ class Presigner:
         if operation == "get_object":
             if set(params) != {"Bucket", "Key"}:
                 raise ValueError(f"unsupported GetObject parameters {sorted(params)}")
-            path = f"{self.bucket_path}/{quote(params['Key'], safe='/~')}"
+            path = f"{self.bucket_path}/{_q_path(params['Key'])}"
             query: list[tuple[str, str]] = []
         elif operation == "list_objects_v2":
             unknown = set(params) - {"Bucket", *_LIST_QUERY}

@@ -21,6 +21,7 @@ from statekit.errors import (
     EXIT_USAGE,
     StatekitError,
 )
+from statekit.gc_pause import one_shot_process
 
 
 def fail(message: str, code: int) -> int:
@@ -70,4 +71,5 @@ def run_cli(command: click.Command, prog_name: str, args: list[str] | None = Non
 
 def exit_with(command: click.Command, prog_name: str) -> None:
     """Console-script helper: run and exit the interpreter with the resulting code."""
+    one_shot_process()  # the TUI command says otherwise for itself
     sys.exit(run_cli(command, prog_name))

@@ -27,8 +27,10 @@ def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float |
 
     Example: statekit tui demo/checkpoint --watch 5
     """
+    from statekit.gc_pause import long_running_process
     from statekit.tui.model import snapshot_in_background
 
+    long_running_process()  # refreshes for hours: each pause's cycles must be collected
     options = parse_storage_options(storage_option)
     opened = open_from_cli(checkpoint, storage_option)
     first = snapshot_in_background(checkpoint, options, opened=opened)  # while Textual loads
