@@ -171,9 +171,11 @@ def _snapshot_writer(staging_url: str, storage_options: dict, operator_id: int, 
 
 
 def _keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, codec: str,
-                 tasks: list[SourceTask], key_schema_json: str, partitions: int, shown: str):
+                 tasks: list[SourceTask], key_schema_json: str, partition_columns: int,
+                 partitions: int, shown: str):
     """Every live row of a store's source partitions with its new partition: ``(frame, p)``,
-    where ``p`` is Spark's ``pmod(hash(<key columns>), partitions)``."""
+    where ``p`` is Spark's ``pmod(hash(<the first partition_columns key columns>),
+    partitions)``."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -184,17 +186,21 @@ def _keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, co
         {"name": VALUE_BYTES, "type": "binary", "nullable": False, "metadata": {}}]})
     rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(
         _replay_task(source_url, storage_options, codec, key_schema_json, converts))
-    target = F.expr(f"pmod(hash({', '.join(exprs)}), {partitions})") if exprs else F.lit(0)
+    placed_by = exprs[:partition_columns]
+    target = (F.expr(f"pmod(hash({', '.join(placed_by)}), {partitions})") if placed_by
+              else F.lit(0))
     return spark.createDataFrame(rows, schema), target.alias("p")
 
 
 def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: dict,
                       codec: str, operator_id: int, store: str, tasks: list[SourceTask],
-                      key_schema_json: str, partitions: int, staging_url: str, version: int,
-                      shown: str, fail_on: str | None = None) -> list[WrittenPartition]:
-    """Re-bucket one store's state into ``partitions`` snapshot files at ``version``."""
+                      key_schema_json: str, partition_columns: int, partitions: int,
+                      staging_url: str, version: int, shown: str,
+                      fail_on: str | None = None) -> list[WrittenPartition]:
+    """Re-bucket one store's state into ``partitions`` snapshot files at ``version``, placed
+    by its first ``partition_columns`` key columns."""
     frame, target = _keyed_frame(spark, source_url, storage_options, codec, tasks,
-                                 key_schema_json, partitions, shown)
+                                 key_schema_json, partition_columns, partitions, shown)
     pairs = frame.select(target, KEY_BYTES, VALUE_BYTES).rdd.map(
         lambda r: (r[0], (bytes(r[1]), bytes(r[2]))))
     written = pairs.partitionBy(partitions, lambda p: p).mapPartitionsWithIndex(
@@ -353,28 +359,29 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     staged = open_checkpoint(staging.url)
     target_version = plan.state_version
     written: dict[str, list[WrittenPartition]] = {}
+    leftover: set[str] = set()  # partition folders ≥ n Spark leaves behind (all their stores)
     for key, instance in sorted(staged.inventory.instances.items()):
-        keep: set[str] = set()
-        if instance.partition < plan.to_partitions:
-            files = instance.files_to_load(target_version)
-            bases = [f for f in files if f.kind == "zip"]
-            metas = zip_metadata(staged, bases)
-            names = {s.dfs_name for m in metas.values() for s in m.sst_files}
-            kept = files + instance.ssts_named(names)
-            keep = {f.path for f in kept}
-            keys = sum(m.num_keys or 0 for m in metas.values())
-            written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
-                instance.partition, keys, sum(f.size for f in kept)))
+        if instance.partition >= plan.to_partitions:
+            leftover.add(staged.location.path("state", str(key[0]), str(key[2])))
+            continue
+        files = instance.files_to_load(target_version)
+        bases = [f for f in files if f.kind == "zip"]
+        metas = zip_metadata(staged, bases)
+        names = {s.dfs_name for m in metas.values() for s in m.sst_files}
+        kept = files + instance.ssts_named(names)
+        keep = {f.path for f in kept}
+        keys = sum(m.num_keys or 0 for m in metas.values())
+        written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
+            instance.partition, keys, sum(f.size for f in kept)))
         for file in instance.files:
             if file.path not in keep:
                 staged.fs.rm(file.path)
                 crc = file.path.rsplit("/", 1)
                 if staged.fs.exists(f"{crc[0]}/.{crc[1]}.crc"):
                     staged.fs.rm(f"{crc[0]}/.{crc[1]}.crc")
-        if instance.partition >= plan.to_partitions:  # Spark leaves the old folders
-            folder = staged.location.path("state", str(key[0]), str(key[2]))
-            if staged.fs.exists(folder):
-                staged.fs.rm(folder, recursive=True)
+    for folder in sorted(leftover):
+        if staged.fs.exists(folder):
+            staged.fs.rm(folder, recursive=True)
     write_operator_metadata(ckpt, plan, staging, plan.to_partitions)
     return written
 
@@ -386,15 +393,20 @@ def is_spark_error(error: BaseException) -> bool:
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
-def key_field_names(ckpt: Checkpoint, schemas: dict[tuple[int, str], StoreSchema] | None = None
-                    ) -> dict[tuple[int, str], list[str]]:
-    """Key column names per (operator, store); ``schemas``: :func:`store_schemas` of ``ckpt``
-    when the caller has read them already."""
+def partition_fields(ckpt: Checkpoint, schemas: dict[tuple[int, str], StoreSchema] | None = None
+                     ) -> dict[tuple[int, str], list[str]]:
+    """The key columns each (operator, store) is partitioned by
+    (:func:`statekit.repartition.partition_key.partition_key_fields`); ``schemas``:
+    :func:`store_schemas` of ``ckpt`` when the caller has read them already."""
     from statekit.checkpoint.state_data import store_schemas
+    from statekit.repartition.partition_key import partition_key_fields
 
     schemas = schemas if schemas is not None else store_schemas(ckpt)
-    return {key: list(schema.key.names) if schema.key else []
-            for key, schema in schemas.items()}
+    operators = ckpt.operators
+    return {key: partition_key_fields(operators[key[0]].name, key[1],
+                                      list(schema.key.names) if schema.key else [],
+                                      shown=ckpt.display(schema.path))
+            for key, schema in schemas.items() if key[0] in operators}
 
 
 def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
@@ -419,6 +431,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
         write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs")
         written: dict[str, list[WrittenPartition]] = {}
         schemas = store_schemas(ckpt)  # read once: the HDFS job and the verification use them
+        placed_by = partition_fields(ckpt, schemas)
         if plan.provider == "hdfs":
             for store in plan.stores:
                 progress(f"re-bucketing operator {store.operator_id} store {store.store} "
@@ -429,7 +442,9 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
                     codec=plan.codec, operator_id=store.operator_id, store=store.store,
                     tasks=source_tasks(ckpt, store.operator_id, store.store,
                                        plan.last_committed + 1),
-                    key_schema_json=schema.file.raw["key"], partitions=plan.to_partitions,
+                    key_schema_json=schema.file.raw["key"],
+                    partition_columns=len(placed_by[(store.operator_id, store.store)]),
+                    partitions=plan.to_partitions,
                     staging_url=staging.url, version=plan.state_version,
                     shown=ckpt.display(schema.path), fail_on=fail_on)
             name, data = commit_entry(ckpt, plan)
@@ -444,7 +459,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
             progress("verifying through Spark's state readers")
             verification = verify(spark, source_path=spark_url(ckpt.location.url),
                                   target_path=spark_url(staging.url), plan=plan,
-                                  key_fields=key_field_names(ckpt, schemas))
+                                  key_fields=placed_by)
             if not verification.ok:
                 raise JobFailed("verification failed, nothing published: "
                                 + "; ".join(verification.problems()), path=plan.target)

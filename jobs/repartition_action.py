@@ -112,7 +112,7 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
     from statekit.jobs.repartition import (
         count_per_new_partition,
         is_spark_error,
-        key_field_names,
+        partition_fields,
         run_repartition,
     )
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
@@ -125,7 +125,7 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
             progress("counting keys per new partition…")
             try:
                 counts = count_per_new_partition(spark, source_path=spark_path(ckpt),
-                                                 plan=plan, key_fields=key_field_names(ckpt))
+                                                 plan=plan, key_fields=partition_fields(ckpt))
             except Exception as error:
                 if is_spark_error(error):  # one line, never the JVM's stack
                     raise spark_failure("repartition dry run", error, ckpt) from error

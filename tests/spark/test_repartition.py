@@ -284,9 +284,29 @@ def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints
     assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
 @pytest.mark.parametrize("name", ["session-window", "join"])
-def test_unsupported_operators_are_refused_before_spark(small_queries, tmp_path, capsys, name):
-    query = small_queries.get(name)
+def test_prefix_keyed_operators_repartition_verified(small_queries, tmp_path, name, provider):
+    """Session windows (key + sessionStartTime) and all four stores of a stream-stream join
+    (join key, join key + index) are placed by the grouping/join key alone: the target holds
+    the same rows, each in ``pmod(hash(grouping key), n)``; the source is not touched."""
+    query = small_queries.get(name, provider)
+    before = tree_hash(query.checkpoint)
+    result = repartition(query.checkpoint, tmp_path / "dst", 3)
+    check = result["verification"]
+    assert check["ok"], check["problems"]
+    stores = {s["store"]: s for s in check["stores"]}
+    expected = ({"left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
+                 "right-keyWithIndexToValue"} if name == "join" else {"default"})
+    assert set(stores) == expected
+    assert all(s["target_rows"] == s["source_rows"] > 0 for s in stores.values())
+    assert tree_hash(query.checkpoint) == before
+    target = open_checkpoint(str(tmp_path / "dst"))
+    assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
+
+
+def test_transform_with_state_is_refused_before_spark(small_queries, tmp_path, capsys):
+    query = small_queries.get("tws", "rocksdb")
     before = tree_hash(query.checkpoint)
     assert run_cli(_cli(), "statekit", ["repartition", str(query.checkpoint), "--partitions",
                                         "3", "--out", str(tmp_path / "dst"), "--force"]) == 5

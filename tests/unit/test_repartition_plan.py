@@ -79,9 +79,14 @@ def test_live_query_target_and_operator_refusals(tmp_path):
     with pytest.raises(UnsafeOperation, match="inside the source"):
         plan_repartition(ckpt, resolve(str(tmp_path / "src" / "new")), 8, now_ms=LONG_AGO)
     meta = tmp_path / "src" / "state" / "0" / "_metadata" / "metadata"
-    meta.write_text(operator_metadata_text(name="symmetricHashJoin"))
-    with pytest.raises(UnsupportedFormat, match="stream-stream joins"):
+    meta.write_text(operator_metadata_text(name="transformWithStateExec"))
+    with pytest.raises(UnsupportedFormat, match="transformWithState keeps one column family"):
         plan(open_checkpoint(str(tmp_path / "src")), tmp_path / "other")
+    # a join's stores are placed by their names' shape: one named otherwise is refused
+    meta.write_text(operator_metadata_text(name="symmetricHashJoin"))
+    with pytest.raises(UnsupportedFormat, match="store 'default' is not one of the four"):
+        plan(open_checkpoint(str(tmp_path / "src")), tmp_path / "other")
+    assert not (tmp_path / "other").exists()
 
 
 def test_offsets_and_operator_metadata_rewrites():

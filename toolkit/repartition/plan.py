@@ -28,23 +28,17 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
+from statekit.checkpoint.state_data import store_schemas
 from statekit.errors import UnsafeOperation, UnsupportedFormat
+from statekit.repartition.partition_key import (
+    PREFIX_KEY_OPERATORS,
+    WHOLE_KEY_OPERATORS,
+    operator_label,
+    partition_key_fields,
+)
 
-#: Operators whose partition key is their whole state key: Spark hash-partitions their input
-#: by the grouping / deduplication key, which is exactly what the store keys hold.
-WHOLE_KEY_OPERATORS = {
-    "stateStoreSave": "streaming aggregation",
-    "dedupe": "dropDuplicates",
-    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
-    "flatMapGroupsWithState": "flatMapGroupsWithState / applyInPandasWithState",
-    "applyInPandasWithState": "applyInPandasWithState",
-}
 #: Operators statekit does not repartition yet, and why (refused before anything is written).
 REFUSED_OPERATORS = {
-    "sessionWindowStateStoreSaveExec": "session windows key their state by session key plus "
-                                       "window start; only the session key is the partition key",
-    "symmetricHashJoin": "stream-stream joins keep four stores whose partition key is the join "
-                         "key, a part of each store's key",
     "transformWithStateExec": "transformWithState keeps one column family per state variable "
                               "(RocksDB only)",
     "transformWithStateInPandasExec": "transformWithState keeps one column family per state "
@@ -145,10 +139,6 @@ class RepartitionPlan:
         return data
 
 
-def _operator_label(name: str) -> str:
-    return WHOLE_KEY_OPERATORS.get(name, name)
-
-
 def check_operators(ckpt: Checkpoint) -> None:
     """Refuse operators whose partition key statekit cannot place correctly."""
     if not ckpt.operators:
@@ -160,10 +150,21 @@ def check_operators(ckpt: Checkpoint) -> None:
             raise UnsupportedFormat(f"operator {op_id} is {meta.name}: not supported — "
                                     f"{REFUSED_OPERATORS[meta.name]}; nothing was written",
                                     path=ckpt.location.url)
-        if meta.name not in WHOLE_KEY_OPERATORS:
+        if meta.name not in WHOLE_KEY_OPERATORS and meta.name not in PREFIX_KEY_OPERATORS:
             raise UnsupportedFormat(f"operator {op_id} is {meta.name}, which statekit does not "
                                     "know how to partition; nothing was written",
                                     path=ckpt.location.url)
+
+
+def check_partition_keys(ckpt: Checkpoint) -> None:
+    """Refuse, before anything runs, a store whose key does not have the shape its operator's
+    placement relies on (:mod:`statekit.repartition.partition_key`)."""
+    operators = ckpt.operators
+    for (op_id, store), schema in store_schemas(ckpt).items():
+        if op_id in operators:
+            partition_key_fields(operators[op_id].name, store,
+                                 list(schema.key.names) if schema.key else [],
+                                 shown=ckpt.display(schema.path))
 
 
 def _looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
@@ -248,6 +249,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
         raise UnsupportedFormat(f"state compression codec {codec} is not supported "
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
     check_operators(ckpt)
+    check_partition_keys(ckpt)
     if not target_is_empty(target):
         raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
                               path=target.url)
@@ -283,7 +285,7 @@ def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:
                 known = [c for c in counts if c is not None]
                 keys = sum(known) if len(known) == len(counts) else None
                 size += sum(s.size_bytes for m in metas.values() for s in m.sst_files)
-            plans.append(StorePlan(op_id, _operator_label(meta.name), store, len(instances),
+            plans.append(StorePlan(op_id, operator_label(meta.name), store, len(instances),
                                    len(files), size, keys))
     return tuple(plans)
 

@@ -1,0 +1,75 @@
+"""Which columns of a store's key Spark partitions an operator's state by.
+
+A stateful operator's input is hash-partitioned by its grouping key (``pmod(hash(key), n)``,
+Spark's HashPartitioning), and a state store partition holds exactly the keys whose grouping
+key hashes there. A repartition must place every state row by that same grouping key — which
+is the whole store key for aggregations, deduplication and (flat)mapGroupsWithState, but only
+a leading part of it where the store key carries one more column:
+
+* session windows (``sessionWindowStateStoreSaveExec``): the key is the grouping key without
+  the session window, plus ``sessionStartTime`` — all sessions of a key stay together;
+* stream-stream joins (``symmetricHashJoin``): ``<side>-keyToNumValues`` is keyed by the join
+  key, ``<side>-keyWithIndexToValue`` by the join key plus ``index`` — the value's position
+  among the key's rows. Placing both stores of both sides by the join key alone keeps every
+  key's count and its indices 0..count-1 together in one partition, so they stay valid.
+
+The columns are checked against the shape Spark writes; anything else is refused with the
+reason rather than placed by a guess.
+"""
+
+from __future__ import annotations
+
+from statekit.errors import UnsupportedFormat
+
+#: Operators whose partition key is their whole state key: Spark hash-partitions their input
+#: by the grouping / deduplication key, which is exactly what the store keys hold.
+WHOLE_KEY_OPERATORS = {
+    "stateStoreSave": "streaming aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "flatMapGroupsWithState": "flatMapGroupsWithState / applyInPandasWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+}
+SESSION_WINDOW = "sessionWindowStateStoreSaveExec"
+JOIN = "symmetricHashJoin"
+#: Operators placed by a leading part of their store keys (see the module docstring).
+PREFIX_KEY_OPERATORS = {SESSION_WINDOW: "session window aggregation",
+                        JOIN: "stream-stream join"}
+_JOIN_STORE_SUFFIXES = {"-keyToNumValues": None, "-keyWithIndexToValue": "index"}
+
+
+def operator_label(name: str) -> str:
+    """How a user knows the operator (``stateStoreSave`` → ``streaming aggregation``)."""
+    return WHOLE_KEY_OPERATORS.get(name) or PREFIX_KEY_OPERATORS.get(name) or name
+
+
+def partition_key_fields(operator: str, store: str, key_fields: list[str], *,
+                         shown: str) -> list[str]:
+    """The leading key columns Spark partitions ``operator``'s ``store`` by.
+
+    ``key_fields``: the store's key column names (its schema file); ``shown``: the schema
+    file as the user names it, for the error. Raises ``UnsupportedFormat`` for operators and
+    key shapes statekit does not know how to place."""
+    if operator in WHOLE_KEY_OPERATORS:
+        return list(key_fields)
+    if operator == SESSION_WINDOW:
+        return _without_last(key_fields, "sessionStartTime", operator, store, shown)
+    if operator == JOIN:
+        for suffix, extra in _JOIN_STORE_SUFFIXES.items():
+            if store.endswith(suffix) and store[:-len(suffix)] in ("left", "right"):
+                return (list(key_fields) if extra is None
+                        else _without_last(key_fields, extra, operator, store, shown))
+        raise UnsupportedFormat(f"stream-stream join store {store!r} is not one of the four "
+                                "Spark writes (left/right-keyToNumValues, "
+                                "left/right-keyWithIndexToValue)", path=shown)
+    raise UnsupportedFormat(f"operator {operator} is not one statekit knows how to partition",
+                            path=shown)
+
+
+def _without_last(fields: list[str], expected: str, operator: str, store: str,
+                  shown: str) -> list[str]:
+    if not fields or fields[-1] != expected:
+        raise UnsupportedFormat(f"{operator} store {store}: expected the key's last column "
+                                f"to be {expected!r}, found {fields[-1:] or 'no column'}",
+                                path=shown)
+    return list(fields[:-1])
