@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
-    from statekit.checkpoint.state_data import StoreSchema
     from statekit.repartition.plan import RepartitionPlan
     from statekit.repartition.staging import Staging
 
@@ -393,22 +392,6 @@ def is_spark_error(error: BaseException) -> bool:
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
-def partition_fields(ckpt: Checkpoint, schemas: dict[tuple[int, str], StoreSchema] | None = None
-                     ) -> dict[tuple[int, str], list[str]]:
-    """The key columns each (operator, store) is partitioned by
-    (:func:`statekit.repartition.partition_key.partition_key_fields`); ``schemas``:
-    :func:`store_schemas` of ``ckpt`` when the caller has read them already."""
-    from statekit.checkpoint.state_data import store_schemas
-    from statekit.repartition.partition_key import partition_key_fields
-
-    schemas = schemas if schemas is not None else store_schemas(ckpt)
-    operators = ckpt.operators
-    return {key: partition_key_fields(operators[key[0]].name, key[1],
-                                      list(schema.key.names) if schema.key else [],
-                                      shown=ckpt.display(schema.path))
-            for key, schema in schemas.items() if key[0] in operators}
-
-
 def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
                     staging: Staging, *, storage_options: dict[str, Any],
                     check: bool = True, progress: Callable[[str], None] = lambda _m: None,
@@ -422,6 +405,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
 
     from statekit.checkpoint.state_data import store_schemas
     from statekit.errors import JobFailed
+    from statekit.repartition.partition_key import partition_fields
     from statekit.repartition.target import commit_entry, write_logs
 
     started = time.perf_counter()

@@ -112,10 +112,10 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
     from statekit.jobs.repartition import (
         count_per_new_partition,
         is_spark_error,
-        partition_fields,
         run_repartition,
     )
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
+    from statekit.repartition.partition_key import partition_fields
     from statekit.repartition.staging import Staging
 
     ckpt, plan = prepared.ckpt, prepared.plan

@@ -19,7 +19,14 @@ reason rather than placed by a guess.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from statekit.checkpoint.state_data import store_schemas
 from statekit.errors import UnsupportedFormat
+
+if TYPE_CHECKING:
+    from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.checkpoint.state_data import StoreSchema
 
 #: Operators whose partition key is their whole state key: Spark hash-partitions their input
 #: by the grouping / deduplication key, which is exactly what the store keys hold.
@@ -64,6 +71,20 @@ def partition_key_fields(operator: str, store: str, key_fields: list[str], *,
                                 "left/right-keyWithIndexToValue)", path=shown)
     raise UnsupportedFormat(f"operator {operator} is not one statekit knows how to partition",
                             path=shown)
+
+
+def partition_fields(ckpt: Checkpoint,
+                     schemas: dict[tuple[int, str], StoreSchema] | None = None
+                     ) -> dict[tuple[int, str], list[str]]:
+    """The key columns each (operator, store) of ``ckpt`` is partitioned by (stores of
+    operators without metadata are left out); ``schemas``: :func:`store_schemas` of ``ckpt``
+    when the caller has read them already. Raises like :func:`partition_key_fields`."""
+    schemas = schemas if schemas is not None else store_schemas(ckpt)
+    operators = ckpt.operators
+    return {key: partition_key_fields(operators[key[0]].name, key[1],
+                                      list(schema.key.names) if schema.key else [],
+                                      shown=ckpt.display(schema.path))
+            for key, schema in schemas.items() if key[0] in operators}
 
 
 def _without_last(fields: list[str], expected: str, operator: str, store: str,

@@ -28,13 +28,12 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
-from statekit.checkpoint.state_data import store_schemas
 from statekit.errors import UnsafeOperation, UnsupportedFormat
 from statekit.repartition.partition_key import (
     PREFIX_KEY_OPERATORS,
     WHOLE_KEY_OPERATORS,
     operator_label,
-    partition_key_fields,
+    partition_fields,
 )
 
 #: Operators statekit does not repartition yet, and why (refused before anything is written).
@@ -156,17 +155,6 @@ def check_operators(ckpt: Checkpoint) -> None:
                                     path=ckpt.location.url)
 
 
-def check_partition_keys(ckpt: Checkpoint) -> None:
-    """Refuse, before anything runs, a store whose key does not have the shape its operator's
-    placement relies on (:mod:`statekit.repartition.partition_key`)."""
-    operators = ckpt.operators
-    for (op_id, store), schema in store_schemas(ckpt).items():
-        if op_id in operators:
-            partition_key_fields(operators[op_id].name, store,
-                                 list(schema.key.names) if schema.key else [],
-                                 shown=ckpt.display(schema.path))
-
-
 def _looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
     """Why the query looks like it is running (a recent batch), or None."""
     batches = ckpt.planned_batches[-12:]
@@ -249,7 +237,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
         raise UnsupportedFormat(f"state compression codec {codec} is not supported "
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
     check_operators(ckpt)
-    check_partition_keys(ckpt)
+    partition_fields(ckpt)  # refuses a store whose key lacks the shape its placement needs
     if not target_is_empty(target):
         raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
                               path=target.url)
