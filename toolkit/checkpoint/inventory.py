@@ -24,7 +24,7 @@ from statekit.formats.checksum_files import (
     HADOOP_BYTES_PER_CHECKSUM,
     ChecksumFile,
     data_name_of,
-    hadoop_crc_size,
+    hadoop_size_matches,
 )
 
 #: File kinds holding the full state at their version, per provider family.
@@ -262,7 +262,7 @@ class InventoryBuilder:
                 hidden = checksums.get(f"{folder}/.{name}.crc") if checksums else None
                 if hidden is None:
                     unpaired.append(file)
-                else:  # hadoop_crc_size, inlined: this runs for every data file
+                else:  # hadoop_size_matches, inlined: this runs for every data file
                     checked += 1
                     if hidden != 8 + 4 * -(-size // HADOOP_BYTES_PER_CHECKSUM):
                         mismatches.append(file)
@@ -324,7 +324,7 @@ class InventoryBuilder:
             hidden = sizes.get(f"{folder}/.{name}.crc")
             if hidden is not None:
                 checked += 1
-                if hidden != hadoop_crc_size(file.size):
+                if not hadoop_size_matches(file.size, hidden):
                     mismatches.append(file)
         mismatches.sort(key=lambda f: ((f.operator_id, f.store, f.partition), _file_order(f)))
         return checked, tuple(mismatches)

@@ -46,18 +46,14 @@ def data_name_of(crc_name: str) -> tuple[str, bool]:
 def hadoop_crc_size(data_size: int,
                     bytes_per_checksum: int = HADOOP_BYTES_PER_CHECKSUM) -> int:
     """The size of the Hadoop ``.crc`` file of a data file of ``data_size`` bytes: an 8-byte
-    header and one CRC32 per started chunk (equal sizes ⇔ :func:`hadoop_size_matches`)."""
+    header and one CRC32 per started chunk."""
     return 8 + 4 * -(-data_size // bytes_per_checksum)
 
 
 def hadoop_size_matches(data_size: int, crc_size: int,
                         bytes_per_checksum: int = HADOOP_BYTES_PER_CHECKSUM) -> bool:
     """Whether a data file of ``data_size`` bytes fits a Hadoop ``.crc`` of ``crc_size``."""
-    if crc_size < 8 or (crc_size - 8) % 4:
-        return False
-    chunks = (crc_size - 8) // 4
-    return (chunks - 1) * bytes_per_checksum < data_size <= chunks * bytes_per_checksum \
-        if data_size else chunks == 0
+    return crc_size == hadoop_crc_size(data_size, bytes_per_checksum)
 
 
 @dataclass(frozen=True)
