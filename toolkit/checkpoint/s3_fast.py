@@ -138,7 +138,6 @@ class S3Fast:
         self.max_keys = 1000
         """Objects per listing page (S3's maximum; tests lower it to cross page ends)."""
         self._http: Any = None
-        self._encoded_url: Any = None  # yarl.URL, imported with aiohttp
         self._presigners: dict[str, tuple[float, asyncio.Future[Presigner | None]]] = {}
         self._proxies: dict[tuple[str, str], tuple[Any, dict[str, str] | None]] = {}
 
@@ -236,9 +235,11 @@ class S3Fast:
                 self.listings += 1
             proxy, proxy_headers = self._proxy_for(url)
             session = await self._session()
+            from yarl import URL  # aiohttp's URL type (loaded with it by _session)
+
             # sent exactly as signed: a presigned URL is encoded already, and yarl's
             # re-quoting of it would cost a third of the request's client time
-            async with session.get(self._encoded_url(url, encoded=True), proxy=proxy,
+            async with session.get(URL(url, encoded=True), proxy=proxy,
                                    proxy_headers=proxy_headers) as response:
                 body: bytes = await response.read()
                 status = response.status
@@ -285,9 +286,6 @@ class S3Fast:
     async def _session(self) -> Any:
         if self._http is None:
             import aiohttp
-            from yarl import URL
-
-            self._encoded_url = URL
 
             verify = (getattr(self.fs, "client_kwargs", None) or {}).get("verify")
             connector = aiohttp.TCPConnector(limit=self.concurrency,
