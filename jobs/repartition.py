@@ -140,55 +140,121 @@ def _replay_task(url: str, storage_options: dict, codec: str, key_schema_json: s
     return run
 
 
+def _write_snapshot(staging_url: str, storage_options: dict, relative: str, codec: str,
+                    pairs: Iterator[tuple[bytes, bytes]]) -> tuple[int, int]:
+    """Stream ``pairs`` into the snapshot file ``relative`` of the staging folder; returns
+    (records, file bytes)."""
+    import fsspec
+
+    from statekit.formats.state_writer import SnapshotWriter
+
+    fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
+    path = f"{root.rstrip('/')}/{relative}"
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb") as handle:
+        writer = SnapshotWriter(handle, codec)
+        for key, value in pairs:
+            writer.write(key, value)
+        writer.close()
+    return writer.records, fs.size(path)
+
+
+def _snapshot_relative(operator_id: int, store: str, partition: int, version: int) -> str:
+    store_dir = "" if store == "default" else f"{store}/"
+    return f"state/{operator_id}/{partition}/{store_dir}{version}.snapshot"
+
+
 def _snapshot_writer(staging_url: str, storage_options: dict, operator_id: int, store: str,
                      version: int, codec: str, fail_on: str | None
-                     ) -> Callable[[int, Iterator[tuple]], Iterator[WrittenPartition]]:
-    """The executor function writing one new partition's snapshot file."""
+                     ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The executor function (``mapInArrow``) writing its partition's snapshot file: the
+    task's partition index *is* the new partition (the rows were hash-partitioned into
+    it)."""
 
-    def run(partition: int, rows: Iterator[tuple]) -> Iterator[WrittenPartition]:
-        import fsspec
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
 
-        from statekit.formats.state_writer import SnapshotWriter
-
-        store_dir = "" if store == "default" else f"{store}/"
-        relative = f"state/{operator_id}/{partition}/{store_dir}{version}.snapshot"
+        context = TaskContext.get()
+        assert context is not None
+        partition = context.partitionId()
+        relative = _snapshot_relative(operator_id, store, partition, version)
         if fail_on == f"write {relative}":
             raise RuntimeError(f"injected failure before writing {relative}")
-        fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
-        path = f"{root.rstrip('/')}/{relative}"
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        keys = 0
-        with fs.open(path, "wb") as handle:
-            writer = SnapshotWriter(handle, codec)
-            for _, (key, value) in rows:
-                writer.write(key, value)
-                keys += 1
-            writer.close()
-        yield WrittenPartition(partition, keys, fs.size(path))
+
+        def pairs() -> Iterator[tuple[bytes, bytes]]:
+            for batch in batches:
+                yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                               strict=True)
+
+        keys, size = _write_snapshot(staging_url, storage_options, relative, codec, pairs())
+        yield pa.RecordBatch.from_pylist(
+            [{"partition": partition, "keys": keys, "bytes": size}],
+            schema=pa.schema([("partition", pa.int32()), ("keys", pa.int64()),
+                              ("bytes", pa.int64())]))
+
+    return run
+
+
+ARROW_ROWS = 32_768
+"""Rows per Arrow batch between the replaying Python workers and the JVM."""
+
+
+def _replay_arrow(url: str, storage_options: dict, codec: str, key_schema_json: str,
+                  converts: list[str], schema_json: str
+                  ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The executor function (``mapInArrow``): each input row names a source partition's
+    files; out come its live rows as Arrow batches (columns, key bytes, value bytes)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+
+        schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)))
+        replay = _replay_task(url, storage_options, codec, key_schema_json, converts)
+
+        def batch_of(rows: list[tuple]) -> Any:
+            return pa.RecordBatch.from_arrays(
+                [pa.array(column, type=field.type)
+                 for column, field in zip(zip(*rows, strict=True), schema, strict=True)],
+                schema=schema)
+
+        for batch in batches:
+            for spec in batch.column(0).to_pylist():
+                task = SourceTask(*json.loads(spec))
+                rows: list[tuple] = []
+                for row in replay(SourceTask(task.partition,
+                                             tuple(tuple(f) for f in task.files))):
+                    rows.append(row)
+                    if len(rows) == ARROW_ROWS:
+                        yield batch_of(rows)
+                        rows = []
+                if rows:
+                    yield batch_of(rows)
 
     return run
 
 
 def _keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, codec: str,
-                 tasks: list[SourceTask], key_schema_json: str, partition_columns: int,
-                 partitions: int, shown: str):
-    """Every live row of a store's source partitions with its new partition: ``(frame, p)``,
-    where ``p`` is Spark's ``pmod(hash(<the first partition_columns key columns>),
-    partitions)``."""
-    from pyspark.sql import functions as F
+                 tasks: list[SourceTask], key_schema_json: str, shown: str
+                 ) -> tuple[Any, list[str]]:
+    """Every live row of a store's source partitions, replayed by one task per source
+    partition and handed to the JVM in Arrow batches: ``(frame, exprs)``, the frame's
+    columns being the key columns, the key bytes and the value bytes, and ``exprs`` the
+    SQL rebuilding each key column's exact type."""
     from pyspark.sql.types import StructType
 
     fields, exprs, converts = key_columns(key_schema_json, shown)
     schema = StructType.fromJson({"type": "struct", "fields": [
         *fields,
-        {"name": KEY_BYTES, "type": "binary", "nullable": False, "metadata": {}},
-        {"name": VALUE_BYTES, "type": "binary", "nullable": False, "metadata": {}}]})
-    rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(
-        _replay_task(source_url, storage_options, codec, key_schema_json, converts))
-    placed_by = exprs[:partition_columns]
-    target = (F.expr(f"pmod(hash({', '.join(placed_by)}), {partitions})") if placed_by
-              else F.lit(0))
-    return spark.createDataFrame(rows, schema), target.alias("p")
+        {"name": KEY_BYTES, "type": "binary", "nullable": True, "metadata": {}},
+        {"name": VALUE_BYTES, "type": "binary", "nullable": True, "metadata": {}}]})
+    specs = [(json.dumps([t.partition, [list(f) for f in t.files]]),) for t in tasks]
+    frame = spark.sparkContext.parallelize(specs, max(1, len(specs))).toDF("task string") \
+        .mapInArrow(_replay_arrow(source_url, storage_options, codec, key_schema_json,
+                                  converts, schema.json()), schema)
+    return frame, exprs
 
 
 def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: dict,
@@ -198,14 +264,47 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
                       fail_on: str | None = None) -> list[WrittenPartition]:
     """Re-bucket one store's state into ``partitions`` snapshot files at ``version``, placed
     by its first ``partition_columns`` key columns."""
-    frame, target = _keyed_frame(spark, source_url, storage_options, codec, tasks,
-                                 key_schema_json, partition_columns, partitions, shown)
-    pairs = frame.select(target, KEY_BYTES, VALUE_BYTES).rdd.map(
-        lambda r: (r[0], (bytes(r[1]), bytes(r[2]))))
-    written = pairs.partitionBy(partitions, lambda p: p).mapPartitionsWithIndex(
+    from pyspark.sql import functions as F
+
+    frame, exprs = _keyed_frame(spark, source_url, storage_options, codec, tasks,
+                                key_schema_json, shown)
+    return write_snapshots(frame, [F.expr(e) for e in exprs[:partition_columns]],
+                           staging_url=staging_url, storage_options=storage_options,
+                           operator_id=operator_id, store=store, version=version, codec=codec,
+                           partitions=partitions, fail_on=fail_on)
+
+
+def write_snapshots(frame: Any, placed_by: list, *, staging_url: str, storage_options: dict,
+                    operator_id: int, store: str, version: int, codec: str, partitions: int,
+                    fail_on: str | None = None) -> list[WrittenPartition]:
+    """Write ``frame``'s rows (with ``KEY_BYTES`` and ``VALUE_BYTES`` columns) into one HDFS
+    ``.snapshot`` file per new partition at ``version``.
+
+    Spark hash-partitions the rows by the ``placed_by`` columns — ``repartition(n, cols)``
+    is ``pmod(hash(cols), n)``, its HashPartitioning — and each task streams its partition
+    into the file (rows cross to Python in Arrow batches). Without key columns (a global
+    aggregation) everything goes to partition 0. Partitions that got no rows get an empty
+    snapshot, written here."""
+    from pyspark.sql.types import StructType
+
+    placed = (frame.repartition(partitions, *placed_by) if placed_by else frame.coalesce(1))
+    result_schema = StructType.fromJson({"type": "struct", "fields": [
+        {"name": n, "type": t, "nullable": False, "metadata": {}}
+        for n, t in (("partition", "integer"), ("keys", "long"), ("bytes", "long"))]})
+    rows = placed.select(KEY_BYTES, VALUE_BYTES).mapInArrow(
         _snapshot_writer(staging_url, storage_options, operator_id, store, version, codec,
-                         fail_on)).collect()
-    return sorted(written, key=lambda w: w.partition)
+                         fail_on), result_schema).collect()
+    written = {r["partition"]: WrittenPartition(r["partition"], r["keys"], r["bytes"])
+               for r in rows}
+    for partition in range(partitions):
+        if partition not in written:
+            relative = _snapshot_relative(operator_id, store, partition, version)
+            if fail_on == f"write {relative}":
+                raise RuntimeError(f"injected failure before writing {relative}")
+            _, size = _write_snapshot(staging_url, storage_options, relative, codec,
+                                      iter(()))
+            written[partition] = WrittenPartition(partition, 0, size)
+    return [written[p] for p in range(partitions)]
 
 
 def placement(key_names: list[str], partitions: int) -> str:
@@ -223,15 +322,23 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan: Repa
     batch N through Spark's ``statestore`` reader, placed with ``pmod(hash(key), n)``."""
     from pyspark.sql import functions as F
 
+    from statekit.jobs.migrate import partition_key_columns, read_raw_rows
     from statekit.jobs.state_reader import StateTarget, read_state
 
     out = {}
     for store in plan.stores:
-        rows = read_state(spark, StateTarget(source_path, store.operator_id,
-                                             store.operator_name, store.store,
-                                             batch_id=plan.last_committed))
-        expr = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
-        counts: dict[int, int] = dict(rows.groupBy(F.expr(expr).alias("p")).count().collect())
+        if store.operator_id in plan.spark_keyed_operators:  # every column family's rows
+            rows = read_raw_rows(spark, source_path, plan.last_committed, store.operator_id,
+                                 store.store)
+            by = partition_key_columns(rows, None)
+            target = F.pmod(F.hash(*by), F.lit(plan.to_partitions)) if by else F.lit(0)
+        else:
+            rows = read_state(spark, StateTarget(source_path, store.operator_id,
+                                                 store.operator_name, store.store,
+                                                 batch_id=plan.last_committed))
+            target = F.expr(placement(key_fields[(store.operator_id, store.store)],
+                                      plan.to_partitions))
+        counts: dict[int, int] = dict(rows.groupBy(target.alias("p")).count().collect())
         out[f"{store.operator_id}/{store.store}"] = [int(counts.get(p, 0))
                                                      for p in range(plan.to_partitions)]
     return out
@@ -287,6 +394,11 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
     n = plan.last_committed
     checks = []
     for store in plan.stores:
+        if store.operator_id in plan.spark_keyed_operators:
+            checks.append(_verify_raw(spark, source_path, target_path, plan, store.operator_id,
+                                      store.store))
+            continue
+
         def rows(path: str, batch: int, store=store):
             return read_state(spark, StateTarget(path, store.operator_id, store.operator_name,
                                                  store.store, batch_id=batch))
@@ -301,6 +413,27 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
     metadata = [int(r["numPartitions"]) for r in
                 read_metadata(spark, target_path).select("numPartitions").collect()]
     return Verification(tuple(checks), tuple(metadata), plan.to_partitions)
+
+
+def _verify_raw(spark: SparkSession, source_path: str, target_path: str,
+                plan: RepartitionPlan, operator_id: int, store: str) -> StoreCheck:
+    """One store compared on Spark's raw rows (key bytes, value bytes, column family): every
+    column family of a transformWithState store — value, list and map state, timers, TTL
+    indexes — in one pass; each target row must sit in ``pmod(hash(partition key), n)``."""
+    from pyspark.sql import functions as F
+
+    from statekit.jobs.migrate import partition_key_columns, read_raw_rows
+
+    n = plan.last_committed
+    source = read_raw_rows(spark, source_path, n, operator_id, store)
+    target = read_raw_rows(spark, target_path, n + 1, operator_id, store)
+    columns = ["key_bytes", "value_bytes", "column_family_name"]
+    src, tgt = source.select(*columns), target.select(*columns)
+    by = partition_key_columns(target, None)
+    expected = F.pmod(F.hash(*by), F.lit(plan.to_partitions)) if by else F.lit(0)
+    misplaced = target.where(F.spark_partition_id() != expected).count()
+    return StoreCheck(operator_id, store, src.count(), tgt.count(),
+                      src.exceptAll(tgt).count(), tgt.exceptAll(src).count(), misplaced)
 
 
 def source_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int
@@ -341,17 +474,11 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     """
     from statekit.checkpoint import open_checkpoint
     from statekit.checkpoint.state_data import zip_metadata
-    from statekit.repartition.target import write_operator_metadata
+    from statekit.repartition.target import files_loading, write_operator_metadata
 
-    version = plan.last_committed + 1
-    for instance in ckpt.inventory.instances.values():
-        files = instance.files_to_load(version)
-        bases = [f for f in files if f.kind == "zip"]
-        ssts = {s.dfs_name for m in zip_metadata(ckpt, bases).values() for s in m.sst_files}
-        needed = files + instance.ssts_named(ssts)
-        for file in needed:  # streamed: at 10M keys single SST files pass 50 MB
-            staging.write_chunks(ckpt.location.relative(file.path),
-                                 ckpt.read_chunks(file.path))
+    for file in files_loading(ckpt, plan.last_committed + 1):
+        # streamed: at 10M keys single SST files pass 50 MB
+        staging.write_chunks(ckpt.location.relative(file.path), ckpt.read_chunks(file.path))
     staging.on_step("spark repartition")
     spark._streamingCheckpointManager.repartition(spark_url(staging.url), plan.to_partitions,
                                                   True)
@@ -412,11 +539,28 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
     staging.prepare()
     try:
         progress("copying logs and metadata")
-        write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs")
+        rewriter = plan.migrates or bool(plan.spark_keyed_operators)
+        write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs" or rewriter)
         written: dict[str, list[WrittenPartition]] = {}
         schemas = store_schemas(ckpt)  # read once: the HDFS job and the verification use them
         placed_by = partition_fields(ckpt, schemas)
-        if plan.provider == "hdfs":
+        if rewriter:
+            from statekit.jobs.migrate import rewrite_into_rocksdb, write_hdfs_from_rocksdb
+
+            if plan.target_provider == "hdfs":
+                written = write_hdfs_from_rocksdb(spark, ckpt, plan, staging,
+                                                  placed_by=placed_by,
+                                                  storage_options=storage_options,
+                                                  progress=progress, fail_on=fail_on)
+            else:
+                progress(f"Spark's state rewriter: {plan.provider} → RocksDB files "
+                         f"({plan.from_partitions} → {plan.to_partitions} partitions)")
+                written = rewrite_into_rocksdb(spark, ckpt, plan, staging, schemas=schemas,
+                                               placed_by=placed_by,
+                                               storage_options=storage_options)
+            name, data = commit_entry(ckpt, plan)
+            staging.write(name, data)
+        elif plan.provider == "hdfs":
             for store in plan.stores:
                 progress(f"re-bucketing operator {store.operator_id} store {store.store} "
                          f"({store.partitions} → {plan.to_partitions} partitions)")
@@ -447,6 +591,12 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
             if not verification.ok:
                 raise JobFailed("verification failed, nothing published: "
                                 + "; ".join(verification.problems()), path=plan.target)
+        if plan.spark_keyed_operators:
+            from statekit.repartition.target import retarget_schema_paths
+
+            target_url = spark_url(plan.target)
+            retarget_schema_paths(ckpt, staging, f"file:{target_url}"
+                                  if target_url.startswith("/") else target_url)
         progress("publishing")
         staging.publish(last=name)
     except BaseException as error:

@@ -85,15 +85,18 @@ class RepartitionOutcome:
                 "file_sink_entry": self.file_sink_entry}
 
 
-def prepare(ckpt: Checkpoint, destination: Location, partitions: int, *,
+def prepare(ckpt: Checkpoint, destination: Location, partitions: int | None, *,
+            to_provider: str | None = None, changelog: bool = False,
             storage_options: Mapping[str, Any] | None = None, file_sink: Location | None = None,
             allow_uncommitted: bool = False, force: bool = False) -> PreparedRepartition:
-    """Plan the repartition of ``ckpt`` into ``destination`` without starting a JVM.
+    """Plan the repartition (or, with ``to_provider``, the migration) of ``ckpt`` into
+    ``destination`` without starting a JVM.
 
     Raises the plan's refusals (:func:`statekit.repartition.plan.plan_repartition`), and
     ``UnsafeOperation``/``BadInput`` when ``file_sink`` is not this checkpoint's sink.
     """
-    plan = plan_repartition(ckpt, destination, partitions, allow_uncommitted=allow_uncommitted,
+    plan = plan_repartition(ckpt, destination, partitions, to_provider=to_provider,
+                            changelog=changelog, allow_uncommitted=allow_uncommitted,
                             force=force)
     entry = None
     if file_sink is not None:

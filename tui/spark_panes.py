@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Checkbox, Input, Static
+from textual.widgets import Checkbox, Input, Select, Static
 
 from statekit.presentation import human_bytes
 from statekit.tui.model import Snapshot
@@ -219,6 +219,10 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+PROVIDER_CHOICES = [("keep the provider", ""), ("migrate to RocksDB", "rocksdb"),
+                    ("migrate to HDFS-backed", "hdfs")]
+
+
 class RepartitionPane(Pane):
     """The dry-run plan for a partition count (Enter in the inputs), and — only when the app
     was started with ``--allow-write`` — its execution (``x``) after a confirmation, with
@@ -247,16 +251,17 @@ class RepartitionPane(Pane):
         return self.outcome.result if self.outcome is not None else None
 
     def compose(self) -> ComposeResult:
-        yield Static("repartition into a NEW checkpoint — Enter in a field: plan (dry run) · "
-                     "x: execute (needs --allow-write)", classes="title")
+        yield Static("repartition / migrate into a NEW checkpoint — Enter in a field: plan "
+                     "(dry run) · x: execute (needs --allow-write)", classes="title")
         with Horizontal(classes="form"):
             yield Input(placeholder="partitions", id="rp-partitions", type="integer")
             yield Input(placeholder="target folder", id="rp-target")
             yield Checkbox("force (the query is stopped)", id="rp-force")
         with Horizontal(classes="form"):
-            yield Input(placeholder="the query's file sink output folder (optional): its "
-                                    "_spark_metadata gets the repartition batch's entry",
+            yield Input(placeholder="the query's file sink output (optional; its "
+                                    "_spark_metadata gets an entry)",
                         id="rp-file-sink")
+            yield Select(PROVIDER_CHOICES, value="", allow_blank=False, id="rp-provider")
         yield Static("", classes="status")
         yield Table(classes="main")
 
@@ -272,14 +277,16 @@ class RepartitionPane(Pane):
         event.stop()
         self.plan_dry_run()
 
-    def _request(self) -> tuple[int, str, str, bool] | None:
+    def _request(self) -> tuple[int | None, str, str, bool, str | None] | None:
         text = self.query_one("#rp-partitions", Input).value.strip()
-        if not text.isdigit() or int(text) < 1:
-            self.show_error("enter the new number of partitions")
+        provider = str(self.query_one("#rp-provider", Select).value or "") or None
+        if not (text.isdigit() and int(text) >= 1) and not (provider and not text):
+            self.show_error("enter the new number of partitions (it may stay empty when "
+                            "migrating to another provider)")
             return None
-        return (int(text), self.query_one("#rp-target", Input).value.strip(),
+        return (int(text) if text else None, self.query_one("#rp-target", Input).value.strip(),
                 self.query_one("#rp-file-sink", Input).value.strip(),
-                self.query_one("#rp-force", Checkbox).value)
+                self.query_one("#rp-force", Checkbox).value, provider)
 
     def plan_dry_run(self) -> None:
         request = self._request()
@@ -291,15 +298,15 @@ class RepartitionPane(Pane):
         self.app.call_from_thread(self.status.update, message)
 
     @work(thread=True, exclusive=True, group="repartition")
-    def _dry_run(self, snapshot: Snapshot, partitions: int, target: str, file_sink: str,
-                 force: bool) -> None:
+    def _dry_run(self, snapshot: Snapshot, partitions: int | None, target: str,
+                 file_sink: str, force: bool, to_provider: str | None) -> None:
         from statekit.checkpoint.location import resolve
         from statekit.jobs.repartition_action import prepare, run
 
         options = dict(self.tui.storage_options)
         try:
             prepared = prepare(snapshot.ckpt, resolve(target, options), partitions,
-                               storage_options=options,
+                               to_provider=to_provider, storage_options=options,
                                file_sink=resolve(file_sink, options) if file_sink else None,
                                force=force)
             self._say("counting keys per new partition (starting Spark)…")
@@ -323,7 +330,9 @@ class RepartitionPane(Pane):
         self.status.update(
             f"batch {plan.last_committed} → repartition batch {plan.repartition_batch}, state "
             f"version {plan.state_version}; {plan.from_partitions} → {plan.to_partitions} "
-            f"partitions; {plan.files_to_write} files to write; estimated "
+            f"partitions"
+            + (f"; provider {plan.provider} → {plan.target_provider}" if plan.migrates else "")
+            + f"; {plan.files_to_write} files to write; estimated "
             f"{estimate['seconds'] or 0:.0f} s"
             + (f"; file sink: will write {sink.url}" if sink else "")
             + ("" if self.tui.allow_write else " · read-only: start with --allow-write to "
@@ -360,8 +369,9 @@ class RepartitionPane(Pane):
                 self._execute(prepared)
 
         self.app.push_screen(ConfirmScreen(
-            f"Write a new checkpoint {plan.target} with {plan.to_partitions} partitions from "
-            f"{plan.source}? The source is only read.{sink}"), answered)
+            f"Write a new checkpoint {plan.target} with {plan.to_partitions} partitions"
+            + (f" and the {plan.target_provider} provider" if plan.migrates else "")
+            + f" from {plan.source}? The source is only read.{sink}"), answered)
 
     @work(thread=True, exclusive=True, group="repartition")
     def _execute(self, prepared: PreparedRepartition) -> None:

@@ -305,16 +305,6 @@ def test_prefix_keyed_operators_repartition_verified(small_queries, tmp_path, na
     assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
 
 
-def test_transform_with_state_is_refused_before_spark(small_queries, tmp_path, capsys):
-    query = small_queries.get("tws", "rocksdb")
-    before = tree_hash(query.checkpoint)
-    assert run_cli(_cli(), "statekit", ["repartition", str(query.checkpoint), "--partitions",
-                                        "3", "--out", str(tmp_path / "dst"), "--force"]) == 5
-    err = capsys.readouterr().err
-    assert "not supported" in err and "nothing was written" in err
-    assert tree_hash(query.checkpoint) == before and not (tmp_path / "dst").exists()
-
-
 def _reader_confs_now(spark) -> dict[str, str | None]:
     from statekit.jobs.state_reader import CHANGELOG_CONF, FORMAT_VERSION_CONF
 

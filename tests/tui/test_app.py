@@ -203,6 +203,46 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
     assert target.exists() == allow_write
 
 
+def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_path):
+    """The Repartition screen's provider choice: the reference pipeline's HDFS state
+    (applyInPandasWithState) into a new RocksDB checkpoint, partition count kept (the field
+    left empty), through the same prepare/run as ``statekit migrate``."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.tui.spark_panes import RepartitionPane
+    from tests.spark.test_inspect_cli import tree_hash
+
+    run = reference_checkpoints.get("hdfs")
+    before = tree_hash(run.checkpoint)
+    target = tmp_path / "rocks"
+
+    async def scenario():
+        app = StatekitApp(str(run.checkpoint), allow_write=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot, app, lambda: app.snapshot is not None)
+            pane = app.query_one(RepartitionPane)
+            await pilot.press("7")
+            await pilot.pause()
+            pane.query_one("#rp-target").value = str(target)
+            pane.query_one("#rp-force").value = True
+            pane.query_one("#rp-provider").value = "rocksdb"
+            await pilot.click("#rp-partitions")
+            await pilot.press("enter")
+            await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+            assert pane.plan.migrates and pane.plan.to_partitions == pane.plan.from_partitions
+            assert "provider hdfs → rocksdb" in str(pane.status.render())
+            await pilot.press("x")
+            assert "the rocksdb provider" in app.screen.question
+            await pilot.press("y")
+            await settle(pilot, app, lambda: pane.result is not None, timeout=180)
+            check = pane.result.verification
+            assert check.ok and check.stores[0].target_rows == run.result.state_keys()
+
+    asyncio.run(scenario())
+    assert tree_hash(run.checkpoint) == before
+    written = open_checkpoint(str(target))
+    assert written.offset(written.last_committed_batch).provider == "rocksdb"
+
+
 @pytest.mark.slow
 def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path):
     """The TUI runs the same repartition as the CLI: with the pipeline's file sink given, the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import fsspec
 import pytest
@@ -194,3 +195,141 @@ def test_file_sink_entry_plain_compacted_and_refused(tmp_path):
     assert name == "_spark_metadata/19.compact" and lines[0] == "v1"
     assert [json.loads(line)["size"] for line in lines[1:]] == list(range(19))
 
+
+
+@pytest.mark.parametrize(("kw", "args", "error", "text"), [
+    ({}, {"n": None, "to_provider": "hdfs"}, UnsafeOperation, "nothing to migrate"),
+    ({}, {"n": None, "to_provider": "rocksdb", "changelog": False}, None, None),
+    ({}, {"n": 4, "to_provider": "hdfs", "changelog": True}, UnsafeOperation,
+     "RocksDB targets only"),
+    ({}, {"n": None, "to_provider": "memory"}, UnsupportedFormat, "cannot migrate"),
+    ({"provider": "rocksdb", "snapshots": []}, {"n": None, "to_provider": "rocksdb",
+                                                "changelog": True},
+     UnsafeOperation, "changelog checkpointing is not pinned"),
+    ({"provider": "rocksdb", "snapshots": []}, {"n": 6, "to_provider": "hdfs"}, None, None),
+])
+def test_migration_plans_and_refusals(tmp_path, kw, args, error, text):
+    ckpt = source(tmp_path, **kw)
+    n = args.pop("n")
+    if error is not None:
+        with pytest.raises(error, match=text):
+            plan(ckpt, tmp_path, n, **args)
+        return
+    p = plan(ckpt, tmp_path, n, **args)
+    assert p.migrates and p.target_provider == args["to_provider"]
+    assert p.to_partitions == (n or p.from_partitions)
+    assert p.to_dict()["target_provider"] == args["to_provider"]
+
+
+def test_migration_offsets_pin_the_new_provider(tmp_path):
+    ckpt = source(tmp_path)
+    p = plan(ckpt, tmp_path, None, to_provider="rocksdb")
+    staging = Staging(resolve(str(tmp_path / "dst")), ckpt.location.url)
+    staging.prepare()
+    write_logs(ckpt, p, staging)
+    conf = json.loads((tmp_path / ".dst.statekit-staging" / "offsets" / "6").read_text()
+                      .split("\n")[1])["conf"]
+    assert conf["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "RocksDBStateStoreProvider")
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    # batch N's entry is copied as it is: the provider changes with the new batch only
+    assert (tmp_path / ".dst.statekit-staging" / "offsets" / "5").read_bytes() == \
+        (tmp_path / "src" / "offsets" / "5").read_bytes()
+
+
+def test_read_view_names_rocksdb_and_carries_the_schemas(tmp_path):
+    from statekit.repartition.target import READ_VIEW, write_read_view
+
+    ckpt = source(tmp_path)
+    p = plan(ckpt, tmp_path, 8, to_provider="rocksdb")
+    staging = Staging(resolve(str(tmp_path / "dst")), ckpt.location.url)
+    staging.prepare()
+    view = tmp_path / ".dst.statekit-staging" / write_read_view(ckpt, p, staging)
+    assert view.name == READ_VIEW
+    conf = json.loads((view / "offsets" / "5").read_text().split("\n")[1])["conf"]
+    assert conf["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "RocksDBStateStoreProvider")
+    assert conf["spark.sql.shuffle.partitions"] == "4"  # the source's, read as it is
+    assert (view / "metadata").exists() and (view / "commits" / "5").exists()
+    assert (view / "state" / "0" / "0" / "_metadata" / "schema").exists()
+    assert not list(view.rglob("*.delta")) and not list(view.rglob("*.snapshot"))
+
+
+GOLDEN_35 = Path(__file__).resolve().parent.parent / "data" / "golden" / "spark-3.5.9"
+
+
+@pytest.mark.parametrize(("query", "name", "prefix"), [
+    ("aggregation_hdfs", "stateStoreSave", 0),
+    ("session_window_hdfs", "sessionWindowStateStoreSaveExec", 1),
+    ("stream_stream_join_hdfs", "symmetricHashJoin", 0),
+    ("dedup_rocksdb_changelog", "dedupe", 0),
+    ("apply_in_pandas_with_state_hdfs", "flatMapGroupsWithState", 0),
+])
+def test_operators_without_metadata_are_derived_as_spark_4_writes_them(query, name, prefix):
+    from statekit.repartition.target import derived_operator_metadata
+
+    ckpt = open_checkpoint(str(GOLDEN_35 / query / "checkpoint"))
+    assert [m.name for m in ckpt.operators.values()] == [name]
+    (relative, data), = derived_operator_metadata(ckpt, 7).items()
+    assert relative == "state/0/_metadata/metadata"
+    version, body = data.decode().split("\n")
+    meta = json.loads(body)
+    assert version == "v1" and meta["operatorInfo"] == {"operatorId": 0, "operatorName": name}
+    assert {s["numPartitions"] for s in meta["stateStoreInfo"]} == {7}
+    assert {s["numColsPrefixKey"] for s in meta["stateStoreInfo"]} == {prefix}
+    assert [s["storeName"] for s in meta["stateStoreInfo"]] == [s.name for s in
+                                                               ckpt.operators[0].stores]
+
+
+def test_derive_operator_by_schema_shape():
+    from statekit.checkpoint.operators import derive_operator
+
+    def name(stores=("default",), value=(), key=(), window=False):
+        return derive_operator(0, list(stores), 4, list(value), list(key), window).name
+
+    assert name(value=["expiresAtMicros"]) == "dedupeWithinWatermark"
+    assert name(value=["session_window", "n"], key=["k", "sessionStartTime"],
+                window=True) == "sessionWindowStateStoreSaveExec"
+    # a grouping column that happens to be called sessionStartTime, no window in the value
+    assert name(value=["n"], key=["sessionStartTime"]) == "stateStoreSave"
+    assert name(stores=("a", "b"), value=["n"]) == "unknown"
+    assert name(value=[]) == "unknown"
+
+
+def test_schema_paths_are_retargeted_to_the_new_checkpoint(tmp_path):
+    """transformWithState's v2 operator metadata names its schema files by absolute path:
+    the staged copy keeps the source's (what Spark's rewriter reads), and just before
+    publishing they are pointed at the target's own copies."""
+    from statekit.repartition.target import retarget_schema_paths, write_operator_metadata
+
+    ckpt_root = tmp_path / "src"
+    write_checkpoint(fsspec.filesystem("file"), str(ckpt_root), planned=6, committed=6,
+                     provider="rocksdb", snapshots=[])
+    (ckpt_root / "sources" / "0").mkdir(parents=True)
+    (ckpt_root / "sources" / "0" / "0").write_text("v1\n{}\n")
+    schema = ckpt_root / "state" / "0" / "_stateSchema" / "default" / "0_abc"
+    schema.parent.mkdir(parents=True)
+    schema.write_bytes(b"v3\n")
+    body = {"operatorInfo": {"operatorId": 0, "operatorName": "transformWithStateInPandasExec"},
+            "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0,
+                                "numPartitions": 4,
+                                "stateSchemaFilePaths": [f"file:{schema}"]}],
+            "operatorPropertiesJson": "{}"}
+    v2 = ckpt_root / "state" / "0" / "_metadata" / "v2" / "0"
+    v2.parent.mkdir(parents=True)
+    v2.write_text("v2\n" + json.dumps(body))
+    ckpt = open_checkpoint(str(ckpt_root))
+    p = plan(ckpt, tmp_path, 8)
+    staging = Staging(resolve(str(tmp_path / "dst")), ckpt.location.url)
+    staging.prepare()
+    write_operator_metadata(ckpt, p, staging, 8)
+    staged = tmp_path / ".dst.statekit-staging" / "state" / "0" / "_metadata" / "v2" / "0"
+    first = json.loads(staged.read_text().split("\n")[1])["stateStoreInfo"][0]
+    assert first["numPartitions"] == 8 and first["stateSchemaFilePaths"] == [f"file:{schema}"]
+    assert retarget_schema_paths(ckpt, staging, f"file:{tmp_path / 'dst'}") == \
+        ["state/0/_metadata/v2/0"]
+    moved = json.loads(staged.read_text().split("\n")[1])["stateStoreInfo"][0]
+    assert moved["stateSchemaFilePaths"] == [
+        f"file:{tmp_path / 'dst'}/state/0/_stateSchema/default/0_abc"]
+    assert moved["numPartitions"] == 8
+    assert v2.read_text() == "v2\n" + json.dumps(body)  # the source is untouched

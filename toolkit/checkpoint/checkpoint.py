@@ -42,6 +42,7 @@ from statekit.checkpoint.operators import (
 )
 from statekit.checkpoint.s3_fast import S3Fast, s3_fast_for
 from statekit.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
+from statekit.formats.schema import StructType
 from statekit.formats.schema_file import parse_schema_bytes
 from statekit.gc_pause import gc_paused
 
@@ -437,6 +438,8 @@ class Checkpoint:
         partitions = int(pinned) if pinned and str(pinned).isdigit() else max(
             (p + 1 for s in stores for p in self.inventory.partitions(op, s)), default=0)
         value_fields: list[str] = []
+        key_fields: list[str] = []
+        window = False
         schemas = sorted((m for m in self.inventory.meta("schema", op)
                           if m.store == "default"), key=lambda m: m.partition or 0)
         if schemas:
@@ -445,9 +448,14 @@ class Checkpoint:
                                             path=self.display(schemas[0].path))
                 if parsed.value_schema is not None:
                     value_fields = [f.name for f in parsed.value_schema.fields]
+                    window = any(isinstance(f.data_type, StructType)
+                                 and f.data_type.names == ("start", "end")
+                                 for f in parsed.value_schema.fields)
+                if parsed.key_schema is not None:
+                    key_fields = [f.name for f in parsed.key_schema.fields]
             except StatekitError:
-                value_fields = []
-        return derive_operator(op, stores, partitions, value_fields)
+                value_fields, key_fields = [], []
+        return derive_operator(op, stores, partitions, value_fields, key_fields, window)
 
 
 def check_selection(ckpt: Checkpoint, operator: int | None = None,

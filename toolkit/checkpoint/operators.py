@@ -146,21 +146,33 @@ JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNu
 
 
 def derive_operator(operator_id: int, stores: list[str], num_partitions: int,
-                    value_fields: list[str]) -> OperatorMetadata:
+                    value_fields: list[str], key_fields: list[str] | None = None,
+                    value_has_window: bool = False) -> OperatorMetadata:
     """Operator metadata for ``state/<op>`` from what its folders and schema files show.
 
     Spark's own ``statestore`` reader needs only the operator id and store name, so this is
-    all a checkpoint without metadata needs. The name is inferred where the layout says it
-    unambiguously: the four join stores; a ``__dummy__`` value (dropDuplicates); a
-    ``groupState`` value (flatMapGroupsWithState / applyInPandasWithState); else
+    all a checkpoint without metadata needs to be read. The name is inferred where the layout
+    says it unambiguously: the four join stores; a ``__dummy__`` value (dropDuplicates); an
+    ``expiresAtMicros`` value (dropDuplicatesWithinWatermark); a ``groupState`` value
+    (flatMapGroupsWithState / applyInPandasWithState); a key ending in ``sessionStartTime``
+    with a ``struct<start, end>`` in the value (session window). A single ``default`` store
+    with none of these is a streaming aggregation: it is the only other stateful operator
+    Spark before 4.0 had (transformWithState, 4.0+, always writes metadata). Else
     ``unknown``.
     """
+    key_fields = key_fields or []
     if set(JOIN_STORES) <= set(stores):
         name = "symmetricHashJoin"
     elif value_fields == ["__dummy__"]:
         name = "dedupe"
+    elif value_fields == ["expiresAtMicros"]:
+        name = "dedupeWithinWatermark"
     elif "groupState" in value_fields:
         name = "flatMapGroupsWithState"
+    elif key_fields[-1:] == ["sessionStartTime"] and value_has_window:
+        name = "sessionWindowStateStoreSaveExec"
+    elif stores == ["default"] and value_fields:
+        name = "stateStoreSave"
     else:
         name = "unknown"
     return OperatorMetadata(

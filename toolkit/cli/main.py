@@ -31,6 +31,8 @@ COMMANDS = {
                  "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
     "repartition": ("statekit.cli.repartition_cmd:repartition_command",
                     "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
+    "migrate": ("statekit.cli.repartition_cmd:migrate_command",
+                "Move state to another provider (HDFS ↔ RocksDB) in a NEW checkpoint."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

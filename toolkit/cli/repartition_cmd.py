@@ -1,4 +1,5 @@
-"""``statekit repartition``: the source's state in a NEW checkpoint with another partition count.
+"""``statekit repartition`` and ``statekit migrate``: the source's state in a NEW checkpoint,
+with another partition count and/or another state store provider.
 
 Thin: the refusals, the plan, the Spark run, the verification and the file sink's entry all
 come from :mod:`statekit.jobs.repartition_action`, the same steps the TUI runs (no JVM before
@@ -7,7 +8,8 @@ the plan is accepted: a refused request never starts Spark). The source is only 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.markup import escape
@@ -29,46 +31,84 @@ if TYPE_CHECKING:
     from statekit.repartition.plan import RepartitionPlan
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _common_options(command: F) -> F:
+    for decorator in reversed([
+        checkpoint_options,
+        click.option("--out", "target", required=True, metavar="DST",
+                     help="The new checkpoint folder (must not exist, or be empty)."),
+        click.option("--dry-run", is_flag=True,
+                     help="Print the plan (with keys per new partition) and write nothing."),
+        click.option("--verify/--no-verify", default=True, show_default=True,
+                     help="Read the target back through Spark before publishing it."),
+        click.option("--allow-uncommitted", is_flag=True,
+                     help="Use the last COMMITTED batch although a newer batch was planned."),
+        click.option("--force", is_flag=True,
+                     help="Proceed although a batch started recently (the query looks live)."),
+        click.option("--file-sink", metavar="PATH",
+                     help="The query's file sink output: after publishing, add the new "
+                          "batch's entry to its _spark_metadata log (the sink then belongs "
+                          "to DST)."),
+        spark_options,
+        json_option,
+    ]):
+        command = decorator(command)
+    return command
+
+
 @click.command("repartition")
-@checkpoint_options
 @click.option("--partitions", "-n", type=click.IntRange(min=1), required=True,
               help="The new number of shuffle partitions.")
-@click.option("--out", "target", required=True, metavar="DST",
-              help="The new checkpoint folder (must not exist, or be empty).")
-@click.option("--dry-run", is_flag=True,
-              help="Print the plan (with keys per new partition) and write nothing.")
-@click.option("--verify/--no-verify", default=True, show_default=True,
-              help="Read the target back through Spark before publishing it.")
-@click.option("--allow-uncommitted", is_flag=True,
-              help="Repartition the last COMMITTED batch although a newer batch was planned.")
-@click.option("--force", is_flag=True,
-              help="Proceed although a batch started recently (the query looks live).")
-@click.option("--file-sink", metavar="PATH",
-              help="The query's file sink output: after publishing, add the repartition "
-                   "batch's entry to its _spark_metadata log (the sink then belongs to DST).")
-@spark_options
-@json_option
+@_common_options
 def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partitions: int,
-                        target: str, dry_run: bool, verify: bool, allow_uncommitted: bool,
-                        force: bool, file_sink: str | None, master: str | None,
-                        confs: tuple[str, ...], as_json: bool) -> None:
+                        **options: Any) -> None:
     """Repartition the state of CKPT into a new checkpoint DST (the source is never written).
 
     Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
     """
+    _run(checkpoint, storage_option, partitions, **options)
+
+
+@click.command("migrate")
+@click.option("--to", "to_provider", type=click.Choice(["rocksdb", "hdfs"]), required=True,
+              help="The state store provider of the new checkpoint.")
+@click.option("--partitions", "-n", type=click.IntRange(min=1), default=None,
+              help="Also change the number of shuffle partitions (default: keep it).")
+@click.option("--changelog", is_flag=True,
+              help="RocksDB target: write it with changelog checkpointing on (restart the "
+                   "query with it on as well).")
+@_common_options
+def migrate_command(checkpoint: str, storage_option: tuple[str, ...], to_provider: str,
+                    partitions: int | None, changelog: bool, **options: Any) -> None:
+    """Move the state of CKPT to another state store provider, in a new checkpoint DST.
+
+    Example: statekit migrate demo/checkpoint --to rocksdb --out demo/checkpoint-rocksdb
+    """
+    _run(checkpoint, storage_option, partitions, to_provider=to_provider, changelog=changelog,
+         **options)
+
+
+def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | None, *,
+         target: str, dry_run: bool, verify: bool, allow_uncommitted: bool, force: bool,
+         file_sink: str | None, master: str | None, confs: tuple[str, ...], as_json: bool,
+         to_provider: str | None = None, changelog: bool = False) -> None:
     from statekit.checkpoint.location import resolve
     from statekit.jobs.repartition_action import prepare, run
 
     options = parse_storage_options(storage_option)
     prepared = prepare(open_from_cli(checkpoint, storage_option, "state"), resolve(target, options),
-                       partitions, storage_options=options,
+                       partitions, to_provider=to_provider, changelog=changelog,
+                       storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force)
     from statekit.jobs.session import build_session, parse_conf_pairs
 
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
-        spark = build_session("statekit-repartition", master, parse_conf_pairs(confs))
+        spark = build_session("statekit-migrate" if to_provider else "statekit-repartition",
+                              master, parse_conf_pairs(confs))
         outcome = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
         print_json(outcome.to_dict())
@@ -84,9 +124,12 @@ def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partit
 
 def _render_plan(plan: RepartitionPlan, verify: bool) -> None:
     out = console()
-    out.print(f"[bold]repartition[/] {escape(plan.source)} → {escape(plan.target)}: "
+    verb = "migrate" if plan.migrates else "repartition"
+    provider = (f"{plan.provider} → {plan.target_provider}" if plan.migrates
+                else plan.provider) + (" (changelog)" if plan.changelog else "")
+    out.print(f"[bold]{verb}[/] {escape(plan.source)} → {escape(plan.target)}: "
               f"{plan.from_partitions} → {plan.to_partitions} partitions · provider "
-              f"{plan.provider} · codec {plan.codec}")
+              f"{provider} · codec {plan.codec}")
     out.print(f"last committed batch {plan.last_committed}; the target gets repartition batch "
               f"{plan.repartition_batch} and state version {plan.state_version} in every new "
               f"partition; {len(plan.copied_logs)} log/metadata files copied")
@@ -123,7 +166,8 @@ def _render_plan(plan: RepartitionPlan, verify: bool) -> None:
 def _render_result(result: RepartitionResult) -> None:
     out = console()
     for key, parts in result.written.items():
-        out.print(f"operator/store {key}: wrote {len(parts)} snapshot files, "
+        out.print(f"operator/store {key}: wrote {len(parts)} partitions "
+                  f"({result.plan.target_provider}), "
                   f"{sum(p.keys for p in parts):,} keys, "
                   f"{human_bytes(sum(p.bytes for p in parts))}")
     check = result.verification

@@ -13,6 +13,13 @@ a leading part of it where the store key carries one more column:
   among the key's rows. Placing both stores of both sides by the join key alone keeps every
   key's count and its indices 0..count-1 together in one partition, so they stay valid.
 
+* transformWithState (``transformWithStateExec`` / ``transformWithStateInPandasExec``):
+  one store, one column family per state variable (value, list, map state, timers, TTL
+  indexes), each keyed differently (a map state's key adds the user key, a timer's the expiry
+  time). Spark's own raw-row reader extracts every column family's grouping key (its
+  ``partition_key`` column), so statekit places those rows by that column and has no key
+  shape of its own to check: these operators are absent from :func:`partition_fields`.
+
 The columns are checked against the shape Spark writes; anything else is refused with the
 reason rather than placed by a guess.
 """
@@ -42,12 +49,16 @@ JOIN = "symmetricHashJoin"
 #: Operators placed by a leading part of their store keys (see the module docstring).
 PREFIX_KEY_OPERATORS = {SESSION_WINDOW: "session window aggregation",
                         JOIN: "stream-stream join"}
+#: Operators placed by the grouping key Spark's raw-row reader extracts per column family.
+SPARK_KEYED_OPERATORS = {"transformWithStateExec": "transformWithState",
+                         "transformWithStateInPandasExec": "transformWithStateInPandas"}
 _JOIN_STORE_SUFFIXES = {"-keyToNumValues": None, "-keyWithIndexToValue": "index"}
 
 
 def operator_label(name: str) -> str:
     """How a user knows the operator (``stateStoreSave`` → ``streaming aggregation``)."""
-    return WHOLE_KEY_OPERATORS.get(name) or PREFIX_KEY_OPERATORS.get(name) or name
+    return (WHOLE_KEY_OPERATORS.get(name) or PREFIX_KEY_OPERATORS.get(name)
+            or SPARK_KEYED_OPERATORS.get(name) or name)
 
 
 def partition_key_fields(operator: str, store: str, key_fields: list[str], *,
@@ -77,14 +88,16 @@ def partition_fields(ckpt: Checkpoint,
                      schemas: dict[tuple[int, str], StoreSchema] | None = None
                      ) -> dict[tuple[int, str], list[str]]:
     """The key columns each (operator, store) of ``ckpt`` is partitioned by (stores of
-    operators without metadata are left out); ``schemas``: :func:`store_schemas` of ``ckpt``
-    when the caller has read them already. Raises like :func:`partition_key_fields`."""
+    operators without metadata, and transformWithState's, are left out: see the module
+    docstring); ``schemas``: :func:`store_schemas` of ``ckpt`` when the caller has read them
+    already. Raises like :func:`partition_key_fields`."""
     schemas = schemas if schemas is not None else store_schemas(ckpt)
     operators = ckpt.operators
     return {key: partition_key_fields(operators[key[0]].name, key[1],
                                       list(schema.key.names) if schema.key else [],
                                       shown=ckpt.display(schema.path))
-            for key, schema in schemas.items() if key[0] in operators}
+            for key, schema in schemas.items()
+            if key[0] in operators and operators[key[0]].name not in SPARK_KEYED_OPERATORS}
 
 
 def _without_last(fields: list[str], expected: str, operator: str, store: str,

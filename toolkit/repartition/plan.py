@@ -31,18 +31,16 @@ from statekit.checkpoint.location import Location
 from statekit.errors import UnsafeOperation, UnsupportedFormat
 from statekit.repartition.partition_key import (
     PREFIX_KEY_OPERATORS,
+    SPARK_KEYED_OPERATORS,
     WHOLE_KEY_OPERATORS,
     operator_label,
     partition_fields,
 )
 
-#: Operators statekit does not repartition yet, and why (refused before anything is written).
-REFUSED_OPERATORS = {
-    "transformWithStateExec": "transformWithState keeps one column family per state variable "
-                              "(RocksDB only)",
-    "transformWithStateInPandasExec": "transformWithState keeps one column family per state "
-                                      "variable (RocksDB only)",
-}
+#: Operators whose state only a RocksDB target can hold, and why.
+ROCKSDB_ONLY_OPERATORS = {
+    name: f"{label} keeps one column family per state variable, which only RocksDB has"
+    for name, label in SPARK_KEYED_OPERATORS.items()}
 SUPPORTED_PROVIDERS = ("hdfs", "rocksdb")
 SUPPORTED_CODECS = ("lz4", "zstd")
 JVM_START_S = 8.0
@@ -87,6 +85,24 @@ class RepartitionPlan:
     notes: tuple[str, ...] = ()
     keys_per_partition: dict[str, list[int]] = field(default_factory=dict)
     """Filled by the Spark job: per ``op/store``, keys in each new partition."""
+    to_provider: str | None = None
+    """``statekit migrate``: the provider the target's state is written for (None: the
+    source's)."""
+    changelog: bool = False
+    """``statekit migrate --to rocksdb --changelog``: the target is written, and meant to be
+    restarted, with RocksDB changelog checkpointing."""
+    spark_keyed_operators: tuple[int, ...] = ()
+    """Operators (transformWithState) whose rows are placed by the grouping key Spark's
+    raw-row reader extracts: written by Spark's state rewriter, verified on raw rows."""
+
+    @property
+    def target_provider(self) -> str:
+        return self.to_provider or self.provider
+
+    @property
+    def migrates(self) -> bool:
+        """Whether the target's provider differs from the source's."""
+        return self.target_provider != self.provider
 
     @property
     def repartition_batch(self) -> int:
@@ -125,7 +141,7 @@ class RepartitionPlan:
             self.keys_per_partition else None
         if keys is None and all(s.keys is not None for s in self.stores):
             keys = sum(s.keys or 0 for s in self.stores)
-        rate = KEYS_PER_S[(self.provider, verify)]
+        rate = KEYS_PER_S[(self.target_provider, verify)]
         seconds = None if keys is None else JVM_START_S + keys / rate
         return {"keys": keys, "bytes_to_write": float(self.read_bytes),
                 "seconds": seconds}
@@ -134,22 +150,26 @@ class RepartitionPlan:
         data = asdict(self)
         data.update(repartition_batch=self.repartition_batch, state_version=self.state_version,
                     read_bytes=self.read_bytes, files_to_write=self.files_to_write,
+                    target_provider=self.target_provider, migrates=self.migrates,
                     estimate=self.estimate(), bytes_per_partition=self.bytes_per_partition())
         return data
 
 
-def check_operators(ckpt: Checkpoint) -> None:
-    """Refuse operators whose partition key statekit cannot place correctly."""
+def check_operators(ckpt: Checkpoint, target_provider: str = "rocksdb") -> None:
+    """Refuse operators whose partition key statekit cannot place correctly, or whose state
+    ``target_provider`` cannot hold."""
     if not ckpt.operators:
         raise UnsupportedFormat("has no stateful operator metadata (state/<op>/_metadata): "
                                 "nothing to repartition, or written by a Spark older than 3.5",
                                 path=ckpt.location.url)
     for op_id, meta in ckpt.operators.items():
-        if meta.name in REFUSED_OPERATORS:
-            raise UnsupportedFormat(f"operator {op_id} is {meta.name}: not supported — "
-                                    f"{REFUSED_OPERATORS[meta.name]}; nothing was written",
+        if meta.name in ROCKSDB_ONLY_OPERATORS and target_provider != "rocksdb":
+            raise UnsupportedFormat(f"operator {op_id} is {meta.name}: not supported with the "
+                                    f"{target_provider} provider — "
+                                    f"{ROCKSDB_ONLY_OPERATORS[meta.name]}; nothing was written",
                                     path=ckpt.location.url)
-        if meta.name not in WHOLE_KEY_OPERATORS and meta.name not in PREFIX_KEY_OPERATORS:
+        if meta.name not in WHOLE_KEY_OPERATORS and meta.name not in PREFIX_KEY_OPERATORS \
+                and meta.name not in SPARK_KEYED_OPERATORS:
             raise UnsupportedFormat(f"operator {op_id} is {meta.name}, which statekit does not "
                                     "know how to partition; nothing was written",
                                     path=ckpt.location.url)
@@ -181,17 +201,20 @@ def target_is_empty(target: Location) -> bool:
         return True
 
 
-def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
+def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None, *,
+                     to_provider: str | None = None, changelog: bool = False,
                      allow_uncommitted: bool = False, force: bool = False,
                      now_ms: float | None = None) -> RepartitionPlan:
-    """The plan to repartition ``ckpt`` into ``target`` with ``partitions`` partitions.
+    """The plan to repartition ``ckpt`` into ``target`` with ``partitions`` partitions, and
+    (``statekit migrate``) to move its state to provider ``to_provider`` (``partitions``
+    None: keep the source's count).
 
     Raises
     ------
     UnsafeOperation
-        Same partition count, uncommitted last batch, live-looking query, non-empty target.
+        Nothing to change, uncommitted last batch, live-looking query, non-empty target.
     UnsupportedFormat
-        Provider, codec or operator statekit cannot repartition.
+        Provider, codec or operator statekit cannot repartition or migrate.
     """
     url = ckpt.location.url
     committed = ckpt.last_committed_batch
@@ -203,9 +226,13 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
     if current is None:
         raise UnsupportedFormat(f"offsets/{committed} pins no spark.sql.shuffle.partitions",
                                 path=url)
+    partitions = current if partitions is None else partitions
     if partitions < 1:
         raise UnsafeOperation("--partitions must be at least 1", path=url)
-    if partitions == current:
+    provider = entry.provider
+    if to_provider is not None:
+        _check_migration(url, provider, to_provider, partitions, current, changelog)
+    elif partitions == current:
         raise UnsafeOperation(f"already has {current} partitions: nothing to do", path=url)
     notes = []
     pending = ckpt.uncommitted_batches
@@ -225,7 +252,6 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
         if live:
             raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
                                   path=url)
-    provider = entry.provider
     if provider not in SUPPORTED_PROVIDERS:
         raise UnsupportedFormat(f"state store provider {entry.provider_class} is not "
                                 "supported (HDFS-backed and RocksDB are)", path=url)
@@ -236,7 +262,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
     if codec not in SUPPORTED_CODECS:
         raise UnsupportedFormat(f"state compression codec {codec} is not supported "
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
-    check_operators(ckpt)
+    check_operators(ckpt, to_provider or provider)
     partition_fields(ckpt)  # refuses a store whose key lacks the shape its placement needs
     if not target_is_empty(target):
         raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
@@ -246,7 +272,25 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int, *,
         raise UnsafeOperation("is inside the source checkpoint", path=target.url)
     return RepartitionPlan(url, target.url, provider, codec, current, partitions, committed,
                            _store_plans(ckpt, committed + 1), _copied_logs(ckpt, committed),
-                           tuple(notes))
+                           tuple(notes), to_provider=to_provider, changelog=changelog,
+                           spark_keyed_operators=tuple(
+                               op for op, m in sorted(ckpt.operators.items())
+                               if m.name in SPARK_KEYED_OPERATORS))
+
+
+def _check_migration(url: str, provider: str, to_provider: str, partitions: int,
+                     current: int, changelog: bool) -> None:
+    if to_provider not in SUPPORTED_PROVIDERS:
+        raise UnsupportedFormat(f"cannot migrate to provider {to_provider!r} "
+                                f"({' and '.join(SUPPORTED_PROVIDERS)} are supported)", path=url)
+    if changelog and to_provider != "rocksdb":
+        raise UnsafeOperation("--changelog applies to RocksDB targets only", path=url)
+    if to_provider == provider and partitions == current:
+        hint = (" (changelog checkpointing is not pinned in the checkpoint: restart the query "
+                "with spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled)"
+                if changelog else "")
+        raise UnsafeOperation(f"already uses the {provider} provider with {current} "
+                              f"partitions: nothing to migrate{hint}", path=url)
 
 
 def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:

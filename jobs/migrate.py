@@ -1,0 +1,272 @@
+"""The Spark side of ``statekit migrate``: a checkpoint's state rewritten for another provider.
+
+Spark pins the state store provider in the offset log, and its documentation says a query
+cannot change it without a new checkpoint. The state itself is provider-neutral: every row
+is an ``UnsafeRow`` key and value, in the same bytes for both providers. So a migration
+moves those bytes, unchanged, into the other provider's files:
+
+* **into RocksDB** (``rewrite_into_rocksdb``): Spark 4.3's own ``StateRewriter`` writes the
+  RocksDB files (statekit cannot write SST files itself) at the new batch of the *staging*
+  target, with the provider and partition count the target's offsets pin. Its input is the
+  ``statestore`` reader's raw rows ``(partition_key, key_bytes, value_bytes,
+  column_family_name)``, handed to a transform statekit supplies (a Python object the JVM
+  calls through Py4J): it places every row by ``pmod(hash(partition key), n)``. Spark's
+  reader accepts only RocksDB checkpoints, so for an HDFS source the transform *replaces*
+  its input with the rows statekit replays from the HDFS files in executor tasks (the same
+  replay as ``statekit repartition``); the reader is only planned, on a view of the source's
+  schema files inside the staging folder (``target.write_read_view``).
+* **into HDFS** (``write_hdfs_from_rocksdb``): the RocksDB source's raw rows through the same
+  reader, placed by the same hash, streamed by executor tasks into one ``.snapshot`` file per
+  new partition (the HDFS provider has no "load empty" write path Spark could drive).
+
+Both write state version N + 2 for batch N + 1, like ``statekit repartition``; the caller
+(``jobs/repartition.run_repartition``) then verifies and publishes as for a repartition.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from statekit.errors import JobFailed
+from statekit.jobs.repartition import (
+    KEY_BYTES,
+    VALUE_BYTES,
+    WrittenPartition,
+    _keyed_frame,
+    source_tasks,
+    write_snapshots,
+)
+from statekit.jobs.state_reader import session_confs, spark_url
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.checkpoint.state_data import StoreSchema
+    from statekit.repartition.plan import RepartitionPlan
+    from statekit.repartition.staging import Staging
+
+REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
+STATE_SOURCE_OPTIONS = "org.apache.spark.sql.execution.datasources.v2.state.StateSourceOptions"
+READ_ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
+"""Spark 4.3's value of ``StateSourceOptions.INTERNAL_ONLY_READ_ALL_COLUMN_FAMILIES``."""
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+_STORE_IN_PLAN = re.compile(r"\[operatorId=(\d+)\]\[storeName=([^\]]*)\]")
+
+
+def read_raw_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
+                  store: str) -> DataFrame:
+    """A RocksDB checkpoint's rows of one store as Spark's reader hands them to its own
+    rewriter: ``(partition_key, key_bytes, value_bytes, column_family_name)``."""
+    return (spark.read.format("statestore").option("path", path).option("batchId", batch)
+            .option("operatorId", operator_id).option("storeName", store)
+            .option(_read_all_option(spark), "true").load())
+
+
+def _read_all_option(spark: SparkSession) -> str:
+    """The reader's internal option for raw rows, as this Spark names it (the constant its
+    rewriter uses)."""
+    options = getattr(spark._jvm, STATE_SOURCE_OPTIONS)
+    try:
+        return str(options.INTERNAL_ONLY_READ_ALL_COLUMN_FAMILIES())
+    except Exception:  # py4j: no such method on this Spark
+        return READ_ALL_COLUMN_FAMILIES
+
+
+def partition_key_columns(frame: DataFrame, count: int | None) -> list:
+    """The fields of the raw rows' ``partition_key`` (Spark's extraction of the grouping
+    key), checked against the ``count`` statekit places the store by (None: transformWithState,
+    placed by Spark's extraction alone)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    key_type = frame.schema["partition_key"].dataType
+    names = key_type.names if isinstance(key_type, StructType) else []
+    if count is not None and len(names) != count:
+        raise JobFailed(f"Spark's reader places this store by {len(names)} key columns "
+                        f"({', '.join(names)}), statekit by {count}: refusing to guess")
+    return [F.col("partition_key").getField(name) for name in names]
+
+
+class _PlacingTransform:
+    """The transform Spark's ``StateRewriter`` calls (through Py4J) with each store's raw
+    rows: returns them — or, for an HDFS source, statekit's replay of them — hash-placed
+    into the target's partitions."""
+
+    def __init__(self, spark: SparkSession, replay: dict[tuple[int, str], Any] | None,
+                 placed_by: dict[tuple[int, str], list[str]], partitions: int):
+        self.spark = spark
+        self.replay = replay
+        self.placed_by = placed_by
+        self.partitions = partitions
+        self.seen: list[tuple[int, str]] = []
+        self.error: BaseException | None = None
+
+    def apply(self, jdf: Any) -> Any:
+        try:
+            return self._place(jdf)._jdf
+        except BaseException as error:  # the JVM sees only "Python callback failed"
+            self.error = error
+            raise
+
+    def _place(self, jdf: Any) -> DataFrame:
+        from pyspark.sql import DataFrame as PyDataFrame
+
+        plan = jdf.queryExecution().analyzed().toString()
+        found = _STORE_IN_PLAN.search(plan)
+        if not found:
+            raise JobFailed("cannot tell which state store Spark's rewriter is writing")
+        key = (int(found.group(1)), found.group(2))
+        self.seen.append(key)
+        placed = self.placed_by.get(key)  # None: transformWithState (Spark's key alone)
+        columns = None if placed is None else len(placed)
+        original = PyDataFrame(jdf, self.spark)
+        if self.replay is None:
+            rows = original
+            by = partition_key_columns(original, columns)
+        else:
+            rows, by = self._replayed(original, key)
+        if not by:  # no grouping key (a global aggregation): its one partition
+            return rows.coalesce(1)
+        return rows.repartition(self.partitions, *by)
+
+    def _replayed(self, original: DataFrame, key: tuple[int, str]) -> tuple[DataFrame, list]:
+        from pyspark.sql import functions as F
+
+        assert self.replay is not None
+        frame, exprs = self.replay[key]
+        pk_type = original.schema["partition_key"].dataType
+        by = [F.expr(e) for e in exprs]
+        # the rewriter's writer uses only the bytes and the column family; the key is there
+        # because the schemas must be equal
+        partition_key = F.struct(*by).cast(pk_type)
+        # nullable like the reader's columns (the schemas must be equal; Spark folds a
+        # literal condition away, so the condition is on the bytes, which are never null)
+        present = F.col(KEY_BYTES).isNotNull()
+        rows = frame.select(*(F.when(present, column).alias(name) for name, column in (
+            ("partition_key", partition_key), ("key_bytes", F.col(KEY_BYTES)),
+            ("value_bytes", F.col(VALUE_BYTES)), ("column_family_name", F.lit("default")))))
+        if rows.schema != original.schema:
+            raise JobFailed(f"operator {key[0]} store {key[1]}: the replayed rows' schema "
+                            f"{rows.schema.simpleString()} differs from Spark's reader's "
+                            f"{original.schema.simpleString()} (nullability included)")
+        return rows, by
+
+    class Java:
+        implements: ClassVar[list[str]] = ["scala.Function1"]
+
+
+def _hdfs_replay(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
+                 schemas: dict[tuple[int, str], StoreSchema],
+                 placed_by: dict[tuple[int, str], list[str]],
+                 storage_options: dict[str, Any]) -> dict[tuple[int, str], Any]:
+    """Per store of an HDFS source: its live rows (replayed in executor tasks) and the SQL
+    expressions of its partition-key columns."""
+    out = {}
+    for store in plan.stores:
+        key = (store.operator_id, store.store)
+        schema = schemas[key]
+        shown = ckpt.display(schema.path)
+        frame, exprs = _keyed_frame(spark, ckpt.location.url, storage_options, plan.codec,
+                                    source_tasks(ckpt, *key, plan.last_committed + 1),
+                                    schema.file.raw["key"], shown)
+        out[key] = (frame, exprs[:len(placed_by[key])])
+    return out
+
+
+def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
+                   staging: Staging) -> tuple[str, str | None]:
+    """Where Spark's raw-row reader opens the source: the source itself, or a view of it in
+    the staging folder (an HDFS source, or one without operator metadata: see
+    :func:`statekit.repartition.target.write_read_view`); and the view's relative path."""
+    from statekit.checkpoint.operators import DERIVED_VERSION
+    from statekit.repartition.target import write_read_view
+
+    derived = any(m.version == DERIVED_VERSION for m in ckpt.operators.values())
+    if plan.provider != "hdfs" and not derived:
+        return spark_url(ckpt.location.url), None
+    view = write_read_view(ckpt, plan, staging, with_state=plan.provider != "hdfs")
+    return spark_url(staging.url.rstrip("/") + "/" + view), view
+
+
+def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
+                         staging: Staging, *, schemas: dict[tuple[int, str], StoreSchema],
+                         placed_by: dict[tuple[int, str], list[str]],
+                         storage_options: dict[str, Any]) -> dict[str, list[WrittenPartition]]:
+    """Spark's ``StateRewriter`` writes batch N + 1's RocksDB state into the staging folder
+    (whose ``offsets/N+1`` must already pin RocksDB and the new partition count)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    read_from, view = _read_location(ckpt, plan, staging)
+    replay = None
+    if plan.provider == "hdfs":
+        replay = _hdfs_replay(spark, ckpt, plan, schemas, placed_by, storage_options)
+    transform = _PlacingTransform(spark, replay, placed_by, plan.to_partitions)
+    jvm = spark._jvm
+    assert jvm is not None
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    jspark = spark._jsparkSession
+    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    staging.on_step("spark state rewrite")
+    rewriter = getattr(jvm, REWRITER)(
+        jspark, plan.last_committed, plan.repartition_batch, spark_url(staging.url),
+        jspark.sessionState().newHadoopConf(), jvm.scala.Some(read_from),
+        jvm.scala.Some(transform), none)
+    try:
+        with session_confs(spark, {CHANGELOG_CONF: str(plan.changelog).lower()}):
+            rewriter.run()
+    except Exception:
+        if transform.error is not None:
+            raise transform.error from None
+        raise
+    if view is not None:
+        staging.fs.rm(staging.path(view), recursive=True)
+    return written_rocksdb(staging, plan)
+
+
+def written_rocksdb(staging: Staging, plan: RepartitionPlan) -> dict[str, list[WrittenPartition]]:
+    """Keys and bytes of every staged RocksDB partition at the target's state version."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.checkpoint.state_data import zip_metadata
+
+    staged = open_checkpoint(staging.url)
+    written: dict[str, list[WrittenPartition]] = {}
+    for key, instance in sorted(staged.inventory.instances.items()):
+        files = instance.files_to_load(plan.state_version)
+        metas = zip_metadata(staged, [f for f in files if f.kind == "zip"])
+        names = {s.dfs_name for m in metas.values() for s in m.sst_files}
+        kept = files + instance.ssts_named(names)
+        written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
+            instance.partition, sum(m.num_keys or 0 for m in metas.values()),
+            sum(f.size for f in kept)))
+    return written
+
+
+def write_hdfs_from_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
+                            staging: Staging, *, placed_by: dict[tuple[int, str], list[str]],
+                            storage_options: dict[str, Any], progress: Any,
+                            fail_on: str | None = None) -> dict[str, list[WrittenPartition]]:
+    """Every store of a RocksDB source into one HDFS ``.snapshot`` per new partition."""
+    from pyspark.sql import functions as F
+
+    read_from, view = _read_location(ckpt, plan, staging)
+    written = {}
+    for store in plan.stores:
+        key = (store.operator_id, store.store)
+        progress(f"writing operator {key[0]} store {key[1]} as HDFS snapshots "
+                 f"({store.partitions} → {plan.to_partitions} partitions)")
+        rows = read_raw_rows(spark, read_from, plan.last_committed, *key)
+        by = partition_key_columns(rows, len(placed_by[key]))
+        columns = [f"k{i}" for i in range(len(by))]
+        frame = rows.select(*(c.alias(name) for c, name in zip(by, columns, strict=True)),
+                            F.col("key_bytes").alias(KEY_BYTES),
+                            F.col("value_bytes").alias(VALUE_BYTES))
+        written[f"{key[0]}/{key[1]}"] = write_snapshots(
+            frame, [F.col(c) for c in columns], staging_url=staging.url,
+            storage_options=storage_options,
+            operator_id=key[0], store=key[1], version=plan.state_version, codec=plan.codec,
+            partitions=plan.to_partitions, fail_on=fail_on)
+    if view is not None:
+        staging.fs.rm(staging.path(view), recursive=True)
+    return written

@@ -1,0 +1,330 @@
+"""``statekit migrate`` (and ``repartition``) on real checkpoints, proved by restarting them.
+
+Each source is a real query run on three input files. The target (another provider, often
+another partition count) must hold the source's rows, and the *original query*, restarted on
+the target with a fourth file, must emit the same rows and end with the same state as the
+same query restarted on a copy of the source. For the join the fourth file's rows match rows
+kept in state from the first three, so the restart proves the moved state is found.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
+from statekit.cli.runner import run_cli
+from tests.spark.test_inspect_cli import tree_hash
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+OLD_ROWS = 180
+"""Rows of the first three files (``seq`` below this): the state the restart must find."""
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+def _cli():
+    from statekit.cli.main import cli
+
+    return cli
+
+
+def statekit_json(*args: str) -> dict:
+    import io
+    from contextlib import redirect_stdout
+
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        code = run_cli(_cli(), "statekit", [*args, "--force", "--json"])
+    assert code == 0, buffer.getvalue()
+    return json.loads(buffer.getvalue())
+
+
+def _query(spark, name: str, input_dir: Path):
+    from pyspark.sql import functions as F
+
+    from tests.small_queries import EVENT_DDL
+
+    def events():
+        return (spark.readStream.schema(EVENT_DDL + ", seq LONG")
+                .option("maxFilesPerTrigger", 1).json(str(input_dir)))
+
+    if name == "aggregation":
+        return (events().withWatermark("ts", "1 day").groupBy("key", "bucket")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))), "update"
+    if name == "tws":
+        from tests.small_queries import _counters_processor
+
+        return (events().withWatermark("ts", "1 day").groupBy("key")
+                .transformWithStateInPandas(statefulProcessor=_counters_processor(),
+                                            outputStructType="key string, n long",
+                                            outputMode="Update", timeMode="EventTime"),
+                "update")
+    if name == "session-window":
+        return (events().withWatermark("ts", "10 minutes")
+                .groupBy(F.session_window("ts", "5 minutes"), "key")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))), "append"
+    left = events().where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
+    right = events().where("bucket = 1").withWatermark("ts", "30 minutes").alias("r")
+    joined = left.join(right, F.expr(
+        "l.key = r.key AND r.ts BETWEEN l.ts - INTERVAL 20 MINUTES AND l.ts"))
+    return joined.select(F.col("l.seq").alias("left_seq"), F.col("r.seq").alias("right_seq"),
+                         "l.key"), "append"
+
+
+def run_to_end(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict) -> list:
+    """Run query ``name`` on ``checkpoint`` to the end of its input; its output rows, sorted."""
+    from statekit.jobs.state_reader import session_confs
+    from tests.conftest import quiesce
+
+    emitted: list[tuple] = []
+
+    def collect(batch_df, _batch_id):
+        emitted.extend(tuple(str(v) for v in r) for r in batch_df.collect())
+
+    df, mode = _query(spark, name, input_dir)
+    with session_confs(spark, confs):
+        query = (df.writeStream.outputMode(mode).foreachBatch(collect)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+    quiesce(spark, str(checkpoint))
+    return sorted(emitted)
+
+
+def final_state(spark, checkpoint: Path) -> Counter:
+    """Every (operator, store, key, value) of the checkpoint's latest batch, as a multiset
+    (transformWithState: Spark's raw rows of every column family, timers included)."""
+    from pyspark.sql import functions as F
+
+    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.state_reader import StateTarget, read_state
+    from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
+
+    ckpt = open_checkpoint(str(checkpoint))
+    rows: Counter = Counter()
+    for op_id, meta in ckpt.operators.items():
+        for store in ckpt.inventory.stores(op_id):
+            if meta.name in SPARK_KEYED_OPERATORS:
+                frame = read_raw_rows(spark, str(checkpoint), ckpt.last_committed_batch,
+                                      op_id, store)
+                for row in frame.select(F.to_json(F.struct(
+                        "column_family_name", F.hex("key_bytes"),
+                        F.hex("value_bytes")))).collect():
+                    rows[(op_id, store, row[0])] += 1
+                continue
+            frame = read_state(spark, StateTarget(str(checkpoint), op_id, meta.name, store))
+            for row in frame.select(F.to_json(F.struct("key", "value"))).collect():
+                rows[(op_id, store, row[0])] += 1
+    return rows
+
+
+@dataclass
+class Source:
+    """A query run on three files; its restart (on a copy) with the fourth, as expected."""
+
+    name: str
+    provider: str
+    checkpoint: Path
+    input_dir: Path
+    expected_output: list
+    expected_state: Counter
+
+
+class Sources:
+    def __init__(self, spark, root: Path):
+        self.spark, self.root = spark, root
+        self.built: dict[tuple[str, str], Source] = {}
+
+    def get(self, name: str, provider: str) -> Source:
+        if (name, provider) not in self.built:
+            self.built[(name, provider)] = self._build(name, provider)
+        return self.built[(name, provider)]
+
+    def _build(self, name: str, provider: str) -> Source:
+        from tests.small_queries import _write_input, make_rows, provider_confs
+
+        files = make_rows(seed=11)
+        base = self.root / f"{name}-{provider}"
+        input_dir = base / "input"  # the file source pins its path: the 4th file comes later
+        _write_input(input_dir, files[:3])
+        checkpoint = base / "checkpoint"
+        run_to_end(self.spark, name, input_dir, checkpoint, provider_confs(provider, "lz4"))
+        copy = base / "copy"
+        shutil.copytree(checkpoint, copy)
+        (input_dir / "part-003.json").write_text("".join(json.dumps(r) + "\n" for r in files[3]))
+        output = run_to_end(self.spark, name, input_dir, copy, provider_confs(provider, "lz4"))
+        return Source(name, provider, checkpoint, input_dir, output,
+                      final_state(self.spark, copy))
+
+
+@pytest.fixture(scope="module")
+def sources(spark, tmp_path_factory):
+    return Sources(spark, tmp_path_factory.mktemp("migrate-sources"))
+
+
+CASES = [
+    # (query, source provider, command, partitions, changelog on the target)
+    ("join", "hdfs", "migrate", 7, False),
+    ("join", "rocksdb", "migrate", 3, False),
+    ("join", "hdfs", "repartition", 3, False),
+    ("session-window", "hdfs", "migrate", None, True),
+    ("session-window", "rocksdb", "migrate", 7, False),
+    ("aggregation", "hdfs", "migrate", 7, False),
+    ("tws", "rocksdb", "repartition", 7, False),
+]
+
+
+@pytest.mark.parametrize(("name", "provider", "command", "partitions", "changelog"), CASES)
+def test_target_restarts_like_the_source(spark, sources, tmp_path, name, provider, command,
+                                         partitions, changelog):
+    from tests.small_queries import provider_confs
+
+    source = sources.get(name, provider)
+    before = tree_hash(source.checkpoint)
+    to = {"hdfs": "rocksdb", "rocksdb": "hdfs"}[provider] if command == "migrate" else provider
+    target = tmp_path / "target"
+    args = [command, str(source.checkpoint), "--out", str(target)]
+    args += ["--to", to] if command == "migrate" else []
+    args += ["--partitions", str(partitions)] if partitions else []
+    args += ["--changelog"] if changelog else []
+    result = statekit_json(*args)
+    check = result["verification"]
+    assert check["ok"], check["problems"]
+    assert all(s["target_rows"] == s["source_rows"] > 0 for s in check["stores"])
+    assert tree_hash(source.checkpoint) == before
+    plan = result["plan"]
+    assert plan["target_provider"] == to
+    written = open_checkpoint(str(target))
+    assert written.offset(written.last_committed_batch).provider == to
+    kinds = {f.kind for i in written.inventory.instances.values() for f in i.files}
+    assert ("zip" in kinds) if to == "rocksdb" else (kinds == {"snapshot"})
+    expected_partitions = partitions or plan["from_partitions"]
+    assert sorted({i.partition for i in written.inventory.instances.values()}) == \
+        list(range(expected_partitions))
+
+    # the source's confs on restart: the target's offsets must pin its own provider
+    confs = {**provider_confs(provider, "lz4"), CHANGELOG: str(changelog).lower()}
+    output = run_to_end(spark, name, source.input_dir, target, confs)
+    assert output == source.expected_output and output
+    assert final_state(spark, target) == source.expected_state
+    if name == "join":  # rows of the fourth file matched rows that were moved
+        assert any(int(left) >= OLD_ROWS > int(right) for left, right, _ in output)
+    if changelog:
+        files = {f.kind for i in open_checkpoint(str(target)).inventory.instances.values()
+                 for f in i.files}
+        assert "changelog" in files
+
+
+@pytest.mark.parametrize(("name", "provider"), [("dedup", "hdfs"),
+                                                ("dedup-within-watermark", "rocksdb"),
+                                                ("aggregation", "rocksdb")])
+def test_other_operators_migrate_verified(small_queries, tmp_path, name, provider):
+    query = small_queries.get(name, provider)
+    to = "rocksdb" if provider == "hdfs" else "hdfs"
+    result = statekit_json("migrate", str(query.checkpoint), "--to", to, "--out",
+                           str(tmp_path / "dst"))
+    check = result["verification"]
+    assert check["ok"], check["problems"]
+    assert check["stores"][0]["target_rows"] > 0
+    assert open_checkpoint(str(tmp_path / "dst")).offset(
+        result["plan"]["repartition_batch"]).provider == to
+
+
+def test_migration_refusals_start_no_spark(small_queries, tmp_path, capsys):
+    """Same provider and partitions, transformWithState, --changelog into HDFS: one line,
+    exit 5 or 6, nothing written."""
+    agg = small_queries.get("aggregation", "hdfs")
+    tws = small_queries.get("tws", "rocksdb")
+    capsys.readouterr()  # building the queries printed the Python workers' messages
+    cases = [([str(agg.checkpoint), "--to", "hdfs"], "nothing to migrate"),
+             ([str(agg.checkpoint), "--to", "hdfs", "--changelog"], "RocksDB targets only"),
+             ([str(tws.checkpoint), "--to", "hdfs"], "not supported")]
+    for args, message in cases:
+        code = run_cli(_cli(), "statekit", ["migrate", *args, "--out", str(tmp_path / "dst"),
+                                            "--force"])
+        err = capsys.readouterr().err
+        assert code in (5, 6) and message in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "dst").exists()
+
+
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_path, provider):
+    """A crash at every write step of a migration (each file, Spark's rewrite, each snapshot,
+    the publish) leaves no target and no staging folder; a rerun completes."""
+    from statekit.jobs.repartition import run_repartition
+    from statekit.jobs.state_reader import reader_confs, session_confs
+    from statekit.repartition.plan import plan_repartition
+    from statekit.repartition.staging import Staging
+
+    source = small_queries.get("aggregation", provider).checkpoint
+    before = tree_hash(source)
+    ckpt = open_checkpoint(str(source))
+    to = "rocksdb" if provider == "hdfs" else "hdfs"
+
+    def attempt(name: str, fail: str | None):
+        target = resolve(str(tmp_path / name))
+        plan = plan_repartition(ckpt, target, 3, to_provider=to, force=True)
+        steps: list[str] = []
+
+        def hook(step):
+            steps.append(step)
+            if step == fail:
+                raise RuntimeError(f"injected crash at {step}")
+        with session_confs(spark, reader_confs(ckpt)):
+            result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url, hook),
+                                     storage_options={}, check=fail in (None, "publish"),
+                                     fail_on=fail)
+        return plan, steps, result
+
+    plan, steps, result = attempt("ok", None)
+    assert result.verification.ok
+    failures = list(steps)
+    if to == "hdfs":
+        failures += [f"write state/0/{p}/{plan.state_version}.snapshot" for p in range(3)]
+    else:
+        assert "spark state rewrite" in steps
+        assert any("_statekit_read_view" in s for s in steps)
+    assert "publish" in failures and len(failures) > 5
+    for number, step in enumerate(failures):
+        with pytest.raises(Exception, match="injected"):
+            attempt(f"t{number}", step)
+        assert not (tmp_path / f"t{number}").exists(), step
+        assert not list(tmp_path.glob(f".t{number}.statekit-staging")), step
+    assert tree_hash(source) == before
+    _, _, again = attempt("t0", None)
+    assert again.verification.ok and (tmp_path / "t0" / "commits").exists()
+
+
+GOLDEN_35 = Path(__file__).resolve().parent.parent / "data" / "golden" / "spark-3.5.9"
+
+
+@pytest.mark.parametrize("query", sorted(p.name for p in GOLDEN_35.iterdir() if p.is_dir()))
+def test_checkpoints_without_operator_metadata(spark, tmp_path, query):
+    """Spark 3.5 wrote no operator metadata: statekit derives each operator (name, stores,
+    a session window's prefix columns) from the schema files, writes the v1 metadata Spark 4
+    would, and both repartitions and migrates them (RocksDB sources are read through a view
+    in the staging folder that carries the derived metadata)."""
+    source = tmp_path / "source"
+    shutil.copytree(GOLDEN_35 / query / "checkpoint", source)
+    before = tree_hash(source)
+    provider = open_checkpoint(str(source)).offset(
+        open_checkpoint(str(source)).last_committed_batch).provider
+    other = "hdfs" if provider == "rocksdb" else "rocksdb"
+    for args in (["repartition", str(source), "--partitions", "3"],
+                 ["migrate", str(source), "--to", other, "--partitions", "3"]):
+        target = tmp_path / args[0]
+        result = statekit_json(*args, "--out", str(target))
+        check = result["verification"]
+        assert check["ok"], check["problems"]
+        assert check["metadata_partitions"] and set(check["metadata_partitions"]) == {3}
+        written = open_checkpoint(str(target))
+        assert "unknown" not in {m.name for m in written.operators.values()}
+        assert all(m.version == 1 for m in written.operators.values())
+    assert tree_hash(source) == before
