@@ -222,10 +222,10 @@ def _replay_arrow(url: str, storage_options: dict, codec: str, key_schema_json: 
 
         for batch in batches:
             for spec in batch.column(0).to_pylist():
-                task = SourceTask(*json.loads(spec))
+                partition, files = json.loads(spec)
                 rows: list[tuple] = []
-                for row in replay(SourceTask(task.partition,
-                                             tuple(tuple(f) for f in task.files))):
+                for row in replay(SourceTask(partition,
+                                             tuple((path, kind) for path, kind in files))):
                     rows.append(row)
                     if len(rows) == ARROW_ROWS:
                         yield batch_of(rows)
