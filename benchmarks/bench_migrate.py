@@ -14,9 +14,11 @@ measured):
   reference pipeline: a streaming ``groupBy(user_id)`` whose value is a 12-field session
   struct), ``--keys`` keys, 8 partitions, HDFS and RocksDB;
 * join: a stream-stream inner join (``user_id`` equality and a 20-minute event-time range,
-  30-minute watermarks) over ``--keys`` input rows, half on each side, whose keys never match:
-  every row stays in state. Each side keeps ``keyToNumValues`` and ``keyWithIndexToValue``,
-  so the four stores hold 2 × ``--keys`` rows. 8 partitions, HDFS and RocksDB.
+  30-minute watermarks) over ``--keys`` input rows, half on each side, whose keys never
+  match. Event times spread over an hour, so the rows already behind the watermark are
+  evicted and the rest stay in state, each in ``keyToNumValues`` and
+  ``keyWithIndexToValue``: the four stores hold about 1.3 × ``--keys`` rows. 8 partitions,
+  HDFS and RocksDB.
 
 Measured, each in a fresh process (imports and JVM start included), with the verification
 (the target read back through Spark's reader and compared with the source) and without it:
@@ -64,7 +66,7 @@ OTHER = {"hdfs": "rocksdb", "rocksdb": "hdfs"}
 
 def write_join_landing(spark, landing: Path, rows: int) -> None:
     """Two Parquet files of ``rows // 2`` rows each; even ids are left rows, odd ids right
-    rows, with different keys, so the join never matches and keeps every row in state."""
+    rows, with different keys, so the join never matches; event times spread over an hour."""
     import os
 
     from pyspark.sql import functions as F

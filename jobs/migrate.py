@@ -34,6 +34,7 @@ from statekit.jobs.repartition import (
     VALUE_BYTES,
     WrittenPartition,
     _keyed_frame,
+    each_store,
     source_tasks,
     write_snapshots,
 )
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.state_data import StoreSchema
-    from statekit.repartition.plan import RepartitionPlan
+    from statekit.repartition.plan import RepartitionPlan, StorePlan
     from statekit.repartition.staging import Staging
 
 REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
@@ -251,8 +252,8 @@ def write_hdfs_from_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Reparti
     from pyspark.sql import functions as F
 
     read_from, view = _read_location(ckpt, plan, staging)
-    written = {}
-    for store in plan.stores:
+
+    def write(store: StorePlan) -> list[WrittenPartition]:
         key = (store.operator_id, store.store)
         progress(f"writing operator {key[0]} store {key[1]} as HDFS snapshots "
                  f"({store.partitions} → {plan.to_partitions} partitions)")
@@ -262,11 +263,14 @@ def write_hdfs_from_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Reparti
         frame = rows.select(*(c.alias(name) for c, name in zip(by, columns, strict=True)),
                             F.col("key_bytes").alias(KEY_BYTES),
                             F.col("value_bytes").alias(VALUE_BYTES))
-        written[f"{key[0]}/{key[1]}"] = write_snapshots(
+        return write_snapshots(
             frame, [F.col(c) for c in columns], staging_url=staging.url,
-            storage_options=storage_options,
-            operator_id=key[0], store=key[1], version=plan.state_version, codec=plan.codec,
-            partitions=plan.to_partitions, fail_on=fail_on)
+            storage_options=storage_options, operator_id=key[0], store=key[1],
+            version=plan.state_version, codec=plan.codec, partitions=plan.to_partitions,
+            fail_on=fail_on)
+
+    written = {f"{s.operator_id}/{s.store}": w
+               for s, w in each_store(plan.stores, write).items()}
     if view is not None:
         staging.fs.rm(staging.path(view), recursive=True)
     return written

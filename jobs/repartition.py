@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statekit.errors import UnsupportedFormat
 from statekit.jobs.state_reader import spark_url
@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
-    from statekit.repartition.plan import RepartitionPlan
+    from statekit.repartition.plan import RepartitionPlan, StorePlan
     from statekit.repartition.staging import Staging
 
+T = TypeVar("T")
+R = TypeVar("R")
 KEY_BYTES = "__statekit_key"
 VALUE_BYTES = "__statekit_value"
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -109,11 +111,17 @@ def _convert(value: Any, how: str) -> Any:
     return (value - _EPOCH_DATE).days
 
 
-def _replay_task(url: str, storage_options: dict, codec: str, key_schema_json: str,
-                 converts: list[str]) -> Callable[[SourceTask], Iterator[tuple]]:
-    """The executor function: a source partition's live state, as rows for the hash."""
+def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json: str,
+                   converts: list[str], chunk: int
+                   ) -> Callable[[SourceTask], Iterator[tuple[list, list, list]]]:
+    """The executor function: a source partition's live state (snapshot, then deltas), in
+    chunks of ``(key columns, key bytes, value bytes)``, the columns decoded for the hash.
 
-    def run(task: SourceTask) -> Iterator[tuple]:
+    Column-wise on purpose: the bytes are never repacked into per-row tuples."""
+
+    def run(task: SourceTask) -> Iterator[tuple[list, list, list]]:
+        from itertools import islice
+
         import fsspec
 
         from statekit.formats.records import read_state_file
@@ -129,13 +137,25 @@ def _replay_task(url: str, storage_options: dict, codec: str, key_schema_json: s
                 else:
                     state[record.key] = record.value
         decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
-        for key, value in state.items():
-            columns = decode(key)
-            if any(isinstance(c, RawValue) for c in columns):
-                raise UnsupportedFormat("a state key holds a value Python cannot represent "
-                                        "(e.g. a date outside years 1-9999)", path=url)
-            yield (*(_convert(c, how) for c, how in zip(columns, converts, strict=True)),
-                   key, value)
+        width = len(converts)
+        items = iter(state.items())
+        while True:
+            pairs = list(islice(items, chunk))
+            if not pairs:
+                return
+            keys = [k for k, _ in pairs]
+            decoded = [decode(k) for k in keys]
+            columns = [list(c) for c in zip(*decoded, strict=True)] if decoded and width \
+                else [[] for _ in range(width)]
+            for index, how in enumerate(converts):
+                column = columns[index]
+                if any(isinstance(c, RawValue) for c in column):
+                    raise UnsupportedFormat("a state key holds a value Python cannot "
+                                            "represent (e.g. a date outside years 1-9999)",
+                                            path=url)
+                if how:
+                    columns[index] = [_convert(c, how) for c in column]
+            yield columns, keys, [v for _, v in pairs]
 
     return run
 
@@ -212,26 +232,16 @@ def _replay_arrow(url: str, storage_options: dict, codec: str, key_schema_json: 
         from pyspark.sql.types import StructType
 
         schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)))
-        replay = _replay_task(url, storage_options, codec, key_schema_json, converts)
-
-        def batch_of(rows: list[tuple]) -> Any:
-            return pa.RecordBatch.from_arrays(
-                [pa.array(column, type=field.type)
-                 for column, field in zip(zip(*rows, strict=True), schema, strict=True)],
-                schema=schema)
-
+        replay = _replay_chunks(url, storage_options, codec, key_schema_json, converts,
+                                ARROW_ROWS)
         for batch in batches:
             for spec in batch.column(0).to_pylist():
                 partition, files = json.loads(spec)
-                rows: list[tuple] = []
-                for row in replay(SourceTask(partition,
-                                             tuple((path, kind) for path, kind in files))):
-                    rows.append(row)
-                    if len(rows) == ARROW_ROWS:
-                        yield batch_of(rows)
-                        rows = []
-                if rows:
-                    yield batch_of(rows)
+                task = SourceTask(partition, tuple((path, kind) for path, kind in files))
+                for columns, keys, values in replay(task):
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(data, type=field.type) for data, field in
+                         zip([*columns, keys, values], schema, strict=True)], schema=schema)
 
     return run
 
@@ -263,15 +273,135 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
                       staging_url: str, version: int, shown: str,
                       fail_on: str | None = None) -> list[WrittenPartition]:
     """Re-bucket one store's state into ``partitions`` snapshot files at ``version``, placed
-    by its first ``partition_columns`` key columns."""
+    by its first ``partition_columns`` key columns.
+
+    Where statekit reproduces Spark's hash of those columns' types
+    (:mod:`statekit.formats.spark_hash`), the replaying tasks place and pack every record
+    themselves and Spark only shuffles large chunks of packed records to the writers
+    (:func:`_bucket_packed`); else the rows go to the JVM in Arrow batches and Spark hashes
+    them (:func:`write_snapshots`). The verification checks the placement with Spark's own
+    hash either way."""
     from pyspark.sql import functions as F
 
+    from statekit.formats.schema import parse_struct_json
+    from statekit.formats.spark_hash import columns_hasher
+
+    key_fields = parse_struct_json(key_schema_json).fields[:partition_columns]
+    if columns_hasher([f.data_type for f in key_fields]) is not None:
+        return _bucket_packed(spark, source_url=source_url, storage_options=storage_options,
+                              codec=codec, operator_id=operator_id, store=store, tasks=tasks,
+                              key_schema_json=key_schema_json,
+                              partition_columns=partition_columns, partitions=partitions,
+                              staging_url=staging_url, version=version, fail_on=fail_on)
     frame, exprs = _keyed_frame(spark, source_url, storage_options, codec, tasks,
                                 key_schema_json, shown)
     return write_snapshots(frame, [F.expr(e) for e in exprs[:partition_columns]],
                            staging_url=staging_url, storage_options=storage_options,
                            operator_id=operator_id, store=store, version=version, codec=codec,
                            partitions=partitions, fail_on=fail_on)
+
+
+PACKED_CHUNK = 4 << 20
+"""Bytes of packed records a replaying task sends to one new partition at a time."""
+
+
+def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_json: str,
+                       partition_columns: int, partitions: int
+                       ) -> Callable[[SourceTask], Iterator[tuple[int, tuple[bytes, int]]]]:
+    """The executor function: a source partition's live state, each record packed as
+    Spark's snapshot records into the buffer of its new partition ``pmod(hash(key
+    columns), n)``; out come ``(new partition, (packed bytes, records))`` chunks."""
+
+    def run(task: SourceTask) -> Iterator[tuple[int, tuple[bytes, int]]]:
+        import fsspec
+
+        from statekit.formats.records import read_state_file
+        from statekit.formats.schema import parse_struct_json
+        from statekit.formats.spark_hash import columns_hasher
+        from statekit.formats.state_writer import pack_record
+        from statekit.formats.unsafe_row import RawValue, make_decoder
+
+        fs, _ = fsspec.core.url_to_fs(url, **storage_options)
+        state: dict[bytes, bytes] = {}
+        for path, kind in task.files:
+            for record in read_state_file(fs, path, codec, kind):
+                if record.value is None:
+                    state.pop(record.key, None)
+                else:
+                    state[record.key] = record.value
+        schema = parse_struct_json(key_schema_json)
+        decode = make_decoder(schema, as_tuple=True)
+        hasher = columns_hasher([f.data_type for f in schema.fields[:partition_columns]])
+        assert hasher is not None
+        buffers = [bytearray() for _ in range(partitions)]
+        counts = [0] * partitions
+        for key, value in state.items():
+            if partition_columns:
+                columns = decode(key)[:partition_columns]
+                if any(isinstance(c, RawValue) for c in columns):
+                    raise UnsupportedFormat("a state key holds a value Python cannot "
+                                            "represent (e.g. a date outside years 1-9999)",
+                                            path=url)
+                target = hasher(columns) % partitions
+            else:
+                target = 0  # no grouping key (a global aggregation): its one partition
+            buffer = buffers[target]
+            buffer += pack_record(key, value)
+            counts[target] += 1
+            if len(buffer) >= PACKED_CHUNK:
+                yield target, (bytes(buffer), counts[target])
+                buffer.clear()
+                counts[target] = 0
+        for target, buffer in enumerate(buffers):
+            if counts[target]:
+                yield target, (bytes(buffer), counts[target])
+
+    return run
+
+
+def _packed_writer(staging_url: str, storage_options: dict, operator_id: int, store: str,
+                   version: int, codec: str, fail_on: str | None
+                   ) -> Callable[[int, Iterable[tuple[int, tuple[bytes, int]]]],
+                                 Iterable[WrittenPartition]]:
+    """The executor function writing one new partition's snapshot from packed chunks."""
+
+    def run(partition: int, chunks: Iterable[tuple[int, tuple[bytes, int]]]
+            ) -> Iterator[WrittenPartition]:
+        import fsspec
+
+        from statekit.formats.state_writer import SnapshotWriter
+
+        relative = _snapshot_relative(operator_id, store, partition, version)
+        if fail_on == f"write {relative}":
+            raise RuntimeError(f"injected failure before writing {relative}")
+        fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
+        path = f"{root.rstrip('/')}/{relative}"
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        with fs.open(path, "wb") as handle:
+            writer = SnapshotWriter(handle, codec)
+            for _, (data, records) in chunks:
+                writer.write_packed(data, records)
+            writer.close()
+        yield WrittenPartition(partition, writer.records, fs.size(path))
+
+    return run
+
+
+def _bucket_packed(spark: SparkSession, *, source_url: str, storage_options: dict,
+                   codec: str, operator_id: int, store: str, tasks: list[SourceTask],
+                   key_schema_json: str, partition_columns: int, partitions: int,
+                   staging_url: str, version: int,
+                   fail_on: str | None = None) -> list[WrittenPartition]:
+    """One task per source partition places and packs its records; Spark shuffles the
+    chunks to one writer task per new partition (every one runs: empty partitions get an
+    empty snapshot)."""
+    chunks = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(
+        _pack_by_partition(source_url, storage_options, codec, key_schema_json,
+                           partition_columns, partitions))
+    written = chunks.partitionBy(partitions, lambda p: p).mapPartitionsWithIndex(
+        _packed_writer(staging_url, storage_options, operator_id, store, version, codec,
+                       fail_on)).collect()
+    return sorted(written, key=lambda w: w.partition)
 
 
 def write_snapshots(frame: Any, placed_by: list, *, staging_url: str, storage_options: dict,
@@ -392,14 +522,13 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
     from statekit.jobs.state_reader import StateTarget, read_metadata, read_state
 
     n = plan.last_committed
-    checks = []
-    for store in plan.stores:
-        if store.operator_id in plan.spark_keyed_operators:
-            checks.append(_verify_raw(spark, source_path, target_path, plan, store.operator_id,
-                                      store.store))
-            continue
 
-        def rows(path: str, batch: int, store=store):
+    def check(store: StorePlan) -> StoreCheck:
+        if store.operator_id in plan.spark_keyed_operators:
+            return _verify_raw(spark, source_path, target_path, plan, store.operator_id,
+                               store.store)
+
+        def rows(path: str, batch: int):
             return read_state(spark, StateTarget(path, store.operator_id, store.operator_name,
                                                  store.store, batch_id=batch))
         source, target = rows(source_path, n), rows(target_path, n + 1)
@@ -407,9 +536,10 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
         src, tgt = source.select(as_json), target.select(as_json)
         expected = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
         misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
-        checks.append(StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
-                                 src.exceptAll(tgt).count(), tgt.exceptAll(src).count(),
-                                 misplaced))
+        return StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
+                          src.exceptAll(tgt).count(), tgt.exceptAll(src).count(), misplaced)
+
+    checks = list(each_store(plan.stores, check).values())
     metadata = [int(r["numPartitions"]) for r in
                 read_metadata(spark, target_path).select("numPartitions").collect()]
     return Verification(tuple(checks), tuple(metadata), plan.to_partitions)
@@ -512,6 +642,21 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     return written
 
 
+def each_store(stores: Iterable[T], work: Callable[[T], R]) -> dict[T, R]:
+    """``work`` for every store, as concurrent Spark jobs (one driver thread each): a join's
+    four stores then share the cluster's cores, where one store's last, lone tasks would
+    leave them idle. The first failure is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stores = list(stores)
+    if len(stores) <= 1:
+        return {s: work(s) for s in stores}
+    with ThreadPoolExecutor(max_workers=len(stores),
+                            thread_name_prefix="statekit-store") as pool:
+        futures = {s: pool.submit(work, s) for s in stores}
+        return {s: f.result() for s, f in futures.items()}
+
+
 def is_spark_error(error: BaseException) -> bool:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
@@ -561,11 +706,11 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
             name, data = commit_entry(ckpt, plan)
             staging.write(name, data)
         elif plan.provider == "hdfs":
-            for store in plan.stores:
+            def bucket(store: StorePlan) -> list[WrittenPartition]:
                 progress(f"re-bucketing operator {store.operator_id} store {store.store} "
                          f"({store.partitions} → {plan.to_partitions} partitions)")
                 schema = schemas[(store.operator_id, store.store)]
-                written[f"{store.operator_id}/{store.store}"] = bucket_hdfs_store(
+                return bucket_hdfs_store(
                     spark, source_url=ckpt.location.url, storage_options=storage_options,
                     codec=plan.codec, operator_id=store.operator_id, store=store.store,
                     tasks=source_tasks(ckpt, store.operator_id, store.store,
@@ -575,6 +720,9 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
                     partitions=plan.to_partitions,
                     staging_url=staging.url, version=plan.state_version,
                     shown=ckpt.display(schema.path), fail_on=fail_on)
+
+            written = {f"{s.operator_id}/{s.store}": w
+                       for s, w in each_store(plan.stores, bucket).items()}
             name, data = commit_entry(ckpt, plan)
             staging.write(name, data)
         else:

@@ -58,6 +58,10 @@ def _query(spark, name: str, input_dir: Path):
     if name == "aggregation":
         return (events().withWatermark("ts", "1 day").groupBy("key", "bucket")
                 .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))), "update"
+    if name == "multi":  # two stateful operators: dropDuplicates, then an aggregation
+        return (events().withWatermark("ts", "1 day").dropDuplicates(["key", "seq"])
+                .groupBy("key").agg(F.count(F.lit(1)).alias("n"),
+                                    F.sum("value").alias("total"))), "update"
     if name == "tws":
         from tests.small_queries import _counters_processor
 
@@ -178,6 +182,8 @@ CASES = [
     ("session-window", "rocksdb", "migrate", 7, False),
     ("aggregation", "hdfs", "migrate", 7, False),
     ("tws", "rocksdb", "repartition", 7, False),
+    ("multi", "hdfs", "migrate", 3, False),
+    ("multi", "rocksdb", "repartition", 5, False),
 ]
 
 

@@ -341,6 +341,14 @@ class SnapshotWriter(_ClosedOnExit):
             write(value)
         self._records += 1
 
+    def write_packed(self, data: bytes | bytearray | memoryview, records: int) -> None:
+        """Append ``records`` entries already laid out as Spark's records
+        (:func:`pack_record`, concatenated): the same bytes as writing them one by one."""
+        if self._stream.closed:
+            raise ValueError("write to a closed SnapshotWriter")
+        self._stream.write(data)
+        self._records += records
+
     def close(self) -> None:
         """Write the end marker and finish the compressed stream (``out`` stays open)."""
         if not self._stream.closed:
@@ -366,3 +374,10 @@ def write_snapshot(out: BinaryIO, records: Iterable[tuple[bytes, bytes]],
         for key, value in records:
             writer.write(key, value)
     return writer
+
+
+def pack_record(key: bytes, value: bytes) -> bytes:
+    """One snapshot/delta record: key length, key, value length, value (big-endian int32s)."""
+    if len(key) > MAX_FIELD_BYTES or len(value) > MAX_FIELD_BYTES:
+        raise ValueError("a key or value longer than 2 GiB - 1 cannot be stored")
+    return b"".join((_INT.pack(len(key)), key, _INT.pack(len(value)), value))
