@@ -67,27 +67,20 @@ OTHER = {"hdfs": "rocksdb", "rocksdb": "hdfs"}
 def write_join_landing(spark, landing: Path, rows: int) -> None:
     """Two Parquet files of ``rows // 2`` rows each; even ids are left rows, odd ids right
     rows, with different keys, so the join never matches; event times spread over an hour."""
-    import os
-
+    from bench_state_export import write_batch_file
     from pyspark.sql import functions as F
 
     landing.mkdir(parents=True)
     half = rows // 2
     base = time.time() - 2
     for batch in range(2):
-        tmp = landing.parent / f"tmp-join-{batch}"
         df = (spark.range(batch * half, (batch + 1) * half)
               .select(F.concat(F.lit("u"), F.col("id").cast("string")).alias("user_id"),
                       (F.col("id") % 2).cast("int").alias("side"),
                       F.timestamp_seconds(F.lit(1_767_600_000) + F.col("id") % 3600)
                       .alias("ts"),
                       (F.col("id") % 1000 / 10).alias("amount")))
-        df.coalesce(1).write.parquet(str(tmp))
-        part = next(tmp.glob("part-*.parquet"))
-        target = landing / f"batch-{batch:06d}.parquet"
-        os.replace(part, target)
-        os.utime(target, (base + batch, base + batch))
-        shutil.rmtree(tmp)
+        write_batch_file(df, landing, batch, base + batch)
 
 
 def join_checkpoint(spark, landing: Path, checkpoint: Path, provider: str) -> None:

@@ -166,16 +166,23 @@ def write_landing(spark, landing: Path, keys: int, batches: int) -> int:
     total = 0
     base = time.time() - batches
     for batch in range(batches):
-        tmp = landing.parent / f"tmp-{batch}"
-        df = session_rows(spark, keys, batch, batches)
-        df.coalesce(1).write.parquet(str(tmp))
-        part = next(tmp.glob("part-*.parquet"))
-        target = landing / f"batch-{batch:06d}.parquet"
-        os.replace(part, target)
-        os.utime(target, (base + batch, base + batch))
-        shutil.rmtree(tmp)
+        target = write_batch_file(session_rows(spark, keys, batch, batches), landing, batch,
+                                  base + batch)
         total += spark.read.parquet(str(target)).count()
     return total
+
+
+def write_batch_file(df, landing: Path, batch: int, mtime: float) -> Path:
+    """``df`` as the single Parquet file ``landing/batch-<n>.parquet`` with modification
+    time ``mtime`` (a file source reads files in that order, one per trigger here)."""
+    tmp = landing.parent / f"tmp-{landing.name}-{batch}"
+    df.coalesce(1).write.parquet(str(tmp))
+    part = next(tmp.glob("part-*.parquet"))
+    target = landing / f"batch-{batch:06d}.parquet"
+    os.replace(part, target)
+    os.utime(target, (mtime, mtime))
+    shutil.rmtree(tmp)
+    return target
 
 
 def aggregate_checkpoint(spark, landing: Path, checkpoint: Path, provider: str) -> int:

@@ -111,6 +111,25 @@ def _convert(value: Any, how: str) -> Any:
     return (value - _EPOCH_DATE).days
 
 
+def live_state(url: str, storage_options: dict, codec: str, task: SourceTask
+               ) -> dict[bytes, bytes]:
+    """In an executor: one source partition's live state at the planned version, replayed
+    from its files (snapshot, then deltas) exactly as Spark's HDFS provider loads it."""
+    import fsspec
+
+    from statekit.formats.records import read_state_file
+
+    fs, _ = fsspec.core.url_to_fs(url, **storage_options)
+    state: dict[bytes, bytes] = {}
+    for path, kind in task.files:
+        for record in read_state_file(fs, path, codec, kind):
+            if record.value is None:
+                state.pop(record.key, None)
+            else:
+                state[record.key] = record.value
+    return state
+
+
 def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json: str,
                    converts: list[str], chunk: int
                    ) -> Callable[[SourceTask], Iterator[tuple[list, list, list]]]:
@@ -122,20 +141,10 @@ def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json:
     def run(task: SourceTask) -> Iterator[tuple[list, list, list]]:
         from itertools import islice
 
-        import fsspec
-
-        from statekit.formats.records import read_state_file
         from statekit.formats.schema import parse_struct_json
         from statekit.formats.unsafe_row import RawValue, make_decoder
 
-        fs, _ = fsspec.core.url_to_fs(url, **storage_options)
-        state: dict[bytes, bytes] = {}
-        for path, kind in task.files:
-            for record in read_state_file(fs, path, codec, kind):
-                if record.value is None:
-                    state.pop(record.key, None)
-                else:
-                    state[record.key] = record.value
+        state = live_state(url, storage_options, codec, task)
         decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
         width = len(converts)
         items = iter(state.items())
@@ -313,22 +322,12 @@ def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_j
     columns), n)``; out come ``(new partition, (packed bytes, records))`` chunks."""
 
     def run(task: SourceTask) -> Iterator[tuple[int, tuple[bytes, int]]]:
-        import fsspec
-
-        from statekit.formats.records import read_state_file
         from statekit.formats.schema import parse_struct_json
         from statekit.formats.spark_hash import columns_hasher
         from statekit.formats.state_writer import pack_record
         from statekit.formats.unsafe_row import RawValue, make_decoder
 
-        fs, _ = fsspec.core.url_to_fs(url, **storage_options)
-        state: dict[bytes, bytes] = {}
-        for path, kind in task.files:
-            for record in read_state_file(fs, path, codec, kind):
-                if record.value is None:
-                    state.pop(record.key, None)
-                else:
-                    state[record.key] = record.value
+        state = live_state(url, storage_options, codec, task)
         schema = parse_struct_json(key_schema_json)
         decode = make_decoder(schema, as_tuple=True)
         hasher = columns_hasher([f.data_type for f in schema.fields[:partition_columns]])

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from statekit.checkpoint import open_checkpoint
-from statekit.checkpoint.location import resolve
 from statekit.cli.runner import run_cli
 from tests.spark.test_inspect_cli import tree_hash
 
@@ -264,31 +263,12 @@ def test_migration_refusals_start_no_spark(small_queries, tmp_path, capsys):
 def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_path, provider):
     """A crash at every write step of a migration (each file, Spark's rewrite, each snapshot,
     the publish) leaves no target and no staging folder; a rerun completes."""
-    from statekit.jobs.repartition import run_repartition
-    from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.repartition.plan import plan_repartition
-    from statekit.repartition.staging import Staging
+    from tests.spark.test_repartition import assert_crashes_leave_nothing, crash_runner
 
     source = small_queries.get("aggregation", provider).checkpoint
     before = tree_hash(source)
-    ckpt = open_checkpoint(str(source))
     to = "rocksdb" if provider == "hdfs" else "hdfs"
-
-    def attempt(name: str, fail: str | None):
-        target = resolve(str(tmp_path / name))
-        plan = plan_repartition(ckpt, target, 3, to_provider=to, force=True)
-        steps: list[str] = []
-
-        def hook(step):
-            steps.append(step)
-            if step == fail:
-                raise RuntimeError(f"injected crash at {step}")
-        with session_confs(spark, reader_confs(ckpt)):
-            result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url, hook),
-                                     storage_options={}, check=fail in (None, "publish"),
-                                     fail_on=fail)
-        return plan, steps, result
-
+    attempt = crash_runner(spark, open_checkpoint(str(source)), tmp_path, 3, to_provider=to)
     plan, steps, result = attempt("ok", None)
     assert result.verification.ok
     failures = list(steps)
@@ -298,14 +278,8 @@ def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_pa
         assert "spark state rewrite" in steps
         assert any("_statekit_read_view" in s for s in steps)
     assert "publish" in failures and len(failures) > 5
-    for number, step in enumerate(failures):
-        with pytest.raises(Exception, match="injected"):
-            attempt(f"t{number}", step)
-        assert not (tmp_path / f"t{number}").exists(), step
-        assert not list(tmp_path.glob(f".t{number}.statekit-staging")), step
+    assert_crashes_leave_nothing(attempt, failures, tmp_path)
     assert tree_hash(source) == before
-    _, _, again = attempt("t0", None)
-    assert again.verification.ok and (tmp_path / "t0" / "commits").exists()
 
 
 GOLDEN_35 = Path(__file__).resolve().parent.parent / "data" / "golden" / "spark-3.5.9"

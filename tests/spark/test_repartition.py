@@ -166,18 +166,31 @@ def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference
                                                                  tmp_path, provider):
     """A failure at every write step (each file, the Spark job, the publish) leaves no
     target and no staging folder; the source is untouched; a rerun completes."""
+    source = reference_checkpoints.get(provider).checkpoint
+    before = tree_hash(source)
+    attempt = crash_runner(spark, open_checkpoint(str(source)), tmp_path, 2)
+    plan, steps, result = attempt("ok", None)
+    assert result.verification.ok and (tmp_path / "ok" / "commits").exists()
+    failures = steps if provider == "hdfs" else ["spark repartition", steps[0], "publish"]
+    if provider == "hdfs":
+        failures = [*failures, *(f"write state/0/{p}/{plan.state_version}.snapshot"
+                                 for p in range(2))]
+    assert ("publish" in failures and len(failures) > 5) or provider == "rocksdb"
+    assert_crashes_leave_nothing(attempt, failures, tmp_path)
+    assert tree_hash(source) == before
+
+
+def crash_runner(spark, ckpt, tmp_path: Path, partitions: int, **plan_options):
+    """``attempt(name, fail)``: plan and run into ``tmp_path/name``, crashing (the staging
+    hook raises) at write step ``fail`` (None: no crash); returns (plan, steps, result)."""
     from statekit.jobs.repartition import run_repartition
     from statekit.jobs.state_reader import reader_confs, session_confs
     from statekit.repartition.plan import plan_repartition
     from statekit.repartition.staging import Staging
 
-    source = reference_checkpoints.get(provider).checkpoint
-    before = tree_hash(source)
-    ckpt = open_checkpoint(str(source))
-
     def attempt(name: str, fail: str | None):
         target = resolve(str(tmp_path / name))
-        plan = plan_repartition(ckpt, target, 2, force=True)
+        plan = plan_repartition(ckpt, target, partitions, force=True, **plan_options)
         steps: list[str] = []
 
         def hook(step):
@@ -186,23 +199,21 @@ def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference
                 raise RuntimeError(f"injected crash at {step}")
         with session_confs(spark, reader_confs(ckpt)):
             result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url, hook),
-                                     storage_options={}, check=fail is None or
-                                     fail == "publish", fail_on=fail)
+                                     storage_options={}, check=fail in (None, "publish"),
+                                     fail_on=fail)
         return plan, steps, result
 
-    plan, steps, result = attempt("ok", None)
-    assert result.verification.ok and (tmp_path / "ok" / "commits").exists()
-    failures = steps if provider == "hdfs" else ["spark repartition", steps[0], "publish"]
-    if provider == "hdfs":
-        failures = [*failures, *(f"write state/0/{p}/{plan.state_version}.snapshot"
-                                 for p in range(2))]
-    assert ("publish" in failures and len(failures) > 5) or provider == "rocksdb"
+    return attempt
+
+
+def assert_crashes_leave_nothing(attempt, failures: list[str], tmp_path: Path) -> None:
+    """A crash at each of ``failures`` leaves no target and no staging folder; a rerun
+    after them completes."""
     for number, step in enumerate(failures):
         with pytest.raises(Exception, match="injected"):
             attempt(f"t{number}", step)
         assert not (tmp_path / f"t{number}").exists(), step
         assert not list(tmp_path.glob(f".t{number}.statekit-staging")), step
-    assert tree_hash(source) == before
     _, _, again = attempt("t0", None)  # the rerun after a crash completes
     assert again.verification.ok and (tmp_path / "t0" / "commits").exists()
 
