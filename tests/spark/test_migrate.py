@@ -308,3 +308,21 @@ def test_checkpoints_without_operator_metadata(spark, tmp_path, query):
         assert "unknown" not in {m.name for m in written.operators.values()}
         assert all(m.version == 1 for m in written.operators.values())
     assert tree_hash(source) == before
+
+
+def test_reference_pipeline_changelog_checkpoint_migrates_to_hdfs(reference_checkpoints,
+                                                                  tmp_path):
+    """applyInPandasWithState on RocksDB with changelog checkpointing (the reference
+    pipeline) into HDFS snapshots: every user's state moved, placed and verified."""
+    run = reference_checkpoints.get("rocksdb", changelog=True)
+    before = tree_hash(run.checkpoint)
+    result = statekit_json("migrate", str(run.checkpoint), "--to", "hdfs", "--partitions", "3",
+                           "--out", str(tmp_path / "dst"))
+    check = result["verification"]
+    assert check["ok"], check["problems"]
+    assert check["stores"][0]["target_rows"] == run.result.state_keys()
+    written = open_checkpoint(str(tmp_path / "dst"))
+    assert written.offset(written.last_committed_batch).provider == "hdfs"
+    assert {f.kind for i in written.inventory.instances.values() for f in i.files} == \
+        {"snapshot"}
+    assert tree_hash(run.checkpoint) == before
