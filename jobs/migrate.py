@@ -101,7 +101,6 @@ class _PlacingTransform:
         self.replay = replay
         self.placed_by = placed_by
         self.partitions = partitions
-        self.seen: list[tuple[int, str]] = []
         self.error: BaseException | None = None
 
     def apply(self, jdf: Any) -> Any:
@@ -119,7 +118,6 @@ class _PlacingTransform:
         if not found:
             raise JobFailed("cannot tell which state store Spark's rewriter is writing")
         key = (int(found.group(1)), found.group(2))
-        self.seen.append(key)
         placed = self.placed_by.get(key)  # None: transformWithState (Spark's key alone)
         columns = None if placed is None else len(placed)
         original = PyDataFrame(jdf, self.spark)
