@@ -192,9 +192,13 @@ def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
 def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
                          staging: Staging, *, schemas: dict[tuple[int, str], StoreSchema],
                          placed_by: dict[tuple[int, str], list[str]],
-                         storage_options: dict[str, Any]) -> dict[str, list[WrittenPartition]]:
+                         storage_options: dict[str, Any]
+                         ) -> tuple[dict[str, list[WrittenPartition]],
+                                    dict[str, list[list[str]]] | None]:
     """Spark's ``StateRewriter`` writes batch N + 1's RocksDB state into the staging folder
-    (whose ``offsets/N+1`` must already pin RocksDB and the new partition count)."""
+    (whose ``offsets/N+1`` must already pin RocksDB and the new partition count). Returns
+    what was written and, with checkpoint format v2, the ids of the new state files (for
+    ``commits/N+1``)."""
     from pyspark.java_gateway import ensure_callback_server_started
 
     read_from, view = _read_location(ckpt, plan, staging)
@@ -214,31 +218,36 @@ def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartitio
         jvm.scala.Some(transform), none)
     try:
         with session_confs(spark, {CHANGELOG_CONF: str(plan.changelog).lower()}):
-            rewriter.run()
+            ids = rewriter.run()
     except Exception:
         if transform.error is not None:
             raise transform.error from None
         raise
     if view is not None:
         staging.fs.rm(staging.path(view), recursive=True)
-    return written_rocksdb(staging, plan)
+    return written_rocksdb(staging, plan), _unique_ids(jvm, ids)
+
+
+def _unique_ids(jvm: Any, ids: Any) -> dict[str, list[list[str]]] | None:
+    """The rewriter's ``Option[Map[operator id, Array[partition][store] of file id]]`` as
+    the commit log's ``stateUniqueIds`` (``None`` below checkpoint format v2)."""
+    if not ids.isDefined():
+        return None
+    by_operator = jvm.scala.jdk.javaapi.CollectionConverters.asJava(ids.get())
+    return {str(op): [[str(i) for i in stores] for stores in by_operator.get(op)]
+            for op in sorted(by_operator.keySet())}
 
 
 def written_rocksdb(staging: Staging, plan: RepartitionPlan) -> dict[str, list[WrittenPartition]]:
     """Keys and bytes of every staged RocksDB partition at the target's state version."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.checkpoint.state_data import zip_metadata
+    from statekit.jobs.repartition import staged_rocksdb_partition
 
     staged = open_checkpoint(staging.url)
     written: dict[str, list[WrittenPartition]] = {}
     for key, instance in sorted(staged.inventory.instances.items()):
-        files = instance.files_to_load(plan.state_version)
-        metas = zip_metadata(staged, [f for f in files if f.kind == "zip"])
-        names = {s.dfs_name for m in metas.values() for s in m.sst_files}
-        kept = files + instance.ssts_named(names)
-        written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
-            instance.partition, sum(m.num_keys or 0 for m in metas.values()),
-            sum(f.size for f in kept)))
+        partition, _ = staged_rocksdb_partition(staged, instance, plan.state_version)
+        written.setdefault(f"{key[0]}/{key[1]}", []).append(partition)
     return written
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.checkpoint.inventory import StoreInstance
     from statekit.repartition.plan import RepartitionPlan, StorePlan
     from statekit.repartition.staging import Staging
 
@@ -515,32 +516,55 @@ class Verification:
 
 def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: RepartitionPlan,
            key_fields: dict[tuple[int, str], list[str]]) -> Verification:
-    """Compare the target at batch N + 1 with the source at batch N through Spark's readers."""
+    """Compare the target at batch N + 1 with the source at batch N through Spark's readers.
+
+    An HDFS target of a checkpoint-format-v2 source can only be read with the session at
+    format v1, and the source only at v2: the source's rows are then materialized first
+    (``localCheckpoint``), and the target read after the session is switched.
+    """
+    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from statekit.jobs.state_reader import StateTarget, read_metadata, read_state
+    from statekit.jobs.state_reader import (
+        FORMAT_VERSION_CONF,
+        StateTarget,
+        read_metadata,
+        read_state,
+        session_confs,
+    )
 
     n = plan.last_committed
+    as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
+
+    def rows(store: StorePlan, path: str, batch: int) -> DataFrame:
+        return read_state(spark, StateTarget(path, store.operator_id, store.operator_name,
+                                             store.store, batch_id=batch))
+
+    target_confs: dict[str, str] = {}
+    if plan.target_provider == "hdfs" and spark.conf.get(FORMAT_VERSION_CONF, "1") != "1":
+        target_confs[FORMAT_VERSION_CONF] = "1"
+    materialized: dict[StorePlan, DataFrame] = {}
+    if target_confs:
+        materialized = each_store(plan.stores, lambda store: rows(store, source_path, n)
+                                  .select(as_json).localCheckpoint(eager=True))
 
     def check(store: StorePlan) -> StoreCheck:
         if store.operator_id in plan.spark_keyed_operators:
             return _verify_raw(spark, source_path, target_path, plan, store.operator_id,
                                store.store)
-
-        def rows(path: str, batch: int):
-            return read_state(spark, StateTarget(path, store.operator_id, store.operator_name,
-                                                 store.store, batch_id=batch))
-        source, target = rows(source_path, n), rows(target_path, n + 1)
-        as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
-        src, tgt = source.select(as_json), target.select(as_json)
+        src = (materialized[store] if store in materialized
+               else rows(store, source_path, n).select(as_json))
+        target = rows(store, target_path, n + 1)
+        tgt = target.select(as_json)
         expected = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
         misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
         return StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
                           src.exceptAll(tgt).count(), tgt.exceptAll(src).count(), misplaced)
 
-    checks = list(each_store(plan.stores, check).values())
-    metadata = [int(r["numPartitions"]) for r in
-                read_metadata(spark, target_path).select("numPartitions").collect()]
+    with session_confs(spark, target_confs):
+        checks = list(each_store(plan.stores, check).values())
+        metadata = [int(r["numPartitions"]) for r in
+                    read_metadata(spark, target_path).select("numPartitions").collect()]
     return Verification(tuple(checks), tuple(metadata), plan.to_partitions)
 
 
@@ -602,7 +626,6 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     the v1 operator metadata with the new count (Spark updates only v2).
     """
     from statekit.checkpoint import open_checkpoint
-    from statekit.checkpoint.state_data import zip_metadata
     from statekit.repartition.target import files_loading, write_operator_metadata
 
     for file in files_loading(ckpt, plan.last_committed + 1):
@@ -612,22 +635,14 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     spark._streamingCheckpointManager.repartition(spark_url(staging.url), plan.to_partitions,
                                                   True)
     staged = open_checkpoint(staging.url)
-    target_version = plan.state_version
     written: dict[str, list[WrittenPartition]] = {}
     leftover: set[str] = set()  # partition folders ≥ n Spark leaves behind (all their stores)
     for key, instance in sorted(staged.inventory.instances.items()):
         if instance.partition >= plan.to_partitions:
             leftover.add(staged.location.path("state", str(key[0]), str(key[2])))
             continue
-        files = instance.files_to_load(target_version)
-        bases = [f for f in files if f.kind == "zip"]
-        metas = zip_metadata(staged, bases)
-        names = {s.dfs_name for m in metas.values() for s in m.sst_files}
-        kept = files + instance.ssts_named(names)
-        keep = {f.path for f in kept}
-        keys = sum(m.num_keys or 0 for m in metas.values())
-        written.setdefault(f"{key[0]}/{key[1]}", []).append(WrittenPartition(
-            instance.partition, keys, sum(f.size for f in kept)))
+        partition, keep = staged_rocksdb_partition(staged, instance, plan.state_version)
+        written.setdefault(f"{key[0]}/{key[1]}", []).append(partition)
         for file in instance.files:
             if file.path not in keep:
                 staged.fs.rm(file.path)
@@ -639,6 +654,39 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
             staged.fs.rm(folder, recursive=True)
     write_operator_metadata(ckpt, plan, staging, plan.to_partitions)
     return written
+
+
+def wait_for_running_tasks(spark: SparkSession, timeout_s: float = 30.0) -> None:
+    """Wait (bounded) until no task runs on any executor.
+
+    When one task of a write job fails, Spark fails the job at once but kills its other
+    tasks asynchronously: a writer task may still be creating files in the staging folder
+    while the driver removes it, and would leave part of it behind. Removing the folder only
+    after the tasks ended keeps the promise that a failed run leaves nothing.
+    """
+    import time
+
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(info.numRunningTasks() == 0 for info in tracker.getExecutorInfos()):
+            return
+        time.sleep(0.05)
+
+
+def staged_rocksdb_partition(staged: Checkpoint, instance: StoreInstance, version: int
+                             ) -> tuple[WrittenPartition, set[str]]:
+    """Keys (the zips' ``numKeys``) and bytes of one staged RocksDB partition at
+    ``version``, and the paths of every file loading that version needs."""
+    from statekit.checkpoint.state_data import zip_metadata
+
+    files = instance.files_to_load(version)
+    metas = zip_metadata(staged, [f for f in files if f.kind == "zip"])
+    kept = files + instance.ssts_named({s.dfs_name for m in metas.values()
+                                        for s in m.sst_files})
+    return (WrittenPartition(instance.partition, sum(m.num_keys or 0 for m in metas.values()),
+                             sum(f.size for f in kept)),
+            {f.path for f in kept})
 
 
 def each_store(stores: Iterable[T], work: Callable[[T], R]) -> dict[T, R]:
@@ -691,6 +739,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
         if rewriter:
             from statekit.jobs.migrate import rewrite_into_rocksdb, write_hdfs_from_rocksdb
 
+            unique_ids: dict[str, list[list[str]]] | None = None  # HDFS: format v1
             if plan.target_provider == "hdfs":
                 written = write_hdfs_from_rocksdb(spark, ckpt, plan, staging,
                                                   placed_by=placed_by,
@@ -699,10 +748,10 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
             else:
                 progress(f"Spark's state rewriter: {plan.provider} → RocksDB files "
                          f"({plan.from_partitions} → {plan.to_partitions} partitions)")
-                written = rewrite_into_rocksdb(spark, ckpt, plan, staging, schemas=schemas,
-                                               placed_by=placed_by,
-                                               storage_options=storage_options)
-            name, data = commit_entry(ckpt, plan)
+                written, unique_ids = rewrite_into_rocksdb(
+                    spark, ckpt, plan, staging, schemas=schemas, placed_by=placed_by,
+                    storage_options=storage_options)
+            name, data = commit_entry(ckpt, plan, unique_ids)
             staging.write(name, data)
         elif plan.provider == "hdfs":
             def bucket(store: StorePlan) -> list[WrittenPartition]:
@@ -747,6 +796,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
         progress("publishing")
         staging.publish(last=name)
     except BaseException as error:
+        wait_for_running_tasks(spark)
         staging.abort()
         if is_spark_error(error):
             from statekit.jobs.errors import spark_failure

@@ -9,7 +9,9 @@ fed are kept so tests can check the state against them.
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -52,10 +54,15 @@ def make_rows(seed: int = 5) -> list[list[dict]]:
 
 
 def _write_input(folder: Path, files: list[list[dict]]) -> None:
+    """``part-000.json``… with modification times a second apart (an hour ago): Spark's file
+    source takes files in modification-time order, and files written within one clock tick
+    would come in listing order instead, which varies, and so would watermarks and state."""
     folder.mkdir(parents=True, exist_ok=True)
+    start = time.time() - 3600
     for index, rows in enumerate(files):
-        (folder / f"part-{index:03d}.json").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
+        path = folder / f"part-{index:03d}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (start + index, start + index))
 
 
 def provider_confs(provider: str, codec: str, min_deltas: int = 2) -> dict[str, str]:
@@ -138,9 +145,12 @@ def build(spark, root: Path, name: str, provider: str = "hdfs",
     return SmallQuery(name, base / "checkpoint", [r for rows in files for r in rows], confs)
 
 
-def _counters_processor():
+def _counters_processor(ttl_ms: int | None = None):
     """A transformWithStateInPandas processor with a value, a list and a map state variable,
-    and one event-time timer per key at (its latest event time + 1 day).
+    and one event-time timer per key at (its latest event time + 1 day). With ``ttl_ms`` (which
+    Spark allows only in processing-time mode) it registers no timers and keeps a
+    ``first_seen`` value state with that TTL (Spark adds a TTL index column family), written
+    once per key so a restart's wall clock does not change the rows already in state.
 
     Defined here (not at module level) so importing this module never needs pyspark, and
     pickled by value so Python workers do not have to import the tests package.
@@ -154,6 +164,8 @@ def _counters_processor():
             self.count = handle.getValueState("count", "n long")
             self.values = handle.getListState("values", "v long")
             self.buckets = handle.getMapState("buckets", "b int", "n long")
+            self.first_seen = (handle.getValueState("first_seen", "ts_ms long", ttl_ms)
+                               if ttl_ms else None)
 
         def handleInputRows(self, key, rows, timerValues):
             n = self.count.get()[0] if self.count.exists() else 0
@@ -167,6 +179,11 @@ def _counters_processor():
                     old = self.buckets.getValue((int(b),))[0] if seen else 0
                     self.buckets.updateValue((int(b),), (old + 1,))
             self.count.update((n,))
+            if self.first_seen is not None and not self.first_seen.exists():
+                self.first_seen.update((latest,))
+            if self.first_seen is not None:  # processing-time mode: no timers
+                yield pd.DataFrame({"key": [key[0]], "n": [n]})
+                return
             # one timer per key, at (latest event time seen for it + 1 day); files may be
             # processed in any order, so the timer only ever moves forward
             existing = list(self.handle.listTimers())

@@ -270,15 +270,6 @@ def test_streaming_aggregation_repartitioned_restarts_identically(spark, tmp_pat
     assert got == expected and len(expected) > 10
 
 
-@pytest.mark.parametrize(("name", "provider"), [("dedup", "hdfs"), ("dedup-within-watermark",
-                                                                    "rocksdb")])
-def test_dedup_operators_repartition_verified(small_queries, tmp_path, name, provider):
-    query = small_queries.get(name, provider)
-    result = repartition(query.checkpoint, tmp_path / "dst", 3)
-    check = result["verification"]
-    assert check["ok"] and check["stores"][0]["target_rows"] > 0
-
-
 @pytest.mark.parametrize("variant", [None, "format-v2"])
 def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints, tmp_path,
                                                            variant):
@@ -292,27 +283,6 @@ def test_rocksdb_changelog_checkpoint_repartition_verified(reference_checkpoints
     assert tree_hash(run.checkpoint) == before
     target = open_checkpoint(str(tmp_path / "dst"))
     assert target.last_committed_batch == result["plan"]["repartition_batch"]
-    assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
-
-
-@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
-@pytest.mark.parametrize("name", ["session-window", "join"])
-def test_prefix_keyed_operators_repartition_verified(small_queries, tmp_path, name, provider):
-    """Session windows (key + sessionStartTime) and all four stores of a stream-stream join
-    (join key, join key + index) are placed by the grouping/join key alone: the target holds
-    the same rows, each in ``pmod(hash(grouping key), n)``; the source is not touched."""
-    query = small_queries.get(name, provider)
-    before = tree_hash(query.checkpoint)
-    result = repartition(query.checkpoint, tmp_path / "dst", 3)
-    check = result["verification"]
-    assert check["ok"], check["problems"]
-    stores = {s["store"]: s for s in check["stores"]}
-    expected = ({"left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
-                 "right-keyWithIndexToValue"} if name == "join" else {"default"})
-    assert set(stores) == expected
-    assert all(s["target_rows"] == s["source_rows"] > 0 for s in stores.values())
-    assert tree_hash(query.checkpoint) == before
-    target = open_checkpoint(str(tmp_path / "dst"))
     assert sorted({i.partition for i in target.inventory.instances.values()}) == [0, 1, 2]
 
 

@@ -333,3 +333,25 @@ def test_schema_paths_are_retargeted_to_the_new_checkpoint(tmp_path):
         f"file:{tmp_path / 'dst'}/state/0/_stateSchema/default/0_abc"]
     assert moved["numPartitions"] == 8
     assert v2.read_text() == "v2\n" + json.dumps(body)  # the source is untouched
+
+
+def test_commit_of_the_new_batch_names_the_new_state_files(tmp_path):
+    """Checkpoint format v2 commits name the state files they committed: the target's
+    ``commits/N+1`` carries the ids of the files written for it, or none at all (a v1
+    commit) for a format-v1 target such as HDFS; a v1 commit is copied byte for byte."""
+    from statekit.repartition.target import commit_entry
+
+    ckpt = source(tmp_path)
+    p = plan(ckpt, tmp_path, 3)
+    v1 = (tmp_path / "src" / "commits" / "5").read_bytes()
+    assert commit_entry(ckpt, p) == ("commits/6", v1)
+    (tmp_path / "src" / "commits" / "5").write_text(
+        'v2\n{"nextBatchWatermarkMs":7,"stateUniqueIds":{"0":[["a"],["b"],["c"],["d"]]}}')
+    ckpt = open_checkpoint(str(tmp_path / "src"))
+    new_ids = {"0": [["x"], ["y"], ["z"]]}
+    name, data = commit_entry(ckpt, p, new_ids)
+    header, body = data.decode().split("\n")
+    assert (name, header, json.loads(body)) == (
+        "commits/6", "v2", {"nextBatchWatermarkMs": 7, "stateUniqueIds": new_ids})
+    header, body = commit_entry(ckpt, p)[1].decode().split("\n")
+    assert (header, json.loads(body)) == ("v1", {"nextBatchWatermarkMs": 7})

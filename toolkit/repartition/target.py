@@ -132,10 +132,27 @@ def derived_operator_metadata(ckpt: Checkpoint, partitions: int) -> dict[str, by
     return out
 
 
-def commit_entry(ckpt: Checkpoint, plan: RepartitionPlan) -> tuple[str, bytes]:
-    """``commits/N+1``: N's commit (the same watermark for the next batch). Written last."""
+def commit_entry(ckpt: Checkpoint, plan: RepartitionPlan,
+                 unique_ids: dict[str, list[list[str]]] | None = None) -> tuple[str, bytes]:
+    """``commits/N+1``: N's commit (the same watermark for the next batch). Written last.
+
+    With checkpoint format v2 a commit also names the state files it committed
+    (``stateUniqueIds``: operator → partition → store → id). N's ids name the source's
+    files, so they are replaced by ``unique_ids``, the ids of the files written for N + 1;
+    without them (an HDFS target, which is format v1) the entry is a v1 commit.
+    """
     n = plan.last_committed
-    return f"commits/{n + 1}", ckpt.read_bytes(ckpt.location.path("commits", str(n)))
+    path = ckpt.location.path("commits", str(n))
+    data = ckpt.read_bytes(path)
+    lines = _lines(data, ckpt.display(path))
+    entry = loads_json(lines[1]) if len(lines) > 1 else None  # parsed when opened
+    if not isinstance(entry, dict) or ("stateUniqueIds" not in entry and unique_ids is None):
+        return f"commits/{n + 1}", data  # v1: byte for byte
+    entry.pop("stateUniqueIds", None)
+    if unique_ids is not None:
+        entry["stateUniqueIds"] = unique_ids
+    header = "v2" if unique_ids is not None else "v1"
+    return f"commits/{n + 1}", f"{header}\n{json.dumps(entry, separators=(',', ':'))}".encode()
 
 
 def write_read_view(ckpt: Checkpoint, plan: RepartitionPlan, staging: Staging, *,
