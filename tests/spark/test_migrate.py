@@ -345,15 +345,18 @@ def test_migration_refusals_start_no_spark(small_queries, tmp_path, capsys):
         assert not (tmp_path / "dst").exists()
 
 
-@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
-def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_path, provider):
-    """A crash at every write step of a migration (each file, Spark's rewrite, each snapshot,
-    the publish) leaves no target and no staging folder; a rerun completes."""
+@pytest.mark.parametrize(("name", "provider", "to"), [("aggregation", "hdfs", "rocksdb"),
+                                                     ("aggregation", "rocksdb", "hdfs"),
+                                                     ("tws", "rocksdb", None)])
+def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_path, name,
+                                                    provider, to):
+    """A crash at every write step of a migration, or of transformWithState's repartition
+    (each file, Spark's rewrite, each snapshot, the retargeted schema paths, the publish)
+    leaves no target and no staging folder; a rerun completes."""
     from tests.spark.test_repartition import assert_crashes_leave_nothing, crash_runner
 
-    source = small_queries.get("aggregation", provider).checkpoint
+    source = small_queries.get(name, provider).checkpoint
     before = tree_hash(source)
-    to = "rocksdb" if provider == "hdfs" else "hdfs"
     attempt = crash_runner(spark, open_checkpoint(str(source)), tmp_path, 3, to_provider=to)
     plan, steps, result = attempt("ok", None)
     assert result.verification.ok
@@ -362,7 +365,10 @@ def test_migration_fault_injection_leaves_no_target(spark, small_queries, tmp_pa
         failures += [f"write state/0/{p}/{plan.state_version}.snapshot" for p in range(3)]
     else:
         assert "spark state rewrite" in steps
+    if to == "rocksdb":  # Spark's reader is planned on a view of the HDFS source's schemas
         assert any("_statekit_read_view" in s for s in steps)
+    if name == "tws":  # the v2 operator metadata, pointed at the target's schema files
+        assert any("_metadata/v2/" in s and s.endswith("#2") for s in steps), steps
     assert "publish" in failures and len(failures) > 5
     assert_crashes_leave_nothing(attempt, failures, tmp_path)
     assert tree_hash(source) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,7 +183,8 @@ def test_fault_injection_leaves_no_target_and_a_rerun_completes(spark, reference
 
 def crash_runner(spark, ckpt, tmp_path: Path, partitions: int, **plan_options):
     """``attempt(name, fail)``: plan and run into ``tmp_path/name``, crashing (the staging
-    hook raises) at write step ``fail`` (None: no crash); returns (plan, steps, result)."""
+    hook raises) at write step ``fail`` (``"<step>#2"``: its second occurrence; None: no
+    crash); returns (plan, steps, result), each repeated step named with its occurrence."""
     from statekit.jobs.repartition import run_repartition
     from statekit.jobs.state_reader import reader_confs, session_confs
     from statekit.repartition.plan import plan_repartition
@@ -192,11 +194,13 @@ def crash_runner(spark, ckpt, tmp_path: Path, partitions: int, **plan_options):
         target = resolve(str(tmp_path / name))
         plan = plan_repartition(ckpt, target, partitions, force=True, **plan_options)
         steps: list[str] = []
+        seen: Counter = Counter()
 
         def hook(step):
-            steps.append(step)
-            if step == fail:
-                raise RuntimeError(f"injected crash at {step}")
+            seen[step] += 1
+            steps.append(step if seen[step] == 1 else f"{step}#{seen[step]}")
+            if steps[-1] == fail:
+                raise RuntimeError(f"injected crash at {steps[-1]}")
         with session_confs(spark, reader_confs(ckpt)):
             result = run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url, hook),
                                      storage_options={}, check=fail in (None, "publish"),
