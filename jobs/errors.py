@@ -51,6 +51,6 @@ def spark_failure(what: str, exc: BaseException, ckpt: Checkpoint) -> StatekitEr
     translated = translate(what, exc)
     if isinstance(translated, StateLoadFailed):
         return name_damaged_file(ckpt, translated)
-    if isinstance(translated, StatekitError) and not isinstance(translated, JobFailed):
-        return translated
+    if isinstance(translated, StatekitError):
+        return translated  # JobFailed with Spark's most telling line
     return job_failed(what, exc)

@@ -219,8 +219,9 @@ def _spark_error_line(error: BaseException) -> str:
 
     text = str(error)
     found = re.search(r"\[[A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*\][^\n]*", text)
-    if not found:
-        return first_line(error)
+    if not found:  # no error class: the JVM exception's own line, not Py4J's "calling o164"
+        java = re.search(r"^: ?([\w.$]+(?:Exception|Error)\b[^\n]*)", text, re.M)
+        return " ".join(java[1].split()) if java else first_line(error)
     line = " ".join(found[0].split())
     causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
     return f"{line} (cause: {causes[-1].strip()})" if causes else line

@@ -33,6 +33,8 @@ COMMANDS = {
                     "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
     "migrate": ("statekit.cli.repartition_cmd:migrate_command",
                 "Move state to another provider (HDFS ↔ RocksDB) in a NEW checkpoint."),
+    "rollback": ("statekit.cli.rollback_cmd:rollback_command",
+                 "Roll back to an earlier committed batch in a NEW checkpoint (--list)."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

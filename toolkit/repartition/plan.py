@@ -175,7 +175,7 @@ def check_operators(ckpt: Checkpoint, target_provider: str = "rocksdb") -> None:
                                     path=ckpt.location.url)
 
 
-def _looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
+def looks_live(ckpt: Checkpoint, now_ms: float) -> str | None:
     """Why the query looks like it is running (a recent batch), or None."""
     batches = ckpt.planned_batches[-12:]
     readable = ckpt.ledger.offsets
@@ -248,7 +248,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
             f"re-reads their input; an exactly-once sink that already wrote them (e.g. a file "
             f"sink's _spark_metadata/{pending[0]}) would get that output twice")
     if not force:
-        live = _looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
+        live = looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
         if live:
             raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
                                   path=url)
@@ -264,18 +264,23 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
     check_operators(ckpt, to_provider or provider)
     partition_fields(ckpt)  # refuses a store whose key lacks the shape its placement needs
-    if not target_is_empty(target):
-        raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
-                              path=target.url)
-    if target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
-            target.root.startswith(ckpt.location.root.rstrip("/") + "/"):
-        raise UnsafeOperation("is inside the source checkpoint", path=target.url)
+    check_new_target(ckpt, target)
     return RepartitionPlan(url, target.url, provider, codec, current, partitions, committed,
                            _store_plans(ckpt, committed + 1), _copied_logs(ckpt, committed),
                            tuple(notes), to_provider=to_provider, changelog=changelog,
                            spark_keyed_operators=tuple(
                                op for op, m in sorted(ckpt.operators.items())
                                if m.name in SPARK_KEYED_OPERATORS))
+
+
+def check_new_target(ckpt: Checkpoint, target: Location) -> None:
+    """Refuse a target that exists with content or lies inside the source checkpoint."""
+    if not target_is_empty(target):
+        raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
+                              path=target.url)
+    if target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
+            target.root.startswith(ckpt.location.root.rstrip("/") + "/"):
+        raise UnsafeOperation("is inside the source checkpoint", path=target.url)
 
 
 def _check_migration(url: str, provider: str, to_provider: str, partitions: int,

@@ -1,0 +1,127 @@
+"""Run a rollback: copy into staging, prove the state equal through Spark, publish.
+
+The copy itself is pure Python (:func:`statekit.repartition.rollback.write_rollback`). The
+proof is Spark's: the ``statestore`` reader (transformWithState: its raw rows of every column
+family) must find the same rows at batch B in the target as in the source, per operator and
+store, before anything is published. Without Spark (``check=False``) the copy is still
+staged and published only when complete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from statekit.errors import JobFailed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.repartition.rollback import RollbackPlan
+    from statekit.repartition.staging import Staging
+
+
+@dataclass(frozen=True)
+class StoreEquality:
+    operator_id: int
+    store: str
+    source_rows: int
+    target_rows: int
+    missing: int
+    extra: int
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.extra == 0 and self.source_rows == self.target_rows
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    plan: RollbackPlan
+    checks: tuple[StoreEquality, ...] | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan.to_dict(), "seconds": round(self.seconds, 3),
+                "verification": None if self.checks is None else
+                {"ok": all(c.ok for c in self.checks),
+                 "stores": [asdict(c) for c in self.checks]}}
+
+
+def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPlan,
+                 staging: Staging, *, progress: Callable[[str], None] = lambda _m: None
+                 ) -> RollbackResult:
+    """Stage, verify (when ``spark`` is given) and publish the rollback ``plan``; on any
+    failure the staging folder is removed and nothing is published."""
+    from statekit.jobs.state_reader import spark_url
+    from statekit.repartition.rollback import write_rollback
+    from statekit.repartition.target import retarget_schema_paths
+
+    started = time.perf_counter()
+    staging.prepare()
+    try:
+        progress(f"copying {len(plan.copied)} files")
+        last = write_rollback(ckpt, plan, staging)
+        checks = None
+        if spark is not None:
+            progress("verifying through Spark's state readers")
+            checks = same_state(spark, ckpt, spark_url(staging.url), plan.batch)
+            bad = [c for c in checks if not c.ok]
+            if bad:
+                raise JobFailed("verification failed, nothing published: " + "; ".join(
+                    f"operator {c.operator_id} store {c.store}: {c.missing} rows missing, "
+                    f"{c.extra} extra" for c in bad), path=plan.target)
+        target_url = spark_url(plan.target)
+        retarget_schema_paths(ckpt, staging, f"file:{target_url}"
+                              if target_url.startswith("/") else target_url)
+        progress("publishing")
+        staging.publish(last=last)
+    except BaseException as error:
+        staging.abort()
+        from statekit.jobs.repartition import is_spark_error
+
+        if spark is not None and is_spark_error(error):
+            from statekit.jobs.errors import spark_failure
+
+            raise spark_failure("rollback", error, ckpt) from error
+        raise
+    return RollbackResult(plan, checks, time.perf_counter() - started)
+
+
+def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: int
+               ) -> tuple[StoreEquality, ...]:
+    """Every store's rows at ``batch``, source against target, as multisets."""
+    from pyspark.sql import functions as F
+
+    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.state_reader import (
+        StateTarget,
+        read_state,
+        reader_confs,
+        session_confs,
+        spark_path,
+    )
+    from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
+
+    source_path = spark_path(ckpt)
+
+    def rows(path: str, op_id: int, name: str, store: str) -> DataFrame:
+        if name in SPARK_KEYED_OPERATORS:  # every column family, timers included
+            return read_raw_rows(spark, path, batch, op_id, store).select(
+                "column_family_name", "key_bytes", "value_bytes")
+        frame = read_state(spark, StateTarget(path, op_id, name, store, batch_id=batch))
+        return frame.select(F.to_json(F.struct("key", "value")).alias("row"))
+
+    out = []
+    with session_confs(spark, reader_confs(ckpt)):
+        for op_id, meta in sorted(ckpt.operators.items()):
+            for store in ckpt.inventory.stores(op_id):
+                src = rows(source_path, op_id, meta.name, store)
+                tgt = rows(target_path, op_id, meta.name, store)
+                out.append(StoreEquality(op_id, store, src.count(), tgt.count(),
+                                         src.exceptAll(tgt).count(),
+                                         tgt.exceptAll(src).count()))
+    return tuple(out)

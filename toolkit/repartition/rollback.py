@@ -1,0 +1,186 @@
+"""Roll a checkpoint back to an earlier committed batch — into a new checkpoint.
+
+Spark restarts a query from its last committed batch N: it loads state version N + 1 and
+plans batch N + 1 from the offsets of N. A checkpoint whose logs end at an earlier batch B
+(offsets, commits and source logs up to B) and whose state files rebuild version B + 1 makes
+the unchanged query reprocess every batch after B, as Kafka Streams' reset tool does for
+its applications. Nothing is rewritten: the target is a *subset* of the source's files
+(logs up to B, the schema and operator metadata, the state files that load B + 1), copied
+through the staging folder of :mod:`statekit.repartition.staging` and published with
+``commits/B`` last.
+
+Which batches are possible depends on what the source still holds: Spark purges state
+files older than ``minBatchesToRetain`` versions, and the file source compacts its log (its
+entries before a compaction may be gone). :func:`rollback_choices` says, per committed
+batch, whether it is possible and why not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.location import Location
+from statekit.errors import BadInput, UnsafeOperation, UnsupportedFormat
+from statekit.repartition.staging import Staging
+
+_SOURCE_ENTRY = re.compile(r"^sources/[^/]+/(\d+)(\.compact)?$")
+
+
+@dataclass(frozen=True)
+class RollbackChoice:
+    """Whether the query can restart from committed batch ``batch``, and why not."""
+
+    batch: int
+    possible: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    source: str
+    target: str
+    batch: int
+    """The target's last committed batch B (the query reprocesses B + 1 onwards)."""
+    last_committed: int
+    """The source's last committed batch."""
+    copied: tuple[str, ...]
+    """Relative paths copied byte for byte; ``commits/B`` is published last."""
+    state_bytes: int
+    dropped_batches: tuple[int, ...]
+    """Batches the source planned after B: the query runs them again."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["copied"] = len(self.copied)
+        return out
+
+
+def rollback_choices(ckpt: Checkpoint) -> list[RollbackChoice]:
+    """Every committed batch, newest first, with whether a rollback to it is possible."""
+    return [_choice(ckpt, b) for b in sorted(ckpt.committed_batches, reverse=True)]
+
+
+def _choice(ckpt: Checkpoint, batch: int) -> RollbackChoice:
+    if batch not in ckpt.planned_batches:
+        return RollbackChoice(batch, False, f"offsets/{batch} is missing")
+    for instance in ckpt.inventory.instances.values():
+        if not instance.files_to_load(batch + 1):
+            return RollbackChoice(batch, False, (
+                f"state version {batch + 1} of operator {instance.operator_id} store "
+                f"{instance.store} partition {instance.partition} cannot be rebuilt from the "
+                "retained files (purged, see minBatchesToRetain)"))
+    lost = _compacted_away(ckpt, batch)
+    if lost:
+        return RollbackChoice(batch, False, lost)
+    return RollbackChoice(batch, True)
+
+
+def _source_entries(ckpt: Checkpoint) -> dict[str, dict[int, str]]:
+    """``{source folder: {batch: relative path}}`` of every source log entry."""
+    rel = ckpt.location.relative
+    try:
+        found = ckpt.fs.find(ckpt.location.path("sources"), detail=False)
+    except FileNotFoundError:
+        found = []
+    out: dict[str, dict[int, str]] = {}
+    for path in sorted(found):
+        relative = rel(path)
+        match = _SOURCE_ENTRY.match(relative)
+        if match:
+            out.setdefault(relative.rsplit("/", 1)[0], {})[int(match.group(1))] = relative
+    return out
+
+
+def _compacted_away(ckpt: Checkpoint, batch: int) -> str:
+    """Why the file source log cannot be cut at ``batch`` ("" when it can): a compaction
+    after ``batch`` lists entries of batches ≤ ``batch`` whose own files are gone."""
+    for folder, entries in _source_entries(ckpt).items():
+        later = [b for b, p in entries.items() if b > batch and p.endswith(".compact")]
+        if not later:
+            continue
+        compact = entries[min(later)]
+        path = ckpt.location.path(compact)
+        needed = set()
+        for line in ckpt.read_bytes(path).decode("utf-8", "replace").split("\n")[1:]:
+            try:
+                entry_batch = json.loads(line).get("batchId")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(entry_batch, int) and entry_batch <= batch:
+                needed.add(entry_batch)
+        newest_kept = max((b for b, p in entries.items() if b <= batch and
+                           p.endswith(".compact")), default=-1)
+        missing = sorted(b for b in needed if b > newest_kept and b not in entries)
+        if missing:
+            return (f"{folder}: the file source log was compacted at batch {min(later)} and "
+                    f"its entries for batch(es) {', '.join(map(str, missing[:5]))} are gone")
+    return ""
+
+
+def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
+                  force: bool = False, now_ms: float | None = None) -> RollbackPlan:
+    """The plan to roll ``ckpt`` back to committed batch ``batch`` in ``target``.
+
+    Raises
+    ------
+    BadInput
+        ``batch`` is not committed, or its state or source log is no longer complete.
+    UnsupportedFormat
+        Checkpoint format v2 (state file names carry ids the commit log must match).
+    UnsafeOperation
+        The query looks live, or the target is not a new, empty folder outside the source.
+    """
+    import time
+
+    from statekit.repartition.plan import check_new_target, looks_live
+    from statekit.repartition.target import files_loading
+
+    url = ckpt.location.url
+    committed = sorted(ckpt.committed_batches)
+    if batch not in committed:
+        shown = f"{committed[0]}…{committed[-1]}" if committed else "none"
+        raise BadInput(f"batch {batch} is not committed (committed batches: {shown})",
+                       path=url)
+    if any(f.unique_id for f in ckpt.inventory.all_files()):
+        raise UnsupportedFormat("rollback of checkpoint format v2 (state files named "
+                                "<version>_<id>) is not supported yet", path=url)
+    choice = _choice(ckpt, batch)
+    if not choice.possible:
+        raise BadInput(f"cannot roll back to batch {batch}: {choice.reason} "
+                       "(`statekit rollback --list` shows the possible batches)", path=url)
+    if not force:
+        live = looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
+        if live:
+            raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
+                                  path=url)
+    check_new_target(ckpt, target)
+    state = files_loading(ckpt, batch + 1)
+    rel = ckpt.location.relative
+    copied = ["metadata"]
+    copied += [f"offsets/{b}" for b in sorted(ckpt.planned_batches) if b <= batch]
+    copied += [f"commits/{b}" for b in committed if b < batch]
+    for entries in _source_entries(ckpt).values():
+        copied += [p for b, p in sorted(entries.items()) if b <= batch]
+    for kind in ("schema", "schema-v3", "operator-metadata", "operator-metadata-v2"):
+        copied += sorted(rel(m.path) for m in ckpt.inventory.meta(kind))
+    copied += [rel(f.path) for f in state]
+    copied.append(f"commits/{batch}")
+    last = max(ckpt.planned_batches)
+    return RollbackPlan(url, target.url, batch, committed[-1],
+                        tuple(dict.fromkeys(copied)), sum(f.size for f in state),
+                        tuple(range(batch + 1, last + 1)))
+
+
+def write_rollback(ckpt: Checkpoint, plan: RollbackPlan, staging: Staging) -> str:
+    """Copy the plan's files into ``staging``; returns the relative path of ``commits/B``,
+    which :meth:`Staging.publish` moves last. transformWithState's v2 operator metadata
+    still names the source's schema files (what a verification in the staging folder
+    reads): :func:`statekit.repartition.target.retarget_schema_paths` must point it at the
+    target's own just before publishing."""
+    for relative in plan.copied:
+        staging.write_chunks(relative, ckpt.read_chunks(ckpt.location.path(relative)))
+    return f"commits/{plan.batch}"
