@@ -656,6 +656,15 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     return written
 
 
+def point_schemas_at_target(ckpt: Checkpoint, staging: Staging, target: str) -> None:
+    """The staged v2 operator metadata's schema paths → the target's own schema files, named
+    as Spark will open them (``file:`` URLs for local paths); just before publishing."""
+    from statekit.repartition.target import retarget_schema_paths
+
+    url = spark_url(target)
+    retarget_schema_paths(ckpt, staging, f"file:{url}" if url.startswith("/") else url)
+
+
 def wait_for_running_tasks(spark: SparkSession, timeout_s: float = 30.0) -> None:
     """Wait (bounded) until no task runs on any executor.
 
@@ -788,11 +797,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
                 raise JobFailed("verification failed, nothing published: "
                                 + "; ".join(verification.problems()), path=plan.target)
         if plan.spark_keyed_operators:
-            from statekit.repartition.target import retarget_schema_paths
-
-            target_url = spark_url(plan.target)
-            retarget_schema_paths(ckpt, staging, f"file:{target_url}"
-                                  if target_url.startswith("/") else target_url)
+            point_schemas_at_target(ckpt, staging, plan.target)
         progress("publishing")
         staging.publish(last=name)
     except BaseException as error:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from statekit.errors import JobFailed
+from statekit.jobs.repartition import StoreCheck, point_schemas_at_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,23 +26,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class StoreEquality:
-    operator_id: int
-    store: str
-    source_rows: int
-    target_rows: int
-    missing: int
-    extra: int
-
-    @property
-    def ok(self) -> bool:
-        return self.missing == 0 and self.extra == 0 and self.source_rows == self.target_rows
-
-
-@dataclass(frozen=True)
 class RollbackResult:
     plan: RollbackPlan
-    checks: tuple[StoreEquality, ...] | None
+    checks: tuple[StoreCheck, ...] | None
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,7 +45,6 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
     failure the staging folder is removed and nothing is published."""
     from statekit.jobs.state_reader import spark_url
     from statekit.repartition.rollback import write_rollback
-    from statekit.repartition.target import retarget_schema_paths
 
     started = time.perf_counter()
     staging.prepare()
@@ -74,9 +60,7 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
                 raise JobFailed("verification failed, nothing published: " + "; ".join(
                     f"operator {c.operator_id} store {c.store}: {c.missing} rows missing, "
                     f"{c.extra} extra" for c in bad), path=plan.target)
-        target_url = spark_url(plan.target)
-        retarget_schema_paths(ckpt, staging, f"file:{target_url}"
-                              if target_url.startswith("/") else target_url)
+        point_schemas_at_target(ckpt, staging, plan.target)
         progress("publishing")
         staging.publish(last=last)
     except BaseException as error:
@@ -92,7 +76,7 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
 
 
 def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: int
-               ) -> tuple[StoreEquality, ...]:
+               ) -> tuple[StoreCheck, ...]:
     """Every store's rows at ``batch``, source against target, as multisets."""
     from pyspark.sql import functions as F
 
@@ -121,7 +105,7 @@ def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: i
             for store in ckpt.inventory.stores(op_id):
                 src = rows(source_path, op_id, meta.name, store)
                 tgt = rows(target_path, op_id, meta.name, store)
-                out.append(StoreEquality(op_id, store, src.count(), tgt.count(),
-                                         src.exceptAll(tgt).count(),
-                                         tgt.exceptAll(src).count()))
+                out.append(StoreCheck(op_id, store, src.count(), tgt.count(),
+                                      src.exceptAll(tgt).count(),
+                                      tgt.exceptAll(src).count(), misplaced=0))
     return tuple(out)

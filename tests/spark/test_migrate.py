@@ -121,15 +121,17 @@ def _count_until_quiet():
     return count
 
 
-def run_to_end(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict) -> list:
-    """Run query ``name`` on ``checkpoint`` to the end of its input; its output rows, sorted."""
+def run_by_batch(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict
+                 ) -> dict[int, list]:
+    """Run query ``name`` on ``checkpoint`` to the end of its input; its output rows (sorted)
+    per batch id."""
     from statekit.jobs.state_reader import session_confs
     from tests.conftest import quiesce
 
-    emitted: list[tuple] = []
+    emitted: dict[int, list] = {}
 
-    def collect(batch_df, _batch_id):
-        emitted.extend(tuple(str(v) for v in r) for r in batch_df.collect())
+    def collect(batch_df, batch_id):
+        emitted[batch_id] = sorted(tuple(str(v) for v in r) for r in batch_df.collect())
 
     df, mode = _query(spark, name, input_dir)
     with session_confs(spark, confs):
@@ -138,7 +140,13 @@ def run_to_end(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
     quiesce(spark, str(checkpoint))
-    return sorted(emitted)
+    return emitted
+
+
+def run_to_end(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict) -> list:
+    """Run query ``name`` on ``checkpoint`` to the end of its input; its output rows, sorted."""
+    by_batch = run_by_batch(spark, name, input_dir, checkpoint, confs)
+    return sorted(row for rows in by_batch.values() for row in rows)
 
 
 def final_state(spark, checkpoint: Path) -> Counter:

@@ -8,36 +8,19 @@ never written.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from statekit.cli.runner import run_cli
 from tests.spark.test_inspect_cli import tree_hash
-from tests.spark.test_migrate import _cli, _query, final_state, source_confs, statekit_json
+from tests.spark.test_migrate import (
+    _cli,
+    final_state,
+    run_by_batch,
+    source_confs,
+    statekit_json,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def run_by_batch(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict
-                 ) -> dict[int, list]:
-    """Run query ``name`` to the end of its input; its output rows per batch id."""
-    from statekit.jobs.state_reader import session_confs
-    from tests.conftest import quiesce
-
-    emitted: dict[int, list] = {}
-
-    def collect(batch_df, batch_id):
-        emitted[batch_id] = sorted(tuple(str(v) for v in r) for r in batch_df.collect())
-
-    df, mode = _query(spark, name, input_dir)
-    with session_confs(spark, confs):
-        query = (df.writeStream.outputMode(mode).foreachBatch(collect)
-                 .option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-    quiesce(spark, str(checkpoint))
-    return emitted
 
 
 @pytest.mark.parametrize(("name", "provider"), [("aggregation", "hdfs"),
