@@ -327,18 +327,22 @@ def _store_plans(ckpt: Checkpoint, version: int) -> tuple[StorePlan, ...]:
     return tuple(plans)
 
 
+def source_log_files(ckpt: Checkpoint) -> list[str]:
+    """Every file under ``sources/`` (the sources' own logs), relative, sorted."""
+    try:
+        found = ckpt.fs.find(ckpt.location.path("sources"), detail=False)
+    except FileNotFoundError:
+        found = []
+    return sorted(ckpt.location.relative(p) for p in found)
+
+
 def _copied_logs(ckpt: Checkpoint, committed: int) -> tuple[str, ...]:
     """Relative paths copied verbatim: metadata, logs up to N, sources/, schema files."""
     rel = ckpt.location.relative
     paths = ["metadata"]
     paths += [f"offsets/{b}" for b in ckpt.planned_batches if b <= committed]
     paths += [f"commits/{b}" for b in ckpt.committed_batches if b <= committed]
-    sources = ckpt.location.path("sources")
-    try:
-        found = ckpt.fs.find(sources, detail=False)
-    except FileNotFoundError:
-        found = []
-    paths += sorted(rel(p) for p in found)
+    paths += source_log_files(ckpt)
     paths += sorted(rel(m.path) for m in ckpt.inventory.meta("schema")) + \
         sorted(rel(m.path) for m in ckpt.inventory.meta("schema-v3"))
     return tuple(dict.fromkeys(paths))

@@ -61,10 +61,11 @@ class RollbackPlan:
 
 def rollback_choices(ckpt: Checkpoint) -> list[RollbackChoice]:
     """Every committed batch, newest first, with whether a rollback to it is possible."""
-    return [_choice(ckpt, b) for b in sorted(ckpt.committed_batches, reverse=True)]
+    logs = _SourceLogs(ckpt)
+    return [_choice(ckpt, b, logs) for b in sorted(ckpt.committed_batches, reverse=True)]
 
 
-def _choice(ckpt: Checkpoint, batch: int) -> RollbackChoice:
+def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
     if batch not in ckpt.planned_batches:
         return RollbackChoice(batch, False, f"offsets/{batch} is missing")
     for instance in ckpt.inventory.instances.values():
@@ -73,52 +74,60 @@ def _choice(ckpt: Checkpoint, batch: int) -> RollbackChoice:
                 f"state version {batch + 1} of operator {instance.operator_id} store "
                 f"{instance.store} partition {instance.partition} cannot be rebuilt from the "
                 "retained files (purged, see minBatchesToRetain)"))
-    lost = _compacted_away(ckpt, batch)
+    lost = logs.compacted_away(batch)
     if lost:
         return RollbackChoice(batch, False, lost)
     return RollbackChoice(batch, True)
 
 
-def _source_entries(ckpt: Checkpoint) -> dict[str, dict[int, str]]:
-    """``{source folder: {batch: relative path}}`` of every source log entry."""
-    rel = ckpt.location.relative
-    try:
-        found = ckpt.fs.find(ckpt.location.path("sources"), detail=False)
-    except FileNotFoundError:
-        found = []
-    out: dict[str, dict[int, str]] = {}
-    for path in sorted(found):
-        relative = rel(path)
-        match = _SOURCE_ENTRY.match(relative)
-        if match:
-            out.setdefault(relative.rsplit("/", 1)[0], {})[int(match.group(1))] = relative
-    return out
+class _SourceLogs:
+    """The source logs' entries, listed once, and the batches each compaction lists, read
+    once: ``--list`` asks about every committed batch."""
 
+    def __init__(self, ckpt: Checkpoint) -> None:
+        from statekit.repartition.plan import source_log_files
 
-def _compacted_away(ckpt: Checkpoint, batch: int) -> str:
-    """Why the file source log cannot be cut at ``batch`` ("" when it can): a compaction
-    after ``batch`` lists entries of batches ≤ ``batch`` whose own files are gone."""
-    for folder, entries in _source_entries(ckpt).items():
-        later = [b for b, p in entries.items() if b > batch and p.endswith(".compact")]
-        if not later:
-            continue
-        compact = entries[min(later)]
-        path = ckpt.location.path(compact)
-        needed = set()
-        for line in ckpt.read_bytes(path).decode("utf-8", "replace").split("\n")[1:]:
-            try:
-                entry_batch = json.loads(line).get("batchId")
-            except (ValueError, AttributeError):
+        self._ckpt = ckpt
+        self.entries: dict[str, dict[int, str]] = {}
+        """``{source folder: {batch: relative path}}``."""
+        for relative in source_log_files(ckpt):
+            match = _SOURCE_ENTRY.match(relative)
+            if match:
+                self.entries.setdefault(relative.rsplit("/", 1)[0], {})[
+                    int(match.group(1))] = relative
+        self._listed: dict[str, set[int]] = {}
+
+    def _batches_in(self, compact: str) -> set[int]:
+        """The ``batchId`` of every entry a compaction file lists."""
+        if compact not in self._listed:
+            text = self._ckpt.read_bytes(self._ckpt.location.path(compact))
+            batches = set()
+            for line in text.decode("utf-8", "replace").split("\n")[1:]:
+                try:
+                    entry_batch = json.loads(line).get("batchId")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(entry_batch, int):
+                    batches.add(entry_batch)
+            self._listed[compact] = batches
+        return self._listed[compact]
+
+    def compacted_away(self, batch: int) -> str:
+        """Why a file source log cannot be cut at ``batch`` ("" when it can): a compaction
+        after ``batch`` lists entries of batches ≤ ``batch`` whose own files are gone."""
+        for folder, entries in self.entries.items():
+            later = [b for b, p in entries.items() if b > batch and p.endswith(".compact")]
+            if not later:
                 continue
-            if isinstance(entry_batch, int) and entry_batch <= batch:
-                needed.add(entry_batch)
-        newest_kept = max((b for b, p in entries.items() if b <= batch and
-                           p.endswith(".compact")), default=-1)
-        missing = sorted(b for b in needed if b > newest_kept and b not in entries)
-        if missing:
-            return (f"{folder}: the file source log was compacted at batch {min(later)} and "
-                    f"its entries for batch(es) {', '.join(map(str, missing[:5]))} are gone")
-    return ""
+            needed = {b for b in self._batches_in(entries[min(later)]) if b <= batch}
+            newest_kept = max((b for b, p in entries.items() if b <= batch and
+                               p.endswith(".compact")), default=-1)
+            missing = sorted(b for b in needed if b > newest_kept and b not in entries)
+            if missing:
+                return (f"{folder}: the file source log was compacted at batch {min(later)} "
+                        f"and its entries for batch(es) {', '.join(map(str, missing[:5]))} "
+                        "are gone")
+        return ""
 
 
 def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
@@ -148,7 +157,8 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     if any(f.unique_id for f in ckpt.inventory.all_files()):
         raise UnsupportedFormat("rollback of checkpoint format v2 (state files named "
                                 "<version>_<id>) is not supported yet", path=url)
-    choice = _choice(ckpt, batch)
+    logs = _SourceLogs(ckpt)
+    choice = _choice(ckpt, batch, logs)
     if not choice.possible:
         raise BadInput(f"cannot roll back to batch {batch}: {choice.reason} "
                        "(`statekit rollback --list` shows the possible batches)", path=url)
@@ -163,7 +173,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     copied = ["metadata"]
     copied += [f"offsets/{b}" for b in sorted(ckpt.planned_batches) if b <= batch]
     copied += [f"commits/{b}" for b in committed if b < batch]
-    for entries in _source_entries(ckpt).values():
+    for entries in logs.entries.values():
         copied += [p for b, p in sorted(entries.items()) if b <= batch]
     for kind in ("schema", "schema-v3", "operator-metadata", "operator-metadata-v2"):
         copied += sorted(rel(m.path) for m in ckpt.inventory.meta(kind))
