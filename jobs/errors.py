@@ -51,6 +51,4 @@ def spark_failure(what: str, exc: BaseException, ckpt: Checkpoint) -> StatekitEr
     translated = translate(what, exc)
     if isinstance(translated, StateLoadFailed):
         return name_damaged_file(ckpt, translated)
-    if isinstance(translated, StatekitError):
-        return translated  # JobFailed with Spark's most telling line
-    return job_failed(what, exc)
+    return translated  # else JobFailed, BadInput… with Spark's most telling line

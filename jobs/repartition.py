@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S", bound=Sequence[Any])
 KEY_BYTES = "__statekit_key"
 VALUE_BYTES = "__statekit_value"
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -131,6 +132,17 @@ def live_state(url: str, storage_options: dict, codec: str, task: SourceTask
     return state
 
 
+def _representable(values: S, url: str) -> S:
+    """``values`` (decoded key columns), refused when one is a ``RawValue``: a value Python
+    cannot represent, which statekit can neither hash nor hand to Spark."""
+    from statekit.formats.unsafe_row import RawValue
+
+    if any(isinstance(v, RawValue) for v in values):
+        raise UnsupportedFormat("a state key holds a value Python cannot represent (e.g. a "
+                                "date outside years 1-9999)", path=url)
+    return values
+
+
 def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json: str,
                    converts: list[str], chunk: int
                    ) -> Callable[[SourceTask], Iterator[tuple[list, list, list]]]:
@@ -143,7 +155,7 @@ def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json:
         from itertools import islice
 
         from statekit.formats.schema import parse_struct_json
-        from statekit.formats.unsafe_row import RawValue, make_decoder
+        from statekit.formats.unsafe_row import make_decoder
 
         state = live_state(url, storage_options, codec, task)
         decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
@@ -158,11 +170,7 @@ def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json:
             columns = [list(c) for c in zip(*decoded, strict=True)] if decoded and width \
                 else [[] for _ in range(width)]
             for index, how in enumerate(converts):
-                column = columns[index]
-                if any(isinstance(c, RawValue) for c in column):
-                    raise UnsupportedFormat("a state key holds a value Python cannot "
-                                            "represent (e.g. a date outside years 1-9999)",
-                                            path=url)
+                column = _representable(columns[index], url)
                 if how:
                     columns[index] = [_convert(c, how) for c in column]
             yield columns, keys, [v for _, v in pairs]
@@ -326,7 +334,7 @@ def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_j
         from statekit.formats.schema import parse_struct_json
         from statekit.formats.spark_hash import columns_hasher
         from statekit.formats.state_writer import pack_record
-        from statekit.formats.unsafe_row import RawValue, make_decoder
+        from statekit.formats.unsafe_row import make_decoder
 
         state = live_state(url, storage_options, codec, task)
         schema = parse_struct_json(key_schema_json)
@@ -337,11 +345,7 @@ def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_j
         counts = [0] * partitions
         for key, value in state.items():
             if partition_columns:
-                columns = decode(key)[:partition_columns]
-                if any(isinstance(c, RawValue) for c in columns):
-                    raise UnsupportedFormat("a state key holds a value Python cannot "
-                                            "represent (e.g. a date outside years 1-9999)",
-                                            path=url)
+                columns = _representable(decode(key)[:partition_columns], url)
                 target = hasher(columns) % partitions
             else:
                 target = 0  # no grouping key (a global aggregation): its one partition
@@ -491,6 +495,14 @@ class StoreCheck:
         return (self.missing == 0 and self.extra == 0 and self.misplaced == 0
                 and self.source_rows == self.target_rows)
 
+    @classmethod
+    def compare(cls, operator_id: int, store: str, source: Any, target: Any,
+                misplaced: int = 0) -> StoreCheck:
+        """Source and target rows (DataFrames of the same columns) as multisets."""
+        return cls(operator_id, store, source.count(), target.count(),
+                   source.exceptAll(target).count(), target.exceptAll(source).count(),
+                   misplaced)
+
 
 @dataclass(frozen=True)
 class Verification:
@@ -558,8 +570,7 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
         tgt = target.select(as_json)
         expected = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
         misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
-        return StoreCheck(store.operator_id, store.store, src.count(), tgt.count(),
-                          src.exceptAll(tgt).count(), tgt.exceptAll(src).count(), misplaced)
+        return StoreCheck.compare(store.operator_id, store.store, src, tgt, misplaced)
 
     with session_confs(spark, target_confs):
         checks = list(each_store(plan.stores, check).values())
@@ -585,8 +596,7 @@ def _verify_raw(spark: SparkSession, source_path: str, target_path: str,
     by = partition_key_columns(target, None)
     expected = F.pmod(F.hash(*by), F.lit(plan.to_partitions)) if by else F.lit(0)
     misplaced = target.where(F.spark_partition_id() != expected).count()
-    return StoreCheck(operator_id, store, src.count(), tgt.count(),
-                      src.exceptAll(tgt).count(), tgt.exceptAll(src).count(), misplaced)
+    return StoreCheck.compare(operator_id, store, src, tgt, misplaced)
 
 
 def source_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int

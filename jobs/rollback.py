@@ -105,7 +105,5 @@ def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: i
             for store in ckpt.inventory.stores(op_id):
                 src = rows(source_path, op_id, meta.name, store)
                 tgt = rows(target_path, op_id, meta.name, store)
-                out.append(StoreCheck(op_id, store, src.count(), tgt.count(),
-                                      src.exceptAll(tgt).count(),
-                                      tgt.exceptAll(src).count(), misplaced=0))
+                out.append(StoreCheck.compare(op_id, store, src, tgt))
     return tuple(out)

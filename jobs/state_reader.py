@@ -259,7 +259,7 @@ def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
                      f"({failed.spark_line.split(' (cause:')[0]})", path=first.path)
 
 
-def translate(what: str, error: BaseException) -> Exception:
+def translate(what: str, error: BaseException) -> StatekitError:
     """Spark's exception → a statekit error with Spark's own error class and cause."""
     line = _spark_error_line(error)
     if any(code in line for code in ("UNRESOLVED_COLUMN", "PARSE_SYNTAX_ERROR",
