@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from statekit.checkpoint import Checkpoint
 
 _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Input|File|"
-                       r"Format|Operation|Problem)\b.*:")
+                       r"Format|Operation|Problem)\b(.*:|$)")
 
 
 def first_line(exc: BaseException) -> str:

@@ -192,18 +192,20 @@ def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
 def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
                          staging: Staging, *, schemas: dict[tuple[int, str], StoreSchema],
                          placed_by: dict[tuple[int, str], list[str]],
-                         storage_options: dict[str, Any]
+                         storage_options: dict[str, Any],
+                         replay: dict[tuple[int, str], Any] | None = None
                          ) -> tuple[dict[str, list[WrittenPartition]],
                                     dict[str, list[list[str]]] | None]:
     """Spark's ``StateRewriter`` writes batch N + 1's RocksDB state into the staging folder
     (whose ``offsets/N+1`` must already pin RocksDB and the new partition count). Returns
     what was written and, with checkpoint format v2, the ids of the new state files (for
-    ``commits/N+1``)."""
+    ``commits/N+1``). ``replay``: per store, the rows to write instead of the source's
+    (a frame with the key and value bytes, and the SQL of its partition-key columns), as
+    ``statekit evict`` hands them over."""
     from pyspark.java_gateway import ensure_callback_server_started
 
     read_from, view = _read_location(ckpt, plan, staging)
-    replay = None
-    if plan.provider == "hdfs":
+    if replay is None and plan.provider == "hdfs":
         replay = _hdfs_replay(spark, ckpt, plan, schemas, placed_by, storage_options)
     transform = _PlacingTransform(spark, replay, placed_by, plan.to_partitions)
     jvm = spark._jvm

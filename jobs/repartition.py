@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -730,6 +731,27 @@ def is_spark_error(error: BaseException) -> bool:
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
+@contextmanager
+def staged_job(spark: SparkSession, ckpt: Checkpoint, staging: Staging | None,
+               what: str) -> Iterator[None]:
+    """Run a job that writes into ``staging`` (created here): on any failure wait for the
+    executors' tasks to end, remove the staging folder — nothing is published — and turn a
+    Spark error into statekit's one line. ``staging`` None: a job that writes nothing."""
+    if staging is not None:
+        staging.prepare()
+    try:
+        yield
+    except BaseException as error:
+        if staging is not None:
+            wait_for_running_tasks(spark)
+            staging.abort()
+        if is_spark_error(error):
+            from statekit.jobs.errors import spark_failure
+
+            raise spark_failure(what, error, ckpt) from error
+        raise
+
+
 def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
                     staging: Staging, *, storage_options: dict[str, Any],
                     check: bool = True, progress: Callable[[str], None] = lambda _m: None,
@@ -747,8 +769,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
     from statekit.repartition.target import commit_entry, write_logs
 
     started = time.perf_counter()
-    staging.prepare()
-    try:
+    with staged_job(spark, ckpt, staging, "repartition"):
         progress("copying logs and metadata")
         rewriter = plan.migrates or bool(plan.spark_keyed_operators)
         write_logs(ckpt, plan, staging, new_batch=plan.provider == "hdfs" or rewriter)
@@ -810,13 +831,5 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
             point_schemas_at_target(ckpt, staging, plan.target)
         progress("publishing")
         staging.publish(last=name)
-    except BaseException as error:
-        wait_for_running_tasks(spark)
-        staging.abort()
-        if is_spark_error(error):
-            from statekit.jobs.errors import spark_failure
-
-            raise spark_failure("repartition", error, ckpt) from error
-        raise
     return RepartitionResult(plan, written, verification, plan.target,
                              time.perf_counter() - started)

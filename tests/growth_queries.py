@@ -36,10 +36,11 @@ class GrowthQuery:
     expected: str
 
 
-def _write_input(folder: Path, seed: int = 3) -> None:
-    rng = random.Random(seed)
+def _write_input(folder: Path, seed: int = 3, batches: range = range(BATCHES)) -> None:
+    """One JSON file per batch in ``batches`` (later batches: later event times)."""
+    rng = random.Random(seed + batches.start)
     folder.mkdir(parents=True, exist_ok=True)
-    for batch in range(BATCHES):
+    for batch in batches:
         rows = []
         for i in range(EVENTS_PER_BATCH):
             ts = START + timedelta(minutes=10 * batch, seconds=rng.randrange(600))
@@ -50,29 +51,30 @@ def _write_input(folder: Path, seed: int = 3) -> None:
             "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def build(spark, root: Path, name: str, provider: str = "hdfs") -> GrowthQuery:
+def query(spark, input_dir: Path, name: str):
+    """Query ``name`` over ``input_dir``: (streaming DataFrame, output mode)."""
     from pyspark.sql import functions as F
 
+    events = (spark.readStream.schema("id STRING, user STRING, ts TIMESTAMP, amount DOUBLE")
+              .option("maxFilesPerTrigger", 1).json(str(input_dir)))
+    if name.startswith("agg"):
+        if name == "agg-watermark":
+            events = events.withWatermark("ts", "10 minutes")
+        return events.groupBy(F.window("ts", "10 minutes"), "user").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("amount").alias("total")), "update"
+    if name == "dedup-watermark":
+        return events.withWatermark("ts", "10 minutes").dropDuplicates(["id", "ts"]), "append"
+    if name == "dedup-no-watermark":
+        return events.dropDuplicates(["id"]), "append"
+    raise ValueError(name)
+
+
+def build(spark, root: Path, name: str, provider: str = "hdfs") -> GrowthQuery:
     from tests.small_queries import provider_confs, run_query
 
     base = root / f"{name}-{provider}"
     _write_input(base / "input")
-    events = (spark.readStream.schema("id STRING, user STRING, ts TIMESTAMP, amount DOUBLE")
-              .option("maxFilesPerTrigger", 1).json(str(base / "input")))
-    if name.startswith("agg"):
-        if name == "agg-watermark":
-            events = events.withWatermark("ts", "10 minutes")
-        df = events.groupBy(F.window("ts", "10 minutes"), "user").agg(
-            F.count(F.lit(1)).alias("n"), F.sum("amount").alias("total"))
-        mode = "update"
-    elif name == "dedup-watermark":
-        df = events.withWatermark("ts", "10 minutes").dropDuplicates(["id", "ts"])
-        mode = "append"
-    elif name == "dedup-no-watermark":
-        df = events.dropDuplicates(["id"])
-        mode = "append"
-    else:
-        raise ValueError(name)
+    df, mode = query(spark, base / "input", name)
     run_query(spark, df, base / "checkpoint", provider_confs(provider, "lz4"), mode)
     return GrowthQuery(name, provider, base / "checkpoint", LABELS[name][0])
 

@@ -319,6 +319,18 @@ def _plan(instance: StoreInstance, last_version: int) -> _Replay | None:
     return None
 
 
+def age_chain(instance: StoreInstance, last_version: int) -> list[StateFile]:
+    """The files that rebuild ``last_version`` from the earliest possible base (its base
+    first, then every change file after it, in order): what tells a key's age furthest
+    back. Spark's own load path (:meth:`StoreInstance.files_to_load`) when no older base
+    exists."""
+    plan = _plan(instance, last_version)
+    if plan is None:
+        return instance.files_to_load(last_version)
+    return ([plan.base] if plan.base is not None else []) + \
+        [plan.changes[v] for v in sorted(plan.changes)]
+
+
 def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Accumulator,
            no_timeout: Callable[[bytes], bool] | None, *, base: bool) -> None:
     """Apply one file's records. The hot loop of the replay: packed integers and local

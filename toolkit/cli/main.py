@@ -35,6 +35,8 @@ COMMANDS = {
                 "Move state to another provider (HDFS ↔ RocksDB) in a NEW checkpoint."),
     "rollback": ("statekit.cli.rollback_cmd:rollback_command",
                  "Roll back to an earlier committed batch in a NEW checkpoint (--list)."),
+    "evict": ("statekit.cli.evict_cmd:evict_command",
+              "Remove state rows (--where, --stale-after, --expired) in a NEW checkpoint."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

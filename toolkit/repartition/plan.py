@@ -204,10 +204,12 @@ def target_is_empty(target: Location) -> bool:
 def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None, *,
                      to_provider: str | None = None, changelog: bool = False,
                      allow_uncommitted: bool = False, force: bool = False,
-                     now_ms: float | None = None) -> RepartitionPlan:
+                     now_ms: float | None = None,
+                     same_partitions: bool = False) -> RepartitionPlan:
     """The plan to repartition ``ckpt`` into ``target`` with ``partitions`` partitions, and
     (``statekit migrate``) to move its state to provider ``to_provider`` (``partitions``
-    None: keep the source's count).
+    None: keep the source's count). ``same_partitions``: the same count and provider is the
+    point (``statekit evict`` rewrites the state with rows removed).
 
     Raises
     ------
@@ -227,12 +229,13 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
         raise UnsupportedFormat(f"offsets/{committed} pins no spark.sql.shuffle.partitions",
                                 path=url)
     partitions = current if partitions is None else partitions
+    same_partitions = same_partitions and partitions == current and to_provider is None
     if partitions < 1:
         raise UnsafeOperation("--partitions must be at least 1", path=url)
     provider = entry.provider
     if to_provider is not None:
         _check_migration(url, provider, to_provider, partitions, current, changelog)
-    elif partitions == current:
+    elif partitions == current and not same_partitions:
         raise UnsafeOperation(f"already has {current} partitions: nothing to do", path=url)
     notes = []
     pending = ckpt.uncommitted_batches
