@@ -78,19 +78,9 @@ def aged_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int,
 def aged_state(ckpt: Checkpoint, task: AgedTask) -> dict[bytes, tuple[bytes, int]]:
     """One partition's live rows ``{key: (value, version that last wrote it)}``, replayed
     like Spark loads them (runs in an executor)."""
-    from statekit.checkpoint.state_data import file_records
+    from statekit.checkpoint.state_data import file_records, replay_files
 
-    state: dict[bytes, tuple[bytes, int]] = {}
-    for file in task.chain:
-        version = file.version or 0
-        for record in file_records(ckpt, file):
-            if record.op == "delete":
-                state.pop(record.key, None)
-            elif record.op == "put" and record.value is not None:
-                state[record.key] = (record.value, version)
-            else:
-                raise JobFailed(f"{record.op} records cannot be replayed",
-                                path=ckpt.display(file.path))
+    state = replay_files(ckpt, task.chain)
     if task.older_zip is not None and task.chain:
         base = task.chain[0].version
         old_version = task.older_zip.version or 0
@@ -198,11 +188,17 @@ def check_predicate(frame: DataFrame, selection: StoreSelection, shown: str) -> 
         raise
 
 
-def _as_json(frame: DataFrame) -> DataFrame:
+def _row_json(frame: DataFrame) -> Column:
+    """A row as Spark's ``to_json`` of its key and value: how removed, source and target rows
+    are compared."""
     from pyspark.sql import functions as F
 
     columns = ["key", "value"] if "value" in frame.columns else ["key"]
-    return frame.select(F.to_json(F.struct(*columns)).alias("row"))
+    return F.to_json(F.struct(*columns)).alias("row")
+
+
+def _as_json(frame: DataFrame) -> DataFrame:
+    return frame.select(_row_json(frame))
 
 
 @dataclass(frozen=True)
@@ -216,15 +212,11 @@ class Removed:
 
 
 def removed_rows(frame: DataFrame, selection: StoreSelection, partitions: int) -> Removed:
-    from pyspark.sql import functions as F
-
     if not selection.touched:
         nothing = frame.sparkSession.createDataFrame([], f"{PARTITION} int, row string")
         return Removed(nothing, [0] * partitions, [])
     chosen = frame.where(selected(selection.predicate))
-    columns = ["key", "value"] if "value" in frame.columns else ["key"]
-    rows = chosen.select(PARTITION, CHANGED_AT,
-                         F.to_json(F.struct(*columns)).alias("row")).localCheckpoint(eager=True)
+    rows = chosen.select(PARTITION, CHANGED_AT, _row_json(frame)).localCheckpoint(eager=True)
     counts: dict[int, int] = dict(rows.groupBy(PARTITION).count().collect())
     sample = [{"partition": r[PARTITION], "changed_at": r[CHANGED_AT], **json.loads(r["row"])}
               for r in rows.limit(SAMPLE_ROWS).collect()]
@@ -390,8 +382,8 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
     from statekit.repartition.target import commit_entry, write_logs
 
     base = plan.base
-    kept = {key: frame.where(~selected(s.predicate))
-            for (key, frame), s in zip(frames.items(), plan.stores, strict=True)}
+    kept = {(s.operator_id, s.store): frames[(s.operator_id, s.store)]
+            .where(~selected(s.predicate)) for s in plan.stores}
     progress("copying logs and metadata")
     write_logs(ckpt, base, staging, new_batch=True)
     unique_ids = None

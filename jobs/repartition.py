@@ -732,20 +732,22 @@ def is_spark_error(error: BaseException) -> bool:
 
 
 @contextmanager
-def staged_job(spark: SparkSession, ckpt: Checkpoint, staging: Staging | None,
+def staged_job(spark: SparkSession | None, ckpt: Checkpoint, staging: Staging | None,
                what: str) -> Iterator[None]:
     """Run a job that writes into ``staging`` (created here): on any failure wait for the
     executors' tasks to end, remove the staging folder — nothing is published — and turn a
-    Spark error into statekit's one line. ``staging`` None: a job that writes nothing."""
+    Spark error into statekit's one line. ``staging`` None: a job that writes nothing;
+    ``spark`` None: a copy without Spark."""
     if staging is not None:
         staging.prepare()
     try:
         yield
     except BaseException as error:
         if staging is not None:
-            wait_for_running_tasks(spark)
+            if spark is not None:
+                wait_for_running_tasks(spark)
             staging.abort()
-        if is_spark_error(error):
+        if spark is not None and is_spark_error(error):
             from statekit.jobs.errors import spark_failure
 
             raise spark_failure(what, error, ckpt) from error

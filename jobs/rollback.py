@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from statekit.errors import JobFailed
-from statekit.jobs.repartition import StoreCheck, point_schemas_at_target
+from statekit.jobs.repartition import StoreCheck, point_schemas_at_target, staged_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,8 +47,7 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
     from statekit.repartition.rollback import write_rollback
 
     started = time.perf_counter()
-    staging.prepare()
-    try:
+    with staged_job(spark, ckpt, staging, "rollback"):
         progress(f"copying {len(plan.copied)} files")
         last = write_rollback(ckpt, plan, staging)
         checks = None
@@ -63,15 +62,6 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
         point_schemas_at_target(ckpt, staging, plan.target)
         progress("publishing")
         staging.publish(last=last)
-    except BaseException as error:
-        staging.abort()
-        from statekit.jobs.repartition import is_spark_error
-
-        if spark is not None and is_spark_error(error):
-            from statekit.jobs.errors import spark_failure
-
-            raise spark_failure("rollback", error, ckpt) from error
-        raise
     return RollbackResult(plan, checks, time.perf_counter() - started)
 
 

@@ -173,9 +173,11 @@ class _TimeoutField:
         return no_timeout
 
 
-def _timeout_reader(schema: StoreSchema | None, operator_name: str | None
+def timeout_reader(schema: StoreSchema | None, operator_name: str | None
                     ) -> tuple[str, _TimeoutField | None]:
-    """How to tell from a value's bytes that its timeout is unset (``NO_TIMESTAMP`` or null).
+    """How to tell from a value's bytes that its timeout is unset (``NO_TIMESTAMP`` or null):
+    ``("per-key", where)``, or ``("disabled", None)`` when the value has no timeout column
+    (a NoTimeout query), ``("n/a", None)`` for an operator without timeouts.
 
     The timestamp is a fixed-width long in the UnsafeRow: read in place, no decoding.
     """
@@ -429,7 +431,7 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
     operator = ckpt.operators.get(operator_id)
     name = operator.name if operator else None
     schema = (schemas if schemas is not None else store_schemas(ckpt)).get((operator_id, store))
-    timeouts, timeout = _timeout_reader(schema, name)
+    timeouts, timeout = timeout_reader(schema, name)
     committed = ckpt.last_committed_batch
     last_version = committed + 1 if committed is not None else max(
         (i.latest_version or 0 for i in instances), default=0)

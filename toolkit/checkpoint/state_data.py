@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,14 +150,22 @@ def replay(ckpt: Checkpoint, instance: StoreInstance, version: int) -> dict[byte
             f"version {version} cannot be rebuilt from the files of operator "
             f"{instance.operator_id} partition {instance.partition} (missing deltas)",
             path=ckpt.location.url)
-    state: dict[bytes, bytes] = {}
+    return {key: value for key, (value, _) in replay_files(ckpt, files).items()}
+
+
+def replay_files(ckpt: Checkpoint, files: Iterable[StateFile]
+                 ) -> dict[bytes, tuple[bytes, int]]:
+    """Apply ``files`` in order (a base, then change files): every live key as ``{key:
+    (value, version of the file that last wrote it)}`` — the value and the key's age."""
+    state: dict[bytes, tuple[bytes, int]] = {}
     for file in files:
+        version = file.version or 0
         for record in file_records(ckpt, file):
             if record.op == "delete":
                 state.pop(record.key, None)
             elif record.op == "put":
                 if record.value is not None:  # always: a put carries its value
-                    state[record.key] = record.value
+                    state[record.key] = (record.value, version)
             else:
                 raise UnsupportedFormat(f"{record.op} records (list state) are not replayed",
                                         path=ckpt.display(file.path))

@@ -42,12 +42,11 @@ from statekit.checkpoint.location import Location
 from statekit.errors import BadInput, UnsupportedFormat
 from statekit.repartition.partition_key import JOIN, SPARK_KEYED_OPERATORS, operator_label
 from statekit.repartition.plan import RepartitionPlan, plan_repartition
-from statekit.state_history import TIMEOUT_OPERATORS
+from statekit.state_history import NO_TIMESTAMP, TIMEOUT_OPERATORS, timeout_reader
 
 CHANGED_AT = "__statekit_changed_at"
 """The column holding the state version that last wrote a row's key."""
 TIMEOUT_COLUMN = "value.timeoutTimestamp"
-NO_TIMESTAMP = -1
 SAMPLE_ROWS = 10
 
 JOIN_REFUSAL = (
@@ -251,11 +250,9 @@ def plan_evict(ckpt: Checkpoint, target: Location, selection: Selection, *,
         if why is None and meta.name in SPARK_KEYED_OPERATORS:
             raise UnsupportedFormat(f"operator {store.operator_id} ({label}): {TWS_REFUSAL}",
                                     path=url)
-        schema = schemas.get((store.operator_id, store.store))
-        has_timeout = bool(schema and schema.value is not None and hasattr(schema.value, "names")
-                           and "timeoutTimestamp" in schema.value.names)
+        mode, _ = timeout_reader(schemas.get((store.operator_id, store.store)), meta.name)
         predicate = "false" if why else store_predicate(
             selection, timeout_operator=meta.name in TIMEOUT_OPERATORS,
-            has_timeout_column=has_timeout, watermark_ms=watermark, stale_before=stale_before)
+            has_timeout_column=mode == "per-key", watermark_ms=watermark, stale_before=stale_before)
         stores.append(StoreSelection(store.operator_id, label, store.store, predicate, why))
     return EvictPlan(base, selection, tuple(stores), watermark, stale_before)
