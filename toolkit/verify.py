@@ -162,14 +162,18 @@ def _decode_all(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
 def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
                         partitions: set[int] | None = None,
                         progress: Progress | None = None,
-                        runner: GroupRunner | None = None) -> Verification:
+                        runner: GroupRunner | None = None,
+                        version: int | None = None) -> Verification:
     """Read and decode every file a restart loads (optionally one operator / some
-    partitions); damaged files come back named, in instance order."""
+    partitions); damaged files come back named, in instance order. ``version``: the state
+    version the restart loads, when not the last committed batch + 1 (``statekit doctor``
+    knows when Spark re-runs an uncommitted batch instead)."""
     started = time.perf_counter()
     last = ckpt.last_committed_batch
-    if last is None:
-        return Verification(None, 0, 0, (), 0.0)
-    version = last + 1
+    if version is None:
+        if last is None:
+            return Verification(None, 0, 0, (), 0.0)
+        version = last + 1
     keys = [key for key in sorted(ckpt.inventory.instances)
             if (operator is None or key[0] == operator)
             and (partitions is None or key[2] in partitions)]
@@ -182,3 +186,14 @@ def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
                      key=lambda d: (d.operator_id or 0, d.partition or 0, d.path))
     return Verification(version, sum(r[0] for r in results), sum(r[1] for r in results),
                         tuple(damaged), round(time.perf_counter() - started, 3))
+
+
+def first_damaged(ckpt: Checkpoint, files: list[StateFile]) -> DamagedFile | None:
+    """The first of ``files`` that does not read back whole (a zip's SSTs included), or
+    ``None``: one chain checked in this process (``statekit doctor`` asks it of the few
+    files an older version needs beyond the restart path already read)."""
+    for file in files:
+        problem = _verify_file(ckpt, file)
+        if problem is not None:
+            return problem
+    return None

@@ -134,11 +134,16 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
         "growth-json": ["growth", root, "--json"],
         "recovery": ["recovery", root],
         "recovery-json": ["recovery", root, "--json"],
+        "doctor": ["doctor", root],
+        "doctor-json": ["doctor", root, "--json"],
     }
     results = {name: run(args) for name, args in commands.items()}
     for name, (code, out, err) in results.items():
         where = f"{fault.name}@{checkpoint} {name}: exit {code}, stderr {err!r}"
         assert "Traceback" not in err and "internal error" not in err, where
+        if name.startswith("doctor") and code in (9, 11, 12):  # its verdicts, not errors
+            assert err == "", where
+            continue
         if code:
             assert err.count("\n") == 1 and err.startswith("statekit: error: "), where
             assert str(root) in err or str(restart_file) in err, where
@@ -146,6 +151,16 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
             assert err == "", where
         if code == 0 and name.endswith("-json"):
             _strict_json(out)
+    # the doctor: a damaged file on the restart path means "will not restart", and the fix
+    # it prints is a rollback
+    code, out, _ = results["doctor-json"]
+    if code in (0, 9, 11, 12):
+        diagnosis = _strict_json(out)
+        assert diagnosis["exit_code"] == code
+        if fault.read_only and fault.severity == "error":
+            assert code in (11, 12), diagnosis
+        if code == 11:
+            assert diagnosis["fix_command"].startswith("statekit rollback ")
     if fault.everywhere:
         for name, (code, _out, err) in results.items():
             if name.startswith(("report", "growth", "recovery")):  # (others need no query id)

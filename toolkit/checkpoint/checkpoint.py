@@ -241,6 +241,12 @@ class Checkpoint:
                       if name.removesuffix(".compact").isdigit() and batch_id_of(name) is None)
 
     # ----------------------------------------------------------------- query and logs
+    @property
+    def has_metadata(self) -> bool:
+        """Whether the query-id file ``metadata`` exists (Spark refuses to restart without
+        it once the logs hold batches)."""
+        return "metadata" in self._root_entries
+
     @cached_property
     def query_id(self) -> str:
         path = self.location.path("metadata")
@@ -486,7 +492,8 @@ def _span(batches: list[int]) -> str:
 
 
 def open_checkpoint(where: str | Location,
-                    storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+                    storage_options: Mapping[str, Any] | None = None, *,
+                    allow_missing_metadata: bool = False) -> Checkpoint:
     """Open the checkpoint at ``where``, read-only: a URL or local path (resolved here with
     ``storage_options``), or a :class:`Location` a front end has already resolved.
 
@@ -496,7 +503,9 @@ def open_checkpoint(where: str | Location,
         The location does not exist or is not a folder.
     NotACheckpoint
         The folder has none of ``metadata``, ``offsets/``, ``commits/``; or has logs but no
-        ``metadata`` file (every query writes it before its first batch).
+        ``metadata`` file (every query writes it before its first batch) — unless
+        ``allow_missing_metadata`` (``statekit doctor`` and ``rollback --new-query-id``
+        work on such a checkpoint; :attr:`Checkpoint.has_metadata` is then false).
     """
     location = where if isinstance(where, Location) else resolve(where, storage_options)
     url = location.url
@@ -519,11 +528,11 @@ def open_checkpoint(where: str | Location,
             raise BadInput("no such file or folder", path=url)
         raise NotACheckpoint("not a Structured Streaming checkpoint (no metadata, offsets/ or "
                              "commits/)", path=url)
-    if "metadata" not in root_entries:
+    if "metadata" not in root_entries and not allow_missing_metadata:
         raise NotACheckpoint("missing: every checkpoint has this file with the query id "
                              "(copied incompletely?)", path=location.display(
                                  location.path("metadata")))
-    if root_entries["metadata"].get("type") != "file":
+    if "metadata" in root_entries and root_entries["metadata"].get("type") != "file":
         kind = "a folder" if root_entries["metadata"].get("type") == "directory" else \
             "not a regular file"
         raise CorruptFile(f"is {kind}, expected the query-id file",

@@ -139,8 +139,10 @@ def audit_ledger(ckpt: Checkpoint) -> Ledger:
     commits, commit_problems = _parse_all(ckpt, commit_paths, parse_commit_entry)
     last_offset = max(offset_paths) if offset_paths else None
     last_commit = max(commit_paths) if commit_paths else None
+    # Spark reads the newest offsets entry, the one before it (always: measured with
+    # pyspark 4.3, "batch N-1 doesn't exist" otherwise) and the newest commit
     restart_reads = {("offsets", last_offset), ("commits", last_commit)}
-    if last_offset is not None and (last_commit is None or last_commit < last_offset):
+    if last_offset:
         restart_reads.add(("offsets", last_offset - 1))
     for folder, found in (("offsets", offset_problems), ("commits", commit_problems)):
         for batch, (path, error) in found.items():
@@ -179,6 +181,14 @@ def _consistency(ckpt: Checkpoint, offsets: dict[int, OffsetEntry],
     if offset_paths:
         batches = sorted(offset_paths)
         gaps = [b for b in range(batches[0], batches[-1]) if b not in offset_paths]
+        if batches[-1] - 1 in gaps:
+            problems.append(LogProblem(
+                "missing-previous-offsets", "error",
+                ckpt.display(ckpt.location.path("offsets", str(batches[-1] - 1))),
+                f"missing: a restart reads the offsets of the batch before the newest "
+                f"({batches[-1]}) and fails (\"batch {batches[-1] - 1} doesn't exist\")", 4,
+                batches[-1] - 1))
+            gaps.remove(batches[-1] - 1)
         if gaps:
             problems.append(LogProblem(
                 "log-gap", "warning", offsets_shown,

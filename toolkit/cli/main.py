@@ -37,6 +37,8 @@ COMMANDS = {
                  "Roll back to an earlier committed batch in a NEW checkpoint (--list)."),
     "evict": ("statekit.cli.evict_cmd:evict_command",
               "Remove state rows (--where, --stale-after, --expired) in a NEW checkpoint."),
+    "doctor": ("statekit.cli.doctor_cmd:doctor_command",
+               "Will it restart? Spark's predicted error per problem and the fix command."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

@@ -81,7 +81,8 @@ def json_option(command: F) -> F:
 
 
 def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
-                  require: str | None = None) -> Checkpoint:
+                  require: str | None = None, *,
+                  allow_missing_metadata: bool = False) -> Checkpoint:
     """Open the checkpoint a command was given (imports the model lazily).
 
     ``require``: ``"ledger"`` stops (one line, the file named) when the offsets/commit logs
@@ -91,7 +92,8 @@ def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
     """
     from statekit.checkpoint import open_checkpoint
 
-    ckpt = open_checkpoint(checkpoint, parse_storage_options(storage_option))
+    ckpt = open_checkpoint(checkpoint, parse_storage_options(storage_option),
+                           allow_missing_metadata=allow_missing_metadata)
     if require == "ledger":
         ckpt.require_sound_ledger()
     elif require == "state":

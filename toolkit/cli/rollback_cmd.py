@@ -44,19 +44,29 @@ if TYPE_CHECKING:
                    "JVM).")
 @click.option("--force", is_flag=True,
               help="Proceed although a batch started recently (the query looks live).")
+@click.option("--file-sink", metavar="PATH",
+              help="The query's file sink output: after publishing, move its log entries "
+                   "after B out of _spark_metadata (into _statekit_sink_log_backup/), so the "
+                   "re-run batches write again; the sink then belongs to DST.")
+@click.option("--new-query-id", is_flag=True,
+              help="Write a new query id into the target's metadata file instead of copying "
+                   "the source's (required when the source's is missing).")
 @spark_options
 @json_option
 def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: int | None,
                      target: str | None, list_only: bool, dry_run: bool, verify: bool,
-                     force: bool, master: str | None, confs: tuple[str, ...],
-                     as_json: bool) -> None:
+                     force: bool, file_sink: str | None, new_query_id: bool,
+                     master: str | None,
+                     confs: tuple[str, ...], as_json: bool) -> None:
     """Roll CKPT back to committed batch B, in a new checkpoint DST.
 
     Example: statekit rollback demo/checkpoint --to-batch 5 --out demo/checkpoint-at-5
     """
     from statekit.repartition.rollback import plan_rollback, rollback_choices
 
-    ckpt = open_from_cli(checkpoint, storage_option, "ledger")
+    # a damaged ledger after the chosen batch is what a rollback repairs: the batches it
+    # keeps are checked by plan_rollback (and shown by --list)
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     if list_only:
         choices = rollback_choices(ckpt)
         if as_json:
@@ -77,7 +87,12 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     from statekit.checkpoint.location import resolve
 
     options = parse_storage_options(storage_option)
-    plan = plan_rollback(ckpt, resolve(target, options), batch, force=force)
+    import uuid
+
+    sink = resolve(file_sink, options) if file_sink else None
+    plan = plan_rollback(ckpt, resolve(target, options), batch, force=force,
+                         new_query_id=str(uuid.uuid4()) if new_query_id else None,
+                         file_sink=sink)
     if dry_run:
         if as_json:
             print_json({"dry_run": True, "plan": plan.to_dict()})
@@ -97,14 +112,26 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
         result = run_rollback(spark, ckpt, plan, Staging(resolve(target, options),
                                                          ckpt.location.url),
                               progress=progress)
+    backup = None
+    if sink is not None and plan.sink_entries:
+        import time
+
+        from statekit.repartition.file_sink import cut_sink_log
+
+        backup = cut_sink_log(sink, list(plan.sink_entries),
+                              f"_statekit_sink_log_backup/{plan.batch}-{int(time.time())}")
     if as_json:
-        print_json({"dry_run": False, **result.to_dict()})
+        print_json({"dry_run": False, **result.to_dict(), "sink_log_backup": backup})
         return
     _render_plan(plan)
     verdict = ("verified: the same rows in every store at batch "
                f"{plan.batch}" if result.checks is not None else "not verified (--no-verify)")
     console().print(f"[green]published[/] {escape(plan.target)} in {result.seconds:.1f} s; "
                     f"{verdict}")
+    if backup is not None:
+        console().print(f"file sink: moved {len(plan.sink_entries)} log entries after batch "
+                        f"{plan.batch} to {escape(backup)} — restart only the new checkpoint "
+                        "against this sink from now on")
 
 
 def _render_plan(plan: RollbackPlan) -> None:
@@ -115,6 +142,13 @@ def _render_plan(plan: RollbackPlan) -> None:
     out.print(f"{len(plan.copied)} files copied ({human_bytes(plan.state_bytes)} of state, "
               f"version {plan.batch + 1}); the query runs "
               + (f"batches {again[0]}…{again[-1]} again" if again else "no batch again"))
-    out.print("[yellow]• sinks: a file sink skips batches its _spark_metadata log already "
-              "has; other sinks receive the rerun batches again (duplicates unless they "
-              "are idempotent per batch id)[/]")
+    if plan.file_sink:
+        out.print(f"file sink {escape(plan.file_sink)}: {len(plan.sink_entries)} log entries "
+                  f"after batch {plan.batch} move out of its _spark_metadata, so the rerun "
+                  "batches write their output again")
+    else:
+        out.print("[yellow]• sinks: a file sink skips the batches its _spark_metadata log "
+                  "already has without running them, so a stateful query writes no state "
+                  "for them and then fails to load it: pass --file-sink PATH. Other sinks "
+                  "receive the rerun batches again (duplicates unless they are idempotent "
+                  "per batch id)[/]")

@@ -82,3 +82,52 @@ def write_entry(sink: Location, relative: str, data: bytes) -> None:
     if sink.fs.exists(path):
         raise UnsafeOperation(f"already has {relative}", path=sink.url)
     sink.fs.pipe(path, data)
+
+
+def _log_batches(sink: Location) -> dict[int, str]:
+    log = posixpath.join(sink.root, "_spark_metadata")
+    try:
+        names = [posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)]
+    except FileNotFoundError:
+        raise BadInput("has no _spark_metadata folder: not a file sink's output",
+                       path=sink.url) from None
+    return {b: n for n in names if (b := _batch_of(n)) is not None}
+
+
+def sink_log_after(sink: Location, batch: int) -> list[str]:
+    """The entries of the sink's log after ``batch`` (names in ``_spark_metadata``) that a
+    rollback to ``batch`` must take out of the log.
+
+    Why: a file sink *skips* every batch its log already has — without running it, so a
+    stateful query writes no state version for it — and the first batch after the skipped
+    ones then fails to load its state (measured with pyspark 4.3:
+    ``CANNOT_LOAD_STATE_STORE``). Cut back to ``batch``, the log lets the re-run batches
+    write again. Raises ``UnsafeOperation`` when the log cannot end at ``batch``: a
+    compaction after it replaced entries at or before it that are gone.
+    """
+    batches = _log_batches(sink)
+    after = sorted(b for b in batches if b > batch)
+    kept_compacts = [b for b, n in batches.items() if b <= batch and n.endswith(".compact")]
+    start = max(kept_compacts) if kept_compacts else 0  # a sink logs every batch from 0
+    lost = [b for b in range(start, batch + 1) if b not in batches]
+    if after and lost:
+        raise UnsafeOperation(
+            f"its log was compacted after batch {batch} and the entries of batch(es) "
+            f"{', '.join(map(str, lost[:5]))} are gone: it cannot be cut back to batch {batch}",
+            path=sink.url)
+    return [batches[b] for b in after]
+
+
+def cut_sink_log(sink: Location, names: list[str], backup: str) -> str:
+    """Move ``names`` out of ``_spark_metadata`` into ``<sink>/<backup>`` (a folder name
+    starting with ``_``: Spark's readers skip it); returns the backup folder. The data files
+    those batches wrote stay where they are, unlisted, so readers of the sink no longer see
+    them — the re-run batches write their rows again."""
+    log = posixpath.join(sink.root, "_spark_metadata")
+    folder = posixpath.join(sink.root, backup)
+    sink.fs.makedirs(folder, exist_ok=True)
+    for name in reversed(names):  # newest first: an interrupted cut leaves no holes
+        for moved in (name, f".{name}.crc"):  # a stale checksum would fail the rewrite
+            if sink.fs.exists(posixpath.join(log, moved)):
+                sink.fs.mv(posixpath.join(log, moved), posixpath.join(folder, moved))
+    return sink.display(folder)

@@ -52,6 +52,13 @@ class RollbackPlan:
     state_bytes: int
     dropped_batches: tuple[int, ...]
     """Batches the source planned after B: the query runs them again."""
+    new_query_id: str | None = None
+    """``--new-query-id``: the id written into the target's ``metadata`` instead of a copy
+    of the source's (which may be missing)."""
+    file_sink: str | None = None
+    sink_entries: tuple[str, ...] = ()
+    """``--file-sink``: the entries of the sink's ``_spark_metadata`` after B, moved out of
+    the log after publishing (:func:`statekit.repartition.file_sink.sink_log_after`)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -66,8 +73,20 @@ def rollback_choices(ckpt: Checkpoint) -> list[RollbackChoice]:
 
 
 def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
-    if batch not in ckpt.planned_batches:
+    planned = set(ckpt.planned_batches)
+    if batch not in planned:
         return RollbackChoice(batch, False, f"offsets/{batch} is missing")
+    if batch > 0 and batch - 1 not in planned:
+        return RollbackChoice(batch, False, (
+            f"offsets/{batch - 1} is missing: Spark also reads the offsets of the batch before "
+            "the last on restart"))
+    ledger = ckpt.ledger
+    for folder, entry, parsed in (("offsets", batch, ledger.offsets),
+                                  ("offsets", batch - 1, ledger.offsets),
+                                  ("commits", batch, ledger.commits)):
+        if entry >= 0 and entry not in parsed:
+            return RollbackChoice(batch, False, f"{folder}/{entry} does not parse (a restart "
+                                                "reads it)")
     for instance in ckpt.inventory.instances.values():
         if not instance.files_to_load(batch + 1):
             return RollbackChoice(batch, False, (
@@ -131,13 +150,16 @@ class _SourceLogs:
 
 
 def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
-                  force: bool = False, now_ms: float | None = None) -> RollbackPlan:
+                  force: bool = False, now_ms: float | None = None,
+                  new_query_id: str | None = None,
+                  file_sink: Location | None = None) -> RollbackPlan:
     """The plan to roll ``ckpt`` back to committed batch ``batch`` in ``target``.
 
     Raises
     ------
     BadInput
-        ``batch`` is not committed, or its state or source log is no longer complete.
+        ``batch`` is not committed, or its state or source log is no longer complete; the
+        source has no ``metadata`` file and no ``new_query_id`` is given.
     UnsupportedFormat
         Checkpoint format v2 (state file names carry ids the commit log must match).
     UnsafeOperation
@@ -154,6 +176,10 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         shown = f"{committed[0]}…{committed[-1]}" if committed else "none"
         raise BadInput(f"batch {batch} is not committed (committed batches: {shown})",
                        path=url)
+    if not ckpt.has_metadata and new_query_id is None:
+        raise BadInput("missing: Spark refuses to restart without the query-id file; pass "
+                       "--new-query-id to write a new one into the target",
+                       path=ckpt.display(ckpt.location.path("metadata")))
     if any(f.unique_id for f in ckpt.inventory.all_files()):
         raise UnsupportedFormat("rollback of checkpoint format v2 (state files named "
                                 "<version>_<id>) is not supported yet", path=url)
@@ -168,9 +194,14 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
             raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
                                   path=url)
     check_new_target(ckpt, target)
+    sink_entries: list[str] = []
+    if file_sink is not None:
+        from statekit.repartition.file_sink import sink_log_after
+
+        sink_entries = sink_log_after(file_sink, batch)
     state = files_loading(ckpt, batch + 1)
     rel = ckpt.location.relative
-    copied = ["metadata"]
+    copied = [] if new_query_id is not None else ["metadata"]
     copied += [f"offsets/{b}" for b in sorted(ckpt.planned_batches) if b <= batch]
     copied += [f"commits/{b}" for b in committed if b < batch]
     for entries in logs.entries.values():
@@ -182,7 +213,9 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     last = max(ckpt.planned_batches)
     return RollbackPlan(url, target.url, batch, committed[-1],
                         tuple(dict.fromkeys(copied)), sum(f.size for f in state),
-                        tuple(range(batch + 1, last + 1)))
+                        tuple(range(batch + 1, last + 1)), new_query_id,
+                        file_sink.url if file_sink is not None else None,
+                        tuple(sink_entries))
 
 
 def write_rollback(ckpt: Checkpoint, plan: RollbackPlan, staging: Staging) -> str:
@@ -191,6 +224,9 @@ def write_rollback(ckpt: Checkpoint, plan: RollbackPlan, staging: Staging) -> st
     still names the source's schema files (what a verification in the staging folder
     reads): :func:`statekit.repartition.target.retarget_schema_paths` must point it at the
     target's own just before publishing."""
+    if plan.new_query_id is not None:  # as Spark's StreamMetadata writes it
+        staging.write("metadata", json.dumps({"id": plan.new_query_id},
+                                             separators=(",", ":")).encode())
     for relative in plan.copied:
         staging.write_chunks(relative, ckpt.read_chunks(ckpt.location.path(relative)))
     return f"commits/{plan.batch}"

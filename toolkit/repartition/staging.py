@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import sys
 import time
 from collections.abc import Callable, Iterable
 
@@ -62,9 +63,10 @@ class Staging:
                                       path=self.target.url)
             self.fs.rm(self.root, recursive=True)
         self.fs.makedirs(self.root, exist_ok=True)
+        # the command line too: `statekit doctor` on the target tells how to finish it
         self.fs.pipe(self.path(MARKER), json.dumps(
             {"source": self.source_url, "target": self.target.url,
-             "started": time.time()}).encode())
+             "started": time.time(), "argv": list(sys.argv)}).encode())
 
     def write(self, relative: str, data: bytes) -> None:
         self.on_step(f"write {relative}")

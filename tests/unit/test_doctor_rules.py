@@ -1,0 +1,103 @@
+"""The doctor's rules and the rollback's sink-log cut without a JVM (tests/spark/test_doctor.py
+proves the predictions against Spark restarts)."""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.location import resolve
+from statekit.doctor import (
+    EXIT_DOCTOR_FIXABLE,
+    EXIT_DOCTOR_UNFIXABLE,
+    EXIT_DOCTOR_WARNINGS,
+    FATAL,
+    INFO,
+    WARNING,
+    Diagnosis,
+    Problem,
+    _schema_error,
+    sink_log_end,
+)
+from statekit.errors import UnsafeOperation
+from statekit.repartition.file_sink import cut_sink_log, sink_log_after
+from statekit.repartition.rollback import rollback_choices
+from tests.unit.checkpoint_builder import write_checkpoint
+
+
+def _diagnosis(*severities: str, fix: str | None = None) -> Diagnosis:
+    problems = tuple(Problem(f"p{i}", s, "x", "what", "spark") for i, s in
+                     enumerate(severities))
+    return Diagnosis("ck", 3, 3, 4, 4, problems, 2 if fix else None, fix, 0, 0, 0.0)
+
+
+def test_exit_codes_follow_the_worst_problem():
+    assert _diagnosis().exit_code == 0 and _diagnosis().verdict == "restarts"
+    assert _diagnosis(INFO).exit_code == 0
+    assert _diagnosis(INFO, WARNING).exit_code == EXIT_DOCTOR_WARNINGS
+    assert _diagnosis(WARNING).verdict == "restarts with warnings"
+    fixable = _diagnosis(WARNING, FATAL, fix="statekit rollback ck --to-batch 2 --out x")
+    assert fixable.exit_code == EXIT_DOCTOR_FIXABLE and fixable.verdict == "will not restart"
+    assert _diagnosis(FATAL).exit_code == EXIT_DOCTOR_UNFIXABLE
+    assert fixable.to_dict()["exit_code"] == EXIT_DOCTOR_FIXABLE
+
+
+@pytest.mark.parametrize(("data", "predicted"), [
+    (b"", "without a message"),
+    (b"\x00", "without a message"),
+    (b"\x00\x02v", "without a message"),  # the tag is cut short
+    (b"\x00\x01garbage", "MALFORMED_LOG_FILE"),
+    (b"\x00\x02x2{}", "MALFORMED_LOG_FILE"),
+    (b"\x00\x02v2\x00\x00{oops", "JSON"),
+])
+def test_the_schema_readers_failure_follows_its_version_tag(data, predicted):
+    assert predicted in _schema_error(data)
+
+
+def _sink(tmp_path, names: list[str]):
+    log = tmp_path / "out" / "_spark_metadata"
+    log.mkdir(parents=True)
+    for name in names:
+        (log / name).write_text("v1\n")
+        (log / f".{name}.crc").write_bytes(b"crc")
+    return resolve(str(tmp_path / "out"))
+
+
+def test_the_sink_log_is_cut_back_with_its_checksums(tmp_path):
+    sink = _sink(tmp_path, ["0", "1", "2", "3", "4"])
+    assert sink_log_end(sink) == 4
+    names = sink_log_after(sink, 2)
+    assert names == ["3", "4"]
+    backup = cut_sink_log(sink, names, "_statekit_sink_log_backup/2-1")
+    log = tmp_path / "out" / "_spark_metadata"
+    assert sorted(p.name for p in log.iterdir()) == [".0.crc", ".1.crc", ".2.crc", "0", "1",
+                                                     "2"]
+    moved = tmp_path / "out" / "_statekit_sink_log_backup" / "2-1"
+    assert sorted(p.name for p in moved.iterdir()) == [".3.crc", ".4.crc", "3", "4"]
+    assert backup.endswith("_statekit_sink_log_backup/2-1")
+    assert sink_log_end(sink) == 2 and sink_log_after(sink, 2) == []
+
+
+def test_a_sink_log_compacted_past_the_batch_cannot_be_cut(tmp_path):
+    # batches 0..8 were compacted into 9.compact and then deleted, as Spark's log does
+    sink = _sink(tmp_path, ["9.compact", "10", "11"])
+    assert sink_log_after(sink, 9) == ["10", "11"]  # cut after the compaction: fine
+    with pytest.raises(UnsafeOperation, match="cannot be cut back to batch 5"):
+        sink_log_after(sink, 5)
+
+
+def test_a_missing_offsets_entry_before_the_newest_stops_a_restart(tmp_path):
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=6, committed=6)
+    (root / "offsets/4").unlink()
+    (root / "offsets/1").unlink()
+    problems = {p.code: p for p in open_checkpoint(str(root)).ledger.problems}
+    assert problems["missing-previous-offsets"].severity == "error"
+    assert "batch 4 doesn't exist" in problems["missing-previous-offsets"].message
+    assert problems["log-gap"].severity == "warning"  # batch 1: history only
+    assert "batches 4" not in problems["log-gap"].message
+    choices = {c.batch: c for c in rollback_choices(open_checkpoint(str(root)))}
+    assert not choices[5].possible and "offsets/4 is missing" in choices[5].reason
+    assert not choices[2].possible and "offsets/1" in choices[2].reason
+    assert choices[3].possible

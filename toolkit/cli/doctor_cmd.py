@@ -1,0 +1,81 @@
+"""``statekit doctor``: will this checkpoint restart, and if not, which command fixes it.
+
+Pure Python, read-only: the logs, listings and every state file the restart loads are read
+(in parallel worker processes) without a JVM. The exit code is the answer for automation:
+0 restarts cleanly, 9 restarts with warnings, 11 will not restart and the printed command
+fixes it, 12 will not restart and statekit has no command for it.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from statekit.cli.options import (
+    checkpoint_options,
+    json_option,
+    open_from_cli,
+    parse_storage_options,
+    print_json,
+)
+from statekit.cli.render import console, status
+from statekit.presentation import human_bytes
+
+_STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+@click.command("doctor")
+@checkpoint_options
+@click.option("--file-sink", "file_sink", default=None, metavar="PATH",
+              help="The query's file sink output (with _spark_metadata): also say whether "
+                   "its log is ahead of or behind the checkpoint.")
+@json_option
+def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
+                   as_json: bool) -> None:
+    """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
+
+    Exit codes: 0 restarts, 9 restarts with warnings, 11 will not restart (the printed
+    command fixes it), 12 will not restart (no statekit fix).
+
+    Example: statekit doctor demo/checkpoint --file-sink demo/output
+    """
+    from statekit.checkpoint.location import resolve
+    from statekit.doctor import diagnose
+
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
+    sink = resolve(file_sink, parse_storage_options(storage_option)) if file_sink else None
+    with status(not as_json, "reading the checkpoint…") as progress:
+        diagnosis = diagnose(ckpt, file_sink=sink, progress=progress)
+    if as_json:
+        print_json(diagnosis.to_dict())
+    else:
+        out = console()
+        colour = {0: "green", 9: "yellow"}.get(diagnosis.exit_code, "bold red")
+        out.print(f"[bold]doctor[/] {escape(diagnosis.checkpoint)}: [{colour}]"
+                  f"{diagnosis.verdict}[/]")
+        restart = (f"restart runs batch {diagnosis.restart_batch} on state version "
+                   f"{diagnosis.restart_version}" if diagnosis.restart_batch is not None
+                   else "no batch planned yet")
+        out.print(f"last committed batch {diagnosis.last_committed} · {restart} · read "
+                  f"{diagnosis.files_read} state files ({human_bytes(diagnosis.bytes_read)}) "
+                  f"in {diagnosis.elapsed_s:.2f} s")
+        for problem in diagnosis.problems:
+            out.print()
+            style = _STYLE[problem.severity]
+            out.print(f"[{style}]{problem.severity}[/] ({problem.code}) "
+                      f"{escape(problem.path)}: {escape(problem.what)}")
+            error = f" — fails with {escape(problem.spark_error)}" if problem.spark_error \
+                else ""
+            out.print(f"  on restart: {escape(problem.spark)}{error}")
+            if problem.remedy:
+                out.print(f"  remedy: {escape(problem.remedy)}")
+        out.print()
+        if diagnosis.fix_command:
+            out.print("[bold]fix[/] (writes a new checkpoint; the source stays as it is):")
+            out.print(f"  {escape(diagnosis.fix_command)}", soft_wrap=True)
+        elif diagnosis.fatal:
+            out.print("[bold red]no statekit command repairs this[/]: see the remedies above")
+        elif not diagnosis.problems:
+            out.print("[green]nothing found: the restart loads every file cleanly[/]")
+    if diagnosis.exit_code:
+        raise click.exceptions.Exit(diagnosis.exit_code)
