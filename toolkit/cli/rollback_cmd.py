@@ -51,18 +51,33 @@ if TYPE_CHECKING:
 @click.option("--new-query-id", is_flag=True,
               help="Write a new query id into the target's metadata file instead of copying "
                    "the source's (required when the source's is missing).")
+@click.option("--set-offset", "set_offsets", multiple=True, metavar="[SRC/]KEY=N",
+              help="Where a source resumes in DST: KEY is TOPIC:PARTITION or TOPIC (Kafka), "
+                   "logOffset (file source), offset (rate-micro-batch) or * (every integer "
+                   "of the source); SRC/ picks the source when several match. Repeatable.")
+@click.option("--shift-by", "shifts", multiple=True, metavar="[SRC/]KEY=±N",
+              help="Move a source's resume point by N (negative: replay, positive: skip), "
+                   "same keys as --set-offset. Repeatable. With --dry-run: the diff only.")
 @spark_options
 @json_option
 def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: int | None,
                      target: str | None, list_only: bool, dry_run: bool, verify: bool,
                      force: bool, file_sink: str | None, new_query_id: bool,
+                     set_offsets: tuple[str, ...], shifts: tuple[str, ...],
                      master: str | None,
                      confs: tuple[str, ...], as_json: bool) -> None:
     """Roll CKPT back to committed batch B, in a new checkpoint DST.
 
+    With --set-offset / --shift-by (and no --to-batch: the last committed batch) the
+    sources of DST resume elsewhere, as Kafka Streams' reset tool does; state is kept.
+
     Example: statekit rollback demo/checkpoint --to-batch 5 --out demo/checkpoint-at-5
     """
     from statekit.repartition.rollback import plan_rollback, rollback_choices
+    from statekit.repartition.source_offsets import parse_edit
+
+    edits = ([parse_edit(text, shift=False) for text in set_offsets]
+             + [parse_edit(text, shift=True) for text in shifts])
 
     # a damaged ledger after the chosen batch is what a rollback repairs: the batches it
     # keeps are checked by plan_rollback (and shown by --list)
@@ -82,6 +97,8 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
                           escape(c.reason))
         console().print(table)
         return
+    if batch is None and edits and ckpt.committed_batches:
+        batch = max(ckpt.committed_batches)  # only the offsets change
     if batch is None or target is None:
         raise click.UsageError("--to-batch and --out are required (or pass --list)")
     from statekit.checkpoint.location import resolve
@@ -92,7 +109,7 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     sink = resolve(file_sink, options) if file_sink else None
     plan = plan_rollback(ckpt, resolve(target, options), batch, force=force,
                          new_query_id=str(uuid.uuid4()) if new_query_id else None,
-                         file_sink=sink)
+                         file_sink=sink, offset_edits=edits)
     if dry_run:
         if as_json:
             print_json({"dry_run": True, "plan": plan.to_dict()})
@@ -138,6 +155,26 @@ def _render_plan(plan: RollbackPlan) -> None:
     out = console()
     out.print(f"[bold]rollback[/] {escape(plan.source)} → {escape(plan.target)}: last "
               f"committed batch {plan.last_committed} → {plan.batch}")
+    if plan.offset_changes:
+        table = Table(title=f"source offsets of batch {plan.batch} (where the restart "
+                            "resumes)", title_justify="left")
+        for name in ("source", "kind", "key", "before", "after", "change", "effect"):
+            table.add_column(name, justify="right" if name in ("before", "after", "change")
+                             else "left")
+        for c in plan.offset_changes:
+            table.add_row(c.source, c.kind, escape(c.key), str(c.before), str(c.after),
+                          f"{c.delta:+d}", escape(c.effect))
+        out.print(table)
+        if plan.offsets_lowered:
+            b = plan.batch
+            out.print(f"offsets/{b - 1} lowered to match (Spark calls getBatch(offsets/{b - 1}"
+                      f", offsets/{b}) on restart; V1 sources such as the file source require "
+                      "start ≤ end): " + ", ".join(
+                          f"{c.source}/{escape(c.key)} {c.before} → {c.after}"
+                          for c in plan.offsets_lowered))
+        out.print("[yellow]• state is kept as of batch "
+                  f"{plan.batch}: replayed input is counted again by aggregations (dropped "
+                  "by deduplication); skipped input never reaches the state[/]")
     again = plan.dropped_batches
     out.print(f"{len(plan.copied)} files copied ({human_bytes(plan.state_bytes)} of state, "
               f"version {plan.batch + 1}); the query runs "

@@ -19,12 +19,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.errors import BadInput, UnsafeOperation, UnsupportedFormat
+from statekit.repartition.source_offsets import (
+    OffsetChange,
+    OffsetEdit,
+    OffsetsRewrite,
+    check_edits_applied,
+    rewrite_offsets,
+)
 from statekit.repartition.staging import Staging
 
 _SOURCE_ENTRY = re.compile(r"^sources/[^/]+/(\d+)(\.compact)?$")
@@ -59,10 +67,19 @@ class RollbackPlan:
     sink_entries: tuple[str, ...] = ()
     """``--file-sink``: the entries of the sink's ``_spark_metadata`` after B, moved out of
     the log after publishing (:func:`statekit.repartition.file_sink.sink_log_after`)."""
+    offset_changes: tuple[OffsetChange, ...] = ()
+    """``--set-offset`` / ``--shift-by``: where each source resumes, before and after."""
+    offsets_lowered: tuple[OffsetChange, ...] = ()
+    """What ``offsets/B-1`` needed lowered to match (:func:`rewrite_offsets`)."""
+    rewritten: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    """Offsets entries written instead of copied (only when the offsets change)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["copied"] = len(self.copied)
+        out["offset_changes"] = [c.to_dict() for c in self.offset_changes]
+        out["offsets_lowered"] = [c.to_dict() for c in self.offsets_lowered]
+        out.pop("rewritten")
         return out
 
 
@@ -114,22 +131,40 @@ class _SourceLogs:
             if match:
                 self.entries.setdefault(relative.rsplit("/", 1)[0], {})[
                     int(match.group(1))] = relative
-        self._listed: dict[str, set[int]] = {}
+        self._lines: dict[str, list[int]] = {}
 
     def _batches_in(self, compact: str) -> set[int]:
         """The ``batchId`` of every entry a compaction file lists."""
-        if compact not in self._listed:
-            text = self._ckpt.read_bytes(self._ckpt.location.path(compact))
-            batches = set()
+        return set(self._entry_batches(compact))
+
+    def files_in(self, folder: str, first: int, last: int) -> int | None:
+        """How many files the log entries ``first … last`` of ``folder`` list (``None``
+        when an entry is in neither its own file nor a later compaction)."""
+        entries = self.entries.get(folder, {})
+        total = 0
+        for batch in range(max(first, 0), last + 1):
+            holder = entries.get(batch) or entries.get(min(
+                (b for b, p in entries.items() if b > batch and p.endswith(".compact")),
+                default=-1), "")
+            if not holder:
+                return None
+            total += sum(1 for b in self._entry_batches(holder) if b == batch)
+        return total
+
+    def _entry_batches(self, relative: str) -> list[int]:
+        """The ``batchId`` of every line of one log file (an entry or a compaction)."""
+        if relative not in self._lines:
+            text = self._ckpt.read_bytes(self._ckpt.location.path(relative))
+            found = []
             for line in text.decode("utf-8", "replace").split("\n")[1:]:
                 try:
                     entry_batch = json.loads(line).get("batchId")
                 except (ValueError, AttributeError):
                     continue
                 if isinstance(entry_batch, int):
-                    batches.add(entry_batch)
-            self._listed[compact] = batches
-        return self._listed[compact]
+                    found.append(entry_batch)
+            self._lines[relative] = found
+        return self._lines[relative]
 
     def compacted_away(self, batch: int) -> str:
         """Why a file source log cannot be cut at ``batch`` ("" when it can): a compaction
@@ -152,14 +187,17 @@ class _SourceLogs:
 def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
                   force: bool = False, now_ms: float | None = None,
                   new_query_id: str | None = None,
-                  file_sink: Location | None = None) -> RollbackPlan:
+                  file_sink: Location | None = None,
+                  offset_edits: Sequence[OffsetEdit] = ()) -> RollbackPlan:
     """The plan to roll ``ckpt`` back to committed batch ``batch`` in ``target``.
 
     Raises
     ------
     BadInput
         ``batch`` is not committed, or its state or source log is no longer complete; the
-        source has no ``metadata`` file and no ``new_query_id`` is given.
+        source has no ``metadata`` file and no ``new_query_id`` is given; an offset edit
+        matches nothing or gives an impossible offset
+        (:func:`statekit.repartition.source_offsets.edit_offsets`).
     UnsupportedFormat
         Checkpoint format v2 (state file names carry ids the commit log must match).
     UnsafeOperation
@@ -200,6 +238,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
 
         sink_entries = sink_log_after(file_sink, batch)
     state = files_loading(ckpt, batch + 1)
+    rewrite = _edited_offsets(ckpt, logs, batch, offset_edits) if offset_edits else None
     rel = ckpt.location.relative
     copied = [] if new_query_id is not None else ["metadata"]
     copied += [f"offsets/{b}" for b in sorted(ckpt.planned_batches) if b <= batch]
@@ -215,7 +254,30 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
                         tuple(dict.fromkeys(copied)), sum(f.size for f in state),
                         tuple(range(batch + 1, last + 1)), new_query_id,
                         file_sink.url if file_sink is not None else None,
-                        tuple(sink_entries))
+                        tuple(sink_entries),
+                        rewrite.changes if rewrite else (), rewrite.lowered if rewrite else (),
+                        dict(rewrite.entries) if rewrite else {})
+
+
+def _edited_offsets(ckpt: Checkpoint, logs: _SourceLogs, batch: int,
+                    edits: Sequence[OffsetEdit]) -> OffsetsRewrite:
+    """The target's ``offsets/B`` with ``edits`` applied, bounded by the file source logs
+    the target keeps (entries up to B)."""
+    ends = {folder.split("/", 1)[1]: max(kept)
+            for folder, entries in logs.entries.items()
+            if (kept := [b for b in entries if b <= batch])}
+
+    def files_between(change: OffsetChange) -> str:
+        if change.kind != "file":
+            return ""
+        low, high = sorted((change.before, change.after))
+        files = logs.files_in(f"sources/{change.source}", low + 1, high)
+        return "" if files is None else f"{files} file{'s' * (files != 1)}"
+
+    path = ckpt.location.path
+    return rewrite_offsets(lambda rel: ckpt.read_bytes(path(rel)),
+                           lambda rel: ckpt.display(path(rel)), batch, edits,
+                           file_log_ends=ends, describe=files_between)
 
 
 def write_rollback(ckpt: Checkpoint, plan: RollbackPlan, staging: Staging) -> str:
@@ -228,5 +290,13 @@ def write_rollback(ckpt: Checkpoint, plan: RollbackPlan, staging: Staging) -> st
         staging.write("metadata", json.dumps({"id": plan.new_query_id},
                                              separators=(",", ":")).encode())
     for relative in plan.copied:
-        staging.write_chunks(relative, ckpt.read_chunks(ckpt.location.path(relative)))
+        if relative not in plan.rewritten:
+            staging.write_chunks(relative, ckpt.read_chunks(ckpt.location.path(relative)))
+    for relative, data in plan.rewritten.items():
+        staging.write(relative, data)
+    for relative, changes in ((f"offsets/{plan.batch}", plan.offset_changes),
+                              (f"offsets/{plan.batch - 1}", plan.offsets_lowered)):
+        if changes:  # read back as the restart reads it
+            with staging.fs.open(staging.path(relative), "rb") as back:
+                check_edits_applied(back.read(), staging.path(relative), changes)
     return f"commits/{plan.batch}"
