@@ -43,12 +43,7 @@ def repartition_entry(sink: Location, batch: int) -> tuple[str, bytes]:
     to another run, or the sink is ahead of the checkpoint).
     """
     log = posixpath.join(sink.root, "_spark_metadata")
-    try:
-        names = [posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)]
-    except FileNotFoundError:
-        raise BadInput("has no _spark_metadata folder: not a file sink's output",
-                       path=sink.url) from None
-    batches = {b: n for n in names if (b := _batch_of(n)) is not None}
+    batches = _log_batches(sink)
     if not batches:
         raise BadInput("_spark_metadata holds no batch entries", path=sink.url)
     latest = max(batches)
