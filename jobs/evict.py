@@ -165,6 +165,27 @@ def store_rows(spark: SparkSession, ckpt: Checkpoint, schema: StoreSchema, tasks
                        value_json, tasks), frame_schema)
 
 
+def whole_key_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
+                   store: str) -> DataFrame:
+    """transformWithState's rows as Spark's raw-row reader gives them, every column family
+    (state variables, timers, TTL indexes), shaped like :func:`store_rows`' frames: ``key``
+    is the grouping key Spark extracts from each row, ``value`` the column family and the
+    row's bytes (base64), ``PARTITION`` the partition the row is in (the reader's partition,
+    one per state store partition), ``CHANGED_AT`` unknown (-1)."""
+    from pyspark.sql import functions as F
+
+    from statekit.jobs.migrate import read_raw_rows
+
+    raw = read_raw_rows(spark, path, batch, operator_id, store)
+    return raw.select(
+        F.spark_partition_id().alias(PARTITION), F.lit(-1).cast("long").alias(CHANGED_AT),
+        F.col("partition_key").alias("key"),
+        F.struct(F.col("column_family_name").alias("column_family"),
+                 F.base64("key_bytes").alias("key_bytes"),
+                 F.base64("value_bytes").alias("value_bytes")).alias("value"),
+        F.col("key_bytes").alias(KEY_BYTES), F.col("value_bytes").alias(VALUE_BYTES))
+
+
 def selected(predicate: str) -> Column:
     """The rows a predicate selects (SQL NULL: not selected)."""
     from pyspark.sql import functions as F
@@ -178,12 +199,16 @@ def check_predicate(frame: DataFrame, selection: StoreSelection, shown: str) -> 
     from statekit.jobs.errors import first_line
     from statekit.jobs.repartition import is_spark_error
 
+    # transformWithState: whole grouping keys only, so the predicate sees nothing else
+    rows = frame.select("key") if selection.whole_keys else frame
     try:
-        frame.where(selected(selection.predicate)).schema  # noqa: B018 - analysis only
+        rows.where(selected(selection.predicate)).schema  # noqa: B018 - analysis only
     except Exception as error:
         if is_spark_error(error):
+            scope = (" (transformWithState: --where sees key.*, the grouping key, only)"
+                     if selection.whole_keys else "")
             raise BadInput(f"operator {selection.operator_id} store {selection.store}: the "
-                           f"selection cannot be evaluated: {first_line(error)}",
+                           f"selection cannot be evaluated{scope}: {first_line(error)}",
                            path=shown) from None
         raise
 
@@ -267,6 +292,8 @@ def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, pla
         key = (selection.operator_id, selection.store)
 
         def rows(path: str, batch: int) -> DataFrame:
+            if selection.whole_keys:
+                return whole_key_rows(spark, path, batch, *key)
             return read_state(spark, StateTarget(path, key[0], selection.operator_name, key[1],
                                                  batch_id=batch))
 
@@ -275,9 +302,13 @@ def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, pla
         target = _as_json(target_rows)
         gone = removed[key].rows.select("row")
         expected = source.exceptAll(gone)
+        if selection.whole_keys:  # placed by Spark's own grouping-key extraction
+            names = target_rows.schema["key"].dataType.names  # type: ignore[attr-defined]
+            in_partition, fields = F.col(PARTITION), list(names)
+        else:
+            in_partition, fields = F.col("partition_id"), key_fields[key]
         misplaced = target_rows.where(
-            F.col("partition_id") != F.expr(placement(key_fields[key], base.to_partitions))
-        ).count()
+            in_partition != F.expr(placement(fields, base.to_partitions))).count()
         still = None
         if selection.touched and CHANGED_AT not in selection.predicate:
             still = target_rows.where(selected(selection.predicate)).count()
@@ -315,7 +346,7 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
     On any failure the staging folder is removed and nothing is published; the source is
     only ever read."""
     from statekit.checkpoint.state_data import store_schemas
-    from statekit.jobs.repartition import staged_job
+    from statekit.jobs.repartition import point_schemas_at_target, staged_job
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_url
     from statekit.repartition.partition_key import partition_fields
 
@@ -326,11 +357,18 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
     frames = {}
     for selection in plan.stores:
         key = (selection.operator_id, selection.store)
-        schema = schemas[key]
-        frames[key] = store_rows(spark, ckpt, schema, aged_tasks(
-            ckpt, *key, base.last_committed + 1, plan.needs_age and selection.touched),
-            storage_options)
-        check_predicate(frames[key], selection, ckpt.display(schema.path))
+        if selection.whole_keys:  # its schema files are Spark's to read
+            with session_confs(spark, reader_confs(ckpt)):
+                frames[key] = whole_key_rows(spark, spark_url(ckpt.location.url),
+                                             base.last_committed, *key)
+            shown = ckpt.display(ckpt.location.path("state", str(key[0])))
+        else:
+            schema = schemas[key]
+            frames[key] = store_rows(spark, ckpt, schema, aged_tasks(
+                ckpt, *key, base.last_committed + 1, plan.needs_age and selection.touched),
+                storage_options)
+            shown = ckpt.display(schema.path)
+        check_predicate(frames[key], selection, shown)
     with session_confs(spark, reader_confs(ckpt)):
         if dry_run:
             with staged_job(spark, ckpt, None, "evict dry run"):
@@ -352,6 +390,7 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
                 if bad:
                     raise JobFailed("verification failed, nothing published: "
                                     + "; ".join(bad), path=plan.target)
+            point_schemas_at_target(ckpt, staging, plan.target)
             progress("publishing")
             staging.publish(last=last)
     return EvictResult(plan, written, checks, time.perf_counter() - started)
@@ -403,11 +442,13 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
         from statekit.jobs.migrate import rewrite_into_rocksdb
 
         progress("Spark's state rewriter: writing the kept rows as RocksDB files")
+        whole = {(s.operator_id, s.store): s for s in plan.stores if s.whole_keys}
         replay = {key: (frame, [f"key.`{name}`" for name in placed_by[key]])
-                  for key, frame in kept.items()}
+                  for key, frame in kept.items() if key not in whole}
+        drop = {key: s.predicate for key, s in whole.items() if s.touched}
         written, unique_ids = rewrite_into_rocksdb(
             spark, ckpt, base, staging, schemas={}, placed_by=placed_by,
-            storage_options=storage_options, replay=replay)
+            storage_options=storage_options, replay=replay, drop=drop)
     name, data = commit_entry(ckpt, base, unique_ids)
     staging.write(name, data)
     return written, name

@@ -75,6 +75,16 @@ def _read_all_option(spark: SparkSession) -> str:
         return READ_ALL_COLUMN_FAMILIES
 
 
+def without_selected_keys(raw: DataFrame, predicate: str) -> DataFrame:
+    """Raw rows (every column family) minus those whose grouping key the predicate over
+    ``key.*`` selects; the columns unchanged."""
+    from pyspark.sql import functions as F
+
+    keep = ~F.coalesce(F.expr(predicate), F.lit(False))
+    return (raw.withColumn("key", F.col("partition_key")).where(keep)
+            .select(*raw.columns))
+
+
 def partition_key_columns(frame: DataFrame, count: int | None) -> list:
     """The fields of the raw rows' ``partition_key`` (Spark's extraction of the grouping
     key), checked against the ``count`` statekit places the store by (None: transformWithState,
@@ -96,9 +106,13 @@ class _PlacingTransform:
     into the target's partitions."""
 
     def __init__(self, spark: SparkSession, replay: dict[tuple[int, str], Any] | None,
-                 placed_by: dict[tuple[int, str], list[str]], partitions: int):
+                 placed_by: dict[tuple[int, str], list[str]], partitions: int,
+                 drop: dict[tuple[int, str], str] | None = None):
         self.spark = spark
         self.replay = replay
+        self.drop = drop or {}
+        """Per store: a predicate over ``key`` (the raw rows' ``partition_key``); the rows
+        it selects are not written (``statekit evict`` on transformWithState)."""
         self.placed_by = placed_by
         self.partitions = partitions
         self.error: BaseException | None = None
@@ -121,8 +135,10 @@ class _PlacingTransform:
         placed = self.placed_by.get(key)  # None: transformWithState (Spark's key alone)
         columns = None if placed is None else len(placed)
         original = PyDataFrame(jdf, self.spark)
-        if self.replay is None:
+        if self.replay is None or key not in self.replay:
             rows = original
+            if key in self.drop:
+                rows = without_selected_keys(rows, self.drop[key])
             by = partition_key_columns(original, columns)
         else:
             rows, by = self._replayed(original, key)
@@ -193,7 +209,8 @@ def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartitio
                          staging: Staging, *, schemas: dict[tuple[int, str], StoreSchema],
                          placed_by: dict[tuple[int, str], list[str]],
                          storage_options: dict[str, Any],
-                         replay: dict[tuple[int, str], Any] | None = None
+                         replay: dict[tuple[int, str], Any] | None = None,
+                         drop: dict[tuple[int, str], str] | None = None
                          ) -> tuple[dict[str, list[WrittenPartition]],
                                     dict[str, list[list[str]]] | None]:
     """Spark's ``StateRewriter`` writes batch N + 1's RocksDB state into the staging folder
@@ -201,13 +218,14 @@ def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartitio
     what was written and, with checkpoint format v2, the ids of the new state files (for
     ``commits/N+1``). ``replay``: per store, the rows to write instead of the source's
     (a frame with the key and value bytes, and the SQL of its partition-key columns), as
-    ``statekit evict`` hands them over."""
+    ``statekit evict`` hands them over; ``drop``: per store, a predicate over ``key.*``
+    whose keys' raw rows are left out (evict on transformWithState)."""
     from pyspark.java_gateway import ensure_callback_server_started
 
     read_from, view = _read_location(ckpt, plan, staging)
     if replay is None and plan.provider == "hdfs":
         replay = _hdfs_replay(spark, ckpt, plan, schemas, placed_by, storage_options)
-    transform = _PlacingTransform(spark, replay, placed_by, plan.to_partitions)
+    transform = _PlacingTransform(spark, replay, placed_by, plan.to_partitions, drop)
     jvm = spark._jvm
     assert jvm is not None
     ensure_callback_server_started(spark.sparkContext._gateway)

@@ -8,7 +8,8 @@ fault was made in a copy of a checkpoint pyspark 4.3 wrote and the query restart
 (``tests/spark/test_doctor.py`` keeps doing exactly that). Some of Spark's answers are not
 what the files suggest: a missing operator-metadata or schema file is rewritten on restart,
 a missing ``commits/`` folder makes Spark re-run the newest batch, but a missing
-``offsets/N-1`` (history, one would think) stops it.
+``offsets/N-1`` (history, one would think) stops it, and so does a file source offset in
+``offsets/N-1`` above ``offsets/N``'s (Spark replays ``getBatch(N-1, N)`` on restart).
 
 The fix is almost always the same safe move: ``statekit rollback`` to the newest committed
 batch whose logs parse and whose state version *decodes* (every file that version loads is
@@ -35,8 +36,10 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.ledger import Ledger, LogProblem
 from statekit.checkpoint.location import Location
 from statekit.errors import EXIT_UNSUPPORTED, StatekitError
+from statekit.formats.jsontext import loads_json
 from statekit.partition_workers import GroupRunner
 from statekit.repartition.rollback import RollbackChoice, rollback_choices
+from statekit.repartition.source_offsets import source_kind
 from statekit.repartition.staging import MARKER
 from statekit.verify import DamagedFile, Progress, first_damaged, verify_restart_path
 
@@ -216,6 +219,47 @@ def _ledger_problems(ckpt: Checkpoint, ledger: Ledger, last_offset: int | None,
 
 
 # ------------------------------------------------------------------------------ the state
+def _backwards_file_sources(ledger: Ledger, last_offset: int | None
+                            ) -> list[tuple[str, int, int]]:
+    """``(source id, logOffset in offsets/L, in offsets/L-1)`` of every file source whose
+    offset goes backwards from batch L-1 to L (a hand-edited ``offsets/L``)."""
+    if last_offset is None or last_offset < 1:
+        return []
+    current, previous = ledger.offsets.get(last_offset), ledger.offsets.get(last_offset - 1)
+    if current is None or previous is None:
+        return []
+    before = {s.source: s.offset for s in previous.sources}
+    out = []
+    for source in current.sources:
+        old = before.get(source.source)
+        if not source.offset or not old:
+            continue
+        now, then = loads_json(source.offset), loads_json(old)
+        if source_kind(now) == source_kind(then) == "file" and \
+                then["logOffset"] > now["logOffset"]:
+            out.append((source.source, now["logOffset"], then["logOffset"]))
+    return out
+
+
+def _offsets_order_problems(ckpt: Checkpoint, ledger: Ledger, last_offset: int | None,
+                            last_commit: int | None) -> list[Problem]:
+    if last_offset is None:
+        return []
+    committed = last_commit == last_offset
+    shown = ckpt.display(ckpt.location.path("offsets", str(last_offset)))
+    return [Problem(
+        "offsets-backwards", FATAL, shown,
+        f"file source {source} ends batch {last_offset} at logOffset {now} but batch "
+        f"{last_offset - 1} at {then}: its offsets go backwards (a hand-edited entry?)",
+        f"Spark calls getBatch(offsets/{last_offset - 1}, offsets/{last_offset}) on restart "
+        "and the file source asserts start <= end", "assertion failed",
+        (f"roll back to batch {last_offset} with --shift-by {source}/logOffset=0: statekit "
+         f"lowers offsets/{last_offset - 1} to match and the query resumes at logOffset {now}"
+         if committed else f"roll back to batch {last_offset - 1}"),
+        batch=last_offset if committed else last_offset - 1)
+        for source, now, then in _backwards_file_sources(ledger, last_offset)]
+
+
 def _provider_of(instance: StoreInstance) -> str:
     return "rocksdb" if any(f.kind in ("zip", "changelog", "sst") for f in instance.files) \
         else "hdfs"
@@ -521,6 +565,7 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None,
     last_offset = planned[-1] if planned else None
     last_commit = committed[-1] if committed else None
     problems += _ledger_problems(ckpt, ledger, last_offset, last_commit)
+    problems += _offsets_order_problems(ckpt, ledger, last_offset, last_commit)
     if last_offset is None:
         restart_batch = version = None
     elif last_commit == last_offset:
@@ -566,7 +611,10 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None,
                 "--out", _fix_target(ckpt, fix_batch),
                 *(["--file-sink", file_sink.url] if file_sink is not None and sink_end
                   is not None and sink_end > fix_batch else []),
-                *(["--new-query-id"] if not ckpt.has_metadata else [])])
+                *(["--new-query-id"] if not ckpt.has_metadata else []),
+                *[arg for source, _, _ in _backwards_file_sources(ledger, last_offset)
+                  if fix_batch == last_offset
+                  for arg in ("--shift-by", f"{source}/logOffset=0")]])
     order = {FATAL: 0, WARNING: 1, INFO: 2}
     return Diagnosis(
         checkpoint=ckpt.location.url, last_planned=last_offset, last_committed=last_commit,

@@ -247,6 +247,17 @@ def rolled_back_without_sink(ckpt: Path, out: Path) -> str:
     return str(out / "_spark_metadata")
 
 
+def offsets_edited_by_hand(ckpt: Path, _out: Path) -> str:
+    """``offsets/L`` edited to replay one file (as support articles suggest doing by
+    hand) without touching ``offsets/L-1``: the file source's offset goes backwards."""
+    last = _last(ckpt)
+    path = ckpt / f"offsets/{last}"
+    text = path.read_text()
+    assert f'{{"logOffset":{last}}}' in text
+    path.write_text(text.replace(f'{{"logOffset":{last}}}', f'{{"logOffset":{last - 2}}}'))
+    return str(path)
+
+
 def staging_left(ckpt: Path, _out: Path) -> str:
     staging = ckpt.parent / ".checkpoint.statekit-staging"
     staging.mkdir()
@@ -297,6 +308,7 @@ CASES = [
     Case(commits_folder_missing, "zips", "commits-missing", RESTARTS, 9),
     Case(operator_metadata_missing, "changelog", "operator-metadata-missing", RESTARTS, 0),
     Case(staging_left, "hdfs", "unfinished-statekit-write", RESTARTS, 9),
+    Case(offsets_edited_by_hand, "zips", "offsets-backwards", "assertion failed", 11),
 ]
 
 

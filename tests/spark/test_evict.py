@@ -85,6 +85,61 @@ def test_evict_by_predicate_removes_exactly_those_rows_and_restarts(spark, sourc
         assert int(row[2]) <= int(full[2])
 
 
+def _raw_rows_by_key(spark, checkpoint: Path) -> dict[str, Counter]:
+    """transformWithState's raw rows (every column family, as ``final_state`` shows them)
+    by the grouping key Spark extracts from each."""
+    from pyspark.sql import functions as F
+
+    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.state_reader import reader_confs, session_confs
+
+    ckpt = open_checkpoint(str(checkpoint))
+    by_key: dict[str, Counter] = {}
+    with session_confs(spark, reader_confs(ckpt)):
+        for store in ckpt.inventory.stores(0):
+            frame = read_raw_rows(spark, str(checkpoint), ckpt.last_committed_batch, 0, store)
+            for key, row in frame.select("partition_key.key", F.to_json(F.struct(
+                    "column_family_name", F.hex("key_bytes"), F.hex("value_bytes")))).collect():
+                by_key.setdefault(key, Counter())[(0, store, row)] += 1
+    return by_key
+
+
+@pytest.mark.parametrize("provider", ["rocksdb", "rocksdb-changelog"])
+def test_evict_transform_with_state_keys_from_every_column_family(spark, sources, tmp_path,
+                                                                  provider):
+    """The selected grouping keys lose their rows in every column family — value, list
+    and map state, timers — and nothing else changes; the restarted query treats them as
+    new keys and every other key as before."""
+    source = sources.get("tws", provider)
+    before = tree_hash(source.checkpoint)
+    state = final_state(spark, source.checkpoint)
+    by_key = _raw_rows_by_key(spark, source.checkpoint)
+    poisoned = {"k01", "k02", "k03"}
+    chosen = sum((by_key[k] for k in poisoned), Counter())
+    families = {json.loads(row)["column_family_name"] for _, _, row in chosen}
+    assert {"count", "values", "buckets"} <= families and any("Timers" in f or "timer" in f
+                                                              for f in families), families
+    assert sum(chosen.values()) < sum(state.values())
+
+    dry = evict(str(source.checkpoint), "--out", str(tmp_path / "dry"), "--dry-run",
+                "--where", "key.key IN ('k01', 'k02', 'k03')")
+    assert dry["plan"]["removed_total"] == sum(chosen.values())
+    assert not (tmp_path / "dry").exists()
+    target = tmp_path / "target"
+    result = evict(str(source.checkpoint), "--out", str(target),
+                   "--where", "key.key IN ('k01', 'k02', 'k03')")
+    assert result["verification"]["ok"], result["verification"]
+    assert result["plan"]["removed_total"] == sum(chosen.values())
+    assert tree_hash(source.checkpoint) == before
+    assert final_state(spark, target) == state - chosen
+
+    output = run_to_end(spark, "tws", source.input_dir, target, source_confs(provider, "tws"))
+    kept = [r for r in output if r[0] not in poisoned]
+    assert kept == [r for r in source.expected_output if r[0] not in poisoned] and kept
+    for row in (r for r in output if r[0] in poisoned):  # counting again from nothing
+        assert int(row[1]) <= max(int(e[1]) for e in source.expected_output if e[0] == row[0])
+
+
 def _fmgws_source(spark, root: Path, provider: str):
     """applyInPandasWithState stopped before its no-data batch: the timeouts behind the
     watermark are still in state (they would fire at the next batch). The third file jumps
@@ -226,7 +281,11 @@ def test_refusals_are_one_line_and_write_nothing(spark, sources, small_queries, 
     err = capsys.readouterr().err
     assert "keyToNumValues" in err
     tws = small_queries.get("tws", "rocksdb").checkpoint
-    evict(str(tws), "--out", str(target), "--where", "true", code=5)
+    evict(str(tws), "--out", str(target), "--stale-after", "2", code=5)
+    assert "key ages" in capsys.readouterr().err
+    evict(str(tws), "--out", str(target), "--where", "value.n > 1", code=3)
+    err = capsys.readouterr().err
+    assert "key.*, the grouping key, only" in err and len(err.strip().splitlines()) == 1
     assert not target.exists()
     assert not list(tmp_path.glob(".*statekit-staging"))
     assert tree_hash(source.checkpoint) == before

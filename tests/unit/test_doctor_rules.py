@@ -101,3 +101,24 @@ def test_a_missing_offsets_entry_before_the_newest_stops_a_restart(tmp_path):
     assert not choices[5].possible and "offsets/4 is missing" in choices[5].reason
     assert not choices[2].possible and "offsets/1" in choices[2].reason
     assert choices[3].possible
+
+
+@pytest.mark.parametrize(("committed", "fix_batch"), [(6, 5), (5, 4)])
+def test_a_file_source_offset_going_backwards_stops_a_restart(tmp_path, committed, fix_batch):
+    """offsets/5 edited by hand to replay files: Spark's getBatch(offsets/4, offsets/5) on
+    restart asserts start <= end (tests/spark/test_doctor.py restarts it)."""
+    from statekit.doctor import _offsets_order_problems
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=6, committed=committed)
+    path = root / "offsets/5"
+    path.write_text(path.read_text().replace('{"logOffset": 5}', '{"logOffset":2}'))
+    ckpt = open_checkpoint(str(root))
+    [problem] = _offsets_order_problems(ckpt, ckpt.ledger, 5, committed - 1)
+    assert (problem.code, problem.severity, problem.spark_error) == \
+        ("offsets-backwards", FATAL, "assertion failed")
+    assert "logOffset 2 but batch 4 at 4" in problem.what and problem.batch == fix_batch
+    assert ("--shift-by 0/logOffset=0" in problem.remedy) == (committed == 6)
+    path.write_text(path.read_text().replace('{"logOffset":2}', '{"logOffset":4}'))
+    ckpt = open_checkpoint(str(root))
+    assert _offsets_order_problems(ckpt, ckpt.ledger, 5, committed - 1) == []

@@ -67,8 +67,8 @@ def test_plan_uses_the_next_batch_watermark_and_the_key_age(tmp_path):
     (Selection(stale_after=0), "applyInPandasWithState", BadInput, "at least 1"),
     (Selection(where="true", operator=3), "applyInPandasWithState", BadInput, "--operator 3"),
     (Selection(expired=True), "dedupe", UnsupportedFormat, "has none"),
-    (Selection(where="true"), "transformWithStateInPandasExec", UnsupportedFormat,
-     "not supported yet"),
+    (Selection(stale_after=3), "transformWithStateInPandasExec", UnsupportedFormat,
+     "does not track key ages across transformWithState's column families"),
 ])
 def test_refusals(tmp_path, selection, name, error, text):
     ckpt = source(tmp_path, name=name, provider="rocksdb" if "transform" in name else "hdfs")
@@ -91,3 +91,11 @@ def test_operator_filter_and_no_timeout_predicate(tmp_path):
     ckpt = source(tmp_path / "b", name="applyInPandasWithState")
     (store,) = plan(ckpt, tmp_path / "b", Selection(no_timeout=True)).stores
     assert store.predicate.startswith("((value.timeoutTimestamp IS NULL")
+
+
+def test_transform_with_state_removes_whole_grouping_keys(tmp_path):
+    ckpt = source(tmp_path, name="transformWithStateInPandasExec", provider="rocksdb")
+    (store,) = plan(ckpt, tmp_path, Selection(where="key.key = 'k1'")).stores
+    assert store.whole_keys and store.touched and store.predicate == "(key.key = 'k1')"
+    (store,) = plan(ckpt, tmp_path, Selection(where="true", operator=0)).stores
+    assert store.whole_keys

@@ -28,8 +28,17 @@ dropDuplicates key (a duplicate would then pass once more), a session, a
 refused: each side keeps a key's rows in two stores that must agree (``keyToNumValues``
 counts the rows ``keyWithIndexToValue`` holds at indexes 0..count-1), so removing rows from
 either breaks the other — Spark then fails or silently misses matches; the join's watermark
-is the way to evict its state. transformWithState keeps one column family per state
-variable (and timers, TTL indexes) under Spark's own encoding; it is not supported yet.
+is the way to evict its state.
+
+transformWithState keeps one column family per state variable (value, list, map state),
+plus its timers and TTL indexes, all keyed by the grouping key (a map state's key adds the
+user key, a timer's the expiry time). Removing *part* of a key's rows would leave a timer
+firing for a key whose state is gone, or a TTL index entry pointing at nothing, so statekit
+removes whole grouping keys: ``--where`` sees ``key.*`` (the grouping key, as Spark's
+raw-row reader extracts it from every column family) and every row of a selected key goes,
+in every column family. Key ages are not tracked across column families (``--stale-after``
+is refused) and its timers are its own (``--expired`` does not apply): its ``ttlConfig`` is
+the way to bound its state by age.
 """
 
 from __future__ import annotations
@@ -55,10 +64,10 @@ JOIN_REFUSAL = (
     "removing rows from either breaks the other, and Spark then fails or silently misses "
     "matches; let the join's watermark evict its state, or pass --operator to evict from "
     "another operator of this query")
-TWS_REFUSAL = (
-    "transformWithState keeps one column family per state variable, plus timers and TTL "
-    "indexes, under Spark's own encoding: evicting from it is not supported yet; its TTL "
-    "(ttlConfig) is the way to bound its state")
+TWS_STALE_REFUSAL = (
+    "--stale-after: statekit does not track key ages across transformWithState's column "
+    "families (state variables, timers, TTL indexes); select its keys with --where over "
+    "key.* (the grouping key), or bound its state by age with its ttlConfig")
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,9 @@ class StoreSelection:
     predicate: str
     why_untouched: str | None = None
     """Why the selection does not apply to this store (None: it does)."""
+    whole_keys: bool = False
+    """transformWithState: the rows are Spark's raw rows of every column family, ``key``
+    their grouping key; a selected key goes from all of them."""
 
     @property
     def touched(self) -> bool:
@@ -201,7 +213,8 @@ def plan_evict(ckpt: Checkpoint, target: Location, selection: Selection, *,
     BadInput
         No condition given, or ``--operator`` names no operator of the checkpoint.
     UnsupportedFormat
-        The selection would touch a join or transformWithState, or ``--expired`` /
+        The selection would touch a join, ``--stale-after`` a transformWithState, or
+        ``--expired`` /
         ``--no-timeout`` with no operator that has timeouts.
     UnsafeOperation
         As for a repartition: uncommitted last batch, live-looking query, non-empty target.
@@ -247,12 +260,14 @@ def plan_evict(ckpt: Checkpoint, target: Location, selection: Selection, *,
         if why is None and meta.name == JOIN:
             raise UnsupportedFormat(f"operator {store.operator_id} ({label}): {JOIN_REFUSAL}",
                                     path=url)
-        if why is None and meta.name in SPARK_KEYED_OPERATORS:
-            raise UnsupportedFormat(f"operator {store.operator_id} ({label}): {TWS_REFUSAL}",
-                                    path=url)
+        if why is None and meta.name in SPARK_KEYED_OPERATORS and \
+                selection.stale_after is not None:
+            raise UnsupportedFormat(f"operator {store.operator_id} ({label}): "
+                                    f"{TWS_STALE_REFUSAL}", path=url)
         mode, _ = timeout_reader(schemas.get((store.operator_id, store.store)), meta.name)
         predicate = "false" if why else store_predicate(
             selection, timeout_operator=meta.name in TIMEOUT_OPERATORS,
             has_timeout_column=mode == "per-key", watermark_ms=watermark, stale_before=stale_before)
-        stores.append(StoreSelection(store.operator_id, label, store.store, predicate, why))
+        stores.append(StoreSelection(store.operator_id, label, store.store, predicate, why,
+                                     whole_keys=meta.name in SPARK_KEYED_OPERATORS))
     return EvictPlan(base, selection, tuple(stores), watermark, stale_before)

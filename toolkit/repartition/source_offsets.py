@@ -268,12 +268,17 @@ def _effect(change: OffsetChange) -> str:
     return f"moves by {change.delta:+d}"
 
 
+def integers_of(data: bytes, shown: str) -> dict[tuple[str, str], int]:
+    """``{(source id, key): integer}`` of every source offset in an offsets entry."""
+    entry = parse_offset_entry(-1, data, shown)
+    return {(s.source, _key(leaf)): value for s in entry.sources if s.offset
+            for leaf, value in _leaves(loads_json(s.offset))}
+
+
 def check_edits_applied(data: bytes, shown: str, changes: Sequence[OffsetChange]) -> None:
     """Raise :class:`CorruptFile` unless ``data`` (the staged ``offsets/B``) holds every
     changed integer's new value: the check before publishing."""
-    entry = parse_offset_entry(-1, data, shown)
-    values = {(s.source, _key(leaf)): value for s in entry.sources if s.offset
-              for leaf, value in _leaves(loads_json(s.offset))}
+    values = integers_of(data, shown)
     for change in changes:
         if values.get((change.source, change.key)) != change.after:
             raise CorruptFile(f"source {change.source} {change.key} is "
@@ -297,23 +302,23 @@ def rewrite_offsets(read: Callable[[str], bytes], shown: Callable[[str], str], b
                     edits: Sequence[OffsetEdit], *,
                     file_log_ends: Mapping[str, int] | None = None,
                     describe: Callable[[OffsetChange], str] | None = None) -> OffsetsRewrite:
-    """``offsets/batch`` with ``edits`` applied and, where an integer moved below its value
-    in ``offsets/batch-1``, that entry lowered to match. ``read`` and ``shown`` take a
-    path relative to the checkpoint."""
+    """``offsets/batch`` with ``edits`` applied and, where an integer of it is below its
+    value in ``offsets/batch-1`` (moved there, or so already: a hand-edited entry), that
+    entry lowered to match. ``read`` and ``shown`` take a path relative to the
+    checkpoint."""
     last = f"offsets/{batch}"
     data, changes = edit_offsets(read(last), shown(last), edits,
                                  file_log_ends=file_log_ends, describe=describe)
     entries = {last: data}
     lowered: list[OffsetChange] = []
-    if batch > 0 and changes:
+    if batch > 0:
         previous = f"offsets/{batch - 1}"
         before = read(previous)
-        entry = parse_offset_entry(batch - 1, before, shown(previous))
-        values = {(s.source, _key(leaf)): value for s in entry.sources if s.offset
-                  for leaf, value in _leaves(loads_json(s.offset))}
-        lower = [OffsetEdit(f"{c.source}/{c.key}={c.after}", c.source, tuple(c.key.split(":")),
-                            c.after, shift=False)
-                 for c in changes if values.get((c.source, c.key), c.after) > c.after]
+        values = integers_of(before, shown(previous))
+        lower = [OffsetEdit(f"{source}/{key}={after}", source, tuple(key.split(":")), after,
+                            shift=False)
+                 for (source, key), after in integers_of(data, shown(last)).items()
+                 if values.get((source, key), after) > after]
         if lower:
             entries[previous], moved = edit_offsets(before, shown(previous), lower,
                                                     file_log_ends=file_log_ends)
