@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 @pytest.mark.parametrize(("name", "provider"), [("aggregation", "hdfs"),
                                                 ("join", "rocksdb-changelog"),
-                                                ("tws", "rocksdb")])
+                                                ("tws", "rocksdb"),
+                                                ("tws", "rocksdb-changelog-v2")])
 def test_rollback_to_each_batch_reruns_the_same_batches(spark, tmp_path, name, provider):
     from tests.small_queries import FILES, _write_input, make_rows
 

@@ -152,3 +152,43 @@ def test_cli_lists_plans_and_copies_without_a_jvm(tmp_path, capsys):
     code, _, err = statekit("--out", str(tmp_path / "other"))
     assert code == 2 and "--to-batch" in err
     assert tree_hash(root) == before
+
+
+def v2_source(tmp_path):
+    """A checkpoint format v2 layout (one RocksDB partition): ``<v>_<id>`` changelogs for
+    versions 1–5, a zip at 2, commits naming each version's id — and a retried version 4
+    whose files carry an id no commit names."""
+    from tests.unit.checkpoint_builder import REAL_ZIP_FILE
+
+    root = tmp_path / "v2"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=5, committed=5,
+                     partitions=1, provider="rocksdb")
+    folder = root / "state" / "0" / "0"
+    for zipped in folder.glob("*.zip"):
+        zipped.unlink()
+    ids = {v: f"{v}{v}{v}{v}{v}{v}{v}{v}-aaaa-bbbb-cccc-000000000000" for v in range(1, 6)}
+    for v, uid in ids.items():
+        (folder / f"{v}_{uid}.changelog").write_bytes(b"c" * 50)
+        (root / "commits" / str(v - 1)).write_text(
+            "v2\n" + json.dumps({"nextBatchWatermarkMs": 0, "stateUniqueIds": {"0": [[uid]]}}))
+    (folder / f"2_{ids[2]}.zip").write_bytes(REAL_ZIP_FILE.read_bytes())
+    stray = "99999999-aaaa-bbbb-cccc-000000000000"
+    (folder / f"4_{stray}.changelog").write_bytes(b"x" * 50)
+    (folder / f"4_{stray}.zip").write_bytes(REAL_ZIP_FILE.read_bytes())
+    return root, ids
+
+
+def test_format_v2_copies_the_files_the_commit_log_names(tmp_path):
+    root, ids = v2_source(tmp_path)
+    ckpt = open_checkpoint(str(root))
+    plan = plan_rollback(ckpt, resolve(str(tmp_path / "dst")), 3, force=True)
+    state = sorted(p.rsplit("/", 1)[-1] for p in plan.copied
+                   if p.startswith("state/0/0/") and "_" in p.rsplit("/", 1)[-1]
+                   and not p.endswith(".sst"))
+    # version 4 = the zip at 2 (its id named by commits/1), then the changelogs 3 and 4
+    assert state == [f"2_{ids[2]}.zip", f"3_{ids[3]}.changelog", f"4_{ids[4]}.changelog"]
+    assert any(p.endswith(".sst") for p in plan.copied)  # the SSTs the zip names
+    (root / "state" / "0" / "0" / f"3_{ids[3]}.changelog").unlink()
+    choices = {c.batch: c for c in rollback_choices(open_checkpoint(str(root)))}
+    assert [b for b, c in sorted(choices.items()) if c.possible] == [0, 1]
+    assert "named by the commit log" in choices[3].reason

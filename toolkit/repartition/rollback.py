@@ -9,6 +9,12 @@ its applications. Nothing is rewritten: the target is a *subset* of the source's
 through the staging folder of :mod:`statekit.repartition.staging` and published with
 ``commits/B`` last.
 
+Checkpoint format v2 names state files ``<version>_<uuid>``, and a retried batch leaves
+files of the same version under another id: the files that load version V are those whose
+id ``commits/V-1`` names (``stateUniqueIds``, per operator, partition and store), the base
+zip and every changelog after it (:func:`v2_chain`). Those files are copied, under their
+names, with the commits that name them, so the target's lineage is the source's.
+
 Which batches are possible depends on what the source still holds: Spark purges state
 files older than ``minBatchesToRetain`` versions, and the file source compacts its log (its
 entries before a compaction may be gone). :func:`rollback_choices` says, per committed
@@ -19,13 +25,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
-from statekit.errors import BadInput, UnsafeOperation, UnsupportedFormat
+from statekit.errors import BadInput, UnsafeOperation
 from statekit.repartition.source_offsets import (
     OffsetChange,
     OffsetEdit,
@@ -104,16 +112,56 @@ def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
         if entry >= 0 and entry not in parsed:
             return RollbackChoice(batch, False, f"{folder}/{entry} does not parse (a restart "
                                                 "reads it)")
+    chain = state_chain(ckpt)
     for instance in ckpt.inventory.instances.values():
-        if not instance.files_to_load(batch + 1):
+        if not (chain(instance, batch + 1) if chain else instance.files_to_load(batch + 1)):
             return RollbackChoice(batch, False, (
                 f"state version {batch + 1} of operator {instance.operator_id} store "
                 f"{instance.store} partition {instance.partition} cannot be rebuilt from the "
-                "retained files (purged, see minBatchesToRetain)"))
+                "retained files (purged, see minBatchesToRetain)"
+                + (" named by the commit log (checkpoint format v2)" if chain else "")))
     lost = logs.compacted_away(batch)
     if lost:
         return RollbackChoice(batch, False, lost)
     return RollbackChoice(batch, True)
+
+
+def state_chain(ckpt: Checkpoint) -> Callable[[StoreInstance, int], list[StateFile] | None
+                                            ] | None:
+    """:func:`v2_chain` for a checkpoint format v2 checkpoint, else ``None`` (versions
+    alone decide)."""
+    if not any(f.unique_id for f in ckpt.inventory.all_files()):
+        return None
+    commits = ckpt.ledger.commits
+
+    def ids_of(instance: StoreInstance, version: int) -> set[str]:
+        entry = commits.get(version - 1)
+        ids = entry.state_unique_ids if entry is not None else None
+        partitions = (ids or {}).get(str(instance.operator_id)) or []
+        if instance.partition >= len(partitions):
+            return set()
+        stores = partitions[instance.partition]
+        return {str(i) for i in (stores if isinstance(stores, list) else [stores])}
+
+    return lambda instance, version: v2_chain(instance, version, ids_of)
+
+
+def v2_chain(instance: StoreInstance, version: int,
+             ids_of: Callable[[StoreInstance, int], set[str]]) -> list[StateFile] | None:
+    """The files that load ``version`` in checkpoint format v2: going down from
+    ``version``, the changelog of each version whose id ``ids_of`` names, until a zip so
+    named (or version 1: from empty). ``None`` when one is missing."""
+    changes: list[StateFile] = []
+    for v in range(version, 0, -1):
+        ids = ids_of(instance, v)
+        named = {f.kind: f for f in instance.files
+                 if f.version == v and f.unique_id in ids and f.kind in ("zip", "changelog")}
+        if "zip" in named:
+            return [named["zip"], *reversed(changes)]
+        if "changelog" not in named:
+            return None
+        changes.append(named["changelog"])
+    return list(reversed(changes))
 
 
 class _SourceLogs:
@@ -198,8 +246,6 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         source has no ``metadata`` file and no ``new_query_id`` is given; an offset edit
         matches nothing or gives an impossible offset
         (:func:`statekit.repartition.source_offsets.edit_offsets`).
-    UnsupportedFormat
-        Checkpoint format v2 (state file names carry ids the commit log must match).
     UnsafeOperation
         The query looks live, or the target is not a new, empty folder outside the source.
     """
@@ -218,9 +264,6 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         raise BadInput("missing: Spark refuses to restart without the query-id file; pass "
                        "--new-query-id to write a new one into the target",
                        path=ckpt.display(ckpt.location.path("metadata")))
-    if any(f.unique_id for f in ckpt.inventory.all_files()):
-        raise UnsupportedFormat("rollback of checkpoint format v2 (state files named "
-                                "<version>_<id>) is not supported yet", path=url)
     logs = _SourceLogs(ckpt)
     choice = _choice(ckpt, batch, logs)
     if not choice.possible:
@@ -237,7 +280,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         from statekit.repartition.file_sink import sink_log_after
 
         sink_entries = sink_log_after(file_sink, batch)
-    state = files_loading(ckpt, batch + 1)
+    state = files_loading(ckpt, batch + 1, state_chain(ckpt))
     rewrite = _edited_offsets(ckpt, logs, batch, offset_edits) if offset_edits else None
     rel = ckpt.location.relative
     copied = [] if new_query_id is not None else ["metadata"]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import (
     CONF_PROVIDER,
@@ -192,14 +194,17 @@ def write_read_view(ckpt: Checkpoint, plan: RepartitionPlan, staging: Staging, *
     return READ_VIEW
 
 
-def files_loading(ckpt: Checkpoint, version: int) -> list[StateFile]:
+def files_loading(ckpt: Checkpoint, version: int,
+                  chain: Callable[[StoreInstance, int], list[StateFile] | None] | None = None
+                  ) -> list[StateFile]:
     """Every state file Spark reads to load ``version`` of every store instance (RocksDB:
-    the zips or changelogs and the SSTs the base zip names)."""
+    the zips or changelogs and the SSTs the base zip names). ``chain`` picks an instance's
+    files (default: by version numbers, :meth:`StoreInstance.files_to_load`)."""
     from statekit.checkpoint.state_data import zip_metadata
 
     out = []
     for instance in ckpt.inventory.instances.values():
-        files = instance.files_to_load(version)
+        files = (chain(instance, version) or []) if chain else instance.files_to_load(version)
         bases = [f for f in files if f.kind == "zip"]
         ssts = {s.dfs_name for m in zip_metadata(ckpt, bases).values() for s in m.sst_files}
         out += files + instance.ssts_named(ssts)
