@@ -21,6 +21,11 @@ Measured, best of N:
 * ``statekit report --verify`` cold: the same, also reading and decoding every file the
   restart loads (one snapshot/zip + its SSTs and the change files after it, per partition);
 * ``statekit report`` warm: ``open_checkpoint`` + ``build_report`` in-process;
+* ``statekit doctor`` cold: a fresh ``statekit doctor --json`` process on the healthy
+  checkpoint (the restart path decoded, as ``--verify``), then on a broken copy (partition
+  0's newest version removed: delta + snapshot, or zip), where it also searches for the
+  newest batch a rollback can keep (every committed batch's logs, source log and state
+  chain checked) and prints it;
 * Spark cold: a fresh Python process that starts a session, collects ``state-metadata`` and
   counts files per partition via ``binaryFile`` (path/length only); with its split;
 * Spark warm: the same two reads again in the running session;
@@ -161,14 +166,34 @@ def measure(checkpoint: Path, repeats: int) -> dict:
     verify = best_of(repeats, lambda: subprocess.run(
         [statekit, "report", str(checkpoint), "--verify", "--json"], check=True,
         capture_output=True))
+    doctor = best_of(repeats, lambda: _doctor(checkpoint, (0, 9)))
+    folder = checkpoint / "state/0/0"
+    newest = max(int(p.stem) for p in folder.iterdir() if p.suffix in (".delta", ".zip"))
+    saved = {p: p.read_bytes() for p in folder.iterdir()
+             if p.suffix in (".delta", ".snapshot", ".zip") and p.stem == str(newest)}
+    for path in saved:  # the newest version's delta and snapshot (HDFS) or zip (RocksDB)
+        path.unlink()
+    try:
+        broken = best_of(repeats, lambda: _doctor(checkpoint, (11,)))
+        fix = json.loads(_doctor(checkpoint, (11,)))["fix_command"]
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
     report = build_report(open_checkpoint(str(checkpoint)))
     spark = json.loads(subprocess.run(
         [sys.executable, "-c", SPARK_SCRIPT, str(checkpoint)], check=True, capture_output=True,
         text=True, cwd=ROOT).stdout.strip().splitlines()[-1])
     files = sum(1 for p in checkpoint.rglob("*") if p.is_file())
     return {"files": files, "state_files": report.state_files, "cold": cold, "warm": warm,
-            "recovery": recovery, "verify": verify,
-            "spark": spark}
+            "recovery": recovery, "verify": verify, "doctor": doctor,
+            "doctor_broken": broken, "fix": fix, "spark": spark}
+
+
+def _doctor(checkpoint: Path, expected: tuple[int, ...]) -> str:
+    done = subprocess.run([str(ROOT / ".venv/bin/statekit"), "doctor", str(checkpoint),
+                           "--json"], capture_output=True, text=True)
+    assert done.returncode in expected, (done.returncode, done.stderr[-500:])
+    return done.stdout
 
 
 def measure_s3(checkpoint: Path) -> dict:
@@ -224,6 +249,9 @@ def main() -> None:
             print(f"statekit recovery --json, cold process, {provider}: {r['recovery']:.3f}s")
             print(f"statekit report --verify --json (reads the restart path), cold process, "
                   f"{provider}: {r['verify']:.3f}s")
+            print(f"statekit doctor --json, cold process, {provider}: healthy "
+                  f"{r['doctor']:.3f}s, partition 0's newest version removed "
+                  f"{r['doctor_broken']:.3f}s → {r['fix']}")
         if args.s3:
             print(f"\nS3 (moto on 127.0.0.1, hdfs): {s3['objects']} objects, report in "
                   f"{s3['seconds']:.2f}s, requests {s3['requests']}")
