@@ -39,6 +39,8 @@ COMMANDS = {
               "Remove state rows (--where, --stale-after, --expired) in a NEW checkpoint."),
     "doctor": ("statekit.cli.doctor_cmd:doctor_command",
                "Will it restart? Spark's predicted error per problem and the fix command."),
+    "metrics": ("statekit.cli.metrics_cmd:metrics_command",
+                "Prometheus metrics of one or many checkpoints: printed, or --serve (no JVM)."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

@@ -1,0 +1,119 @@
+"""``statekit metrics``: statekit's numbers for Prometheus, printed once or served.
+
+Printed once, the exposition suits node_exporter's textfile collector (a cron job writes
+``*.prom``); served (``--serve HOST:PORT``), Prometheus scrapes it directly and a cache
+keeps scrapes cheap: the checkpoints are read again only when the last reading is older
+than ``--cache-seconds``. No JVM either way.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from statekit.cli.options import parse_storage_options
+from statekit.errors import BadInput
+
+
+class _Collector:
+    """A prometheus_client collector over :func:`statekit.metrics.checkpoint_metrics`,
+    re-reading at most every ``cache_seconds``."""
+
+    def __init__(self, read: Callable[[], list[Any]], cache_seconds: float) -> None:
+        self._read = read
+        self._cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._families: list[Any] | None = None
+        self._at = 0.0
+
+    def families(self) -> list[Any]:
+        with self._lock:  # one reading at a time, however many scrapes arrive
+            if self._families is None or time.monotonic() - self._at >= self._cache_seconds:
+                self._families = self._read()
+                self._at = time.monotonic()
+            return self._families
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import Metric
+
+        for family in self.families():
+            metric = Metric(family.name, family.help, family.kind)
+            sample_name = family.name + ("_total" if family.kind == "counter" else "")
+            for labels, value in family.samples:
+                metric.add_sample(sample_name, dict(labels), value)
+            yield metric
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        raise BadInput(f"--serve {text!r}: expected [HOST]:PORT, e.g. :9108 or "
+                       "127.0.0.1:9108")
+    return host or "0.0.0.0", int(port)
+
+
+@click.command("metrics")
+@click.argument("checkpoints", nargs=-1, metavar="[CKPT]...")
+@click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
+              metavar="FILE", help="Read checkpoint URLs from FILE, one per line (# comments).")
+@click.option("--storage-option", multiple=True, metavar="KEY=VALUE",
+              help="fsspec storage option for every checkpoint (repeatable).")
+@click.option("--per-partition", is_flag=True,
+              help="Also the statekit_partition_* families, one series per partition.")
+@click.option("--cores", type=click.IntRange(min=1), default=None,
+              help="Cores the restart estimate assumes (default: this machine's).")
+@click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
+              help="Serve /metrics instead of printing once (e.g. :9108).")
+@click.option("--cache-seconds", type=click.FloatRange(min=0), default=60.0,
+              show_default=True, help="With --serve: re-read the checkpoints at most this "
+                                      "often.")
+def metrics_command(checkpoints: tuple[str, ...], listing: Any,
+                    storage_option: tuple[str, ...], per_partition: bool, cores: int | None,
+                    serve: str | None, cache_seconds: float) -> None:
+    """Prometheus metrics of one or many checkpoints: keys, bytes, files, snapshot lag,
+    growth verdict, recovery estimate, last batch and its age, watermark.
+
+    Example: statekit metrics demo/checkpoint > /var/lib/node_exporter/statekit.prom
+    """
+    import os
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from statekit.checkpoint import open_checkpoint
+    from statekit.metrics import checkpoint_metrics, merge, read_checkpoint_list
+
+    urls = list(checkpoints) + (read_checkpoint_list(listing.read()) if listing else [])
+    if not urls:
+        raise click.UsageError("name at least one checkpoint (or --checkpoints-from FILE)")
+    options = parse_storage_options(storage_option)
+    use_cores = cores or os.cpu_count() or 1
+
+    def read() -> list[Any]:
+        return merge(checkpoint_metrics(url, lambda u: open_checkpoint(u, options),
+                                        cores=use_cores, per_partition=per_partition)
+                     for url in dict.fromkeys(urls))
+
+    collector = _Collector(read, cache_seconds if serve else 0.0)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    if serve is None:
+        sys.stdout.write(generate_latest(registry).decode())
+        return
+    from prometheus_client import start_http_server
+
+    host, port = _address(serve)
+    started = start_http_server(port, addr=host, registry=registry)
+    bound = started[0].server_port if isinstance(started, tuple) else port
+    click.echo(f"statekit metrics: serving http://{host}:{bound}/metrics "
+               f"({len(urls)} checkpoint(s), re-read at most every {cache_seconds:g} s)",
+               err=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,171 @@
+"""statekit's numbers as Prometheus metrics: what ``statekit metrics`` exposes.
+
+Spark's own metrics are per-query sums (``stateOperators[].numRowsTotal``…); nothing
+reports snapshot lag, a growth verdict or a restart estimate *per checkpoint*. This module
+turns the report, the growth analysis and the recovery estimate of each checkpoint into
+metric families — plain data, so the core stays free of any exporter library; the CLI
+renders them with ``prometheus_client`` (printed once for a textfile collector, or served).
+
+Conventions (Prometheus' naming guide): base units in names (``_bytes``, ``_seconds``),
+``_total`` only on counters, a ``checkpoint`` label on everything, ``operator`` and
+``store`` per store; the ``statekit_partition_*`` families (a ``partition`` label) only
+with ``per_partition`` (cardinality: a checkpoint with 2,000 partitions would otherwise emit
+thousands of series per scrape; and kept apart so a ``sum()`` never counts a store twice).
+A verdict is an enum as Prometheus' "stateset" idiom: one series per possible value, 1 for
+the current one.
+
+A checkpoint that cannot be read yields ``statekit_checkpoint_up 0`` (and the error's exit
+code as a label-free gauge) instead of failing the whole scrape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from statekit.errors import StatekitError
+from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
+
+VERDICTS = (BOUNDED, GROWING, ACCELERATING, INSUFFICIENT)
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Family:
+    """One metric family: its samples as ``(labels, value)``."""
+
+    name: str
+    kind: str
+    """``gauge`` or ``counter`` (a counter's ``name`` has no ``_total``: the exposition
+    adds it, as prometheus_client does)."""
+    help: str
+    samples: list[tuple[Labels, float]] = field(default_factory=list)
+
+    def add(self, value: float | None, **labels: Any) -> None:
+        if value is not None:
+            self.samples.append((tuple((k, str(v)) for k, v in labels.items()), float(value)))
+
+
+FAMILIES: dict[str, tuple[str, str]] = {
+    "statekit_checkpoint_up": ("gauge", "1 when the checkpoint was read, 0 when it failed"),
+    "statekit_checkpoint_error_exit_code": (
+        "gauge", "statekit's exit code for why the checkpoint could not be read"),
+    "statekit_scrape_duration_seconds": ("gauge", "Seconds spent reading the checkpoint"),
+    "statekit_last_committed_batch": ("gauge", "Id of the last committed batch"),
+    "statekit_last_batch_timestamp_seconds": (
+        "gauge", "Unix time the last planned batch started (offsets batchTimestampMs)"),
+    "statekit_last_batch_age_seconds": ("gauge", "Seconds since the last planned batch started"),
+    "statekit_watermark_seconds": ("gauge", "The event-time watermark, as Unix time"),
+    "statekit_state_keys": ("gauge", "Keys in the store at its latest committed version"),
+    "statekit_state_bytes": ("gauge", "Bytes of the store's retained state files"),
+    "statekit_state_files": ("gauge", "Retained state files by kind"),
+    "statekit_snapshot_lag_versions": (
+        "gauge", "Versions since the newest snapshot/zip (the worst partition unless "
+        "per partition)"),
+    "statekit_unloadable_partitions": (
+        "gauge", "Partitions whose latest version cannot be rebuilt from retained files"),
+    "statekit_orphan_files": ("gauge", "State files no retained version will ever load"),
+    "statekit_partition_state_keys": (
+        "gauge", "Keys in one partition (only with --per-partition)"),
+    "statekit_partition_state_bytes": (
+        "gauge", "Bytes of one partition's retained state files (only with --per-partition)"),
+    "statekit_partition_snapshot_lag_versions": (
+        "gauge", "Versions since one partition's newest snapshot/zip (only with "
+        "--per-partition)"),
+    "statekit_growth_verdict": (
+        "gauge", "The store's key-growth verdict (stateset: 1 for the current verdict)"),
+    "statekit_growth_keys_per_version": (
+        "gauge", "Theil-Sen slope of the store's keys over its recent versions"),
+    "statekit_recovery_estimate_seconds": (
+        "gauge", "Estimated restart time: state load plus re-run batches"),
+    "statekit_recovery_estimate_low_seconds": ("gauge", "Low end of the estimate's range"),
+    "statekit_recovery_estimate_high_seconds": ("gauge", "High end of the estimate's range"),
+}
+
+
+def _families() -> dict[str, Family]:
+    return {name: Family(name, kind, text) for name, (kind, text) in FAMILIES.items()}
+
+
+def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores: int,
+                       per_partition: bool = False, now: Callable[[], float] = time.time,
+                       clock: Callable[[], float] = time.perf_counter) -> list[Family]:
+    """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint)."""
+    from statekit.growth import analyse
+    from statekit.recovery import estimate_recovery
+    from statekit.report import build_report
+
+    families = _families()
+    started = clock()
+    try:
+        ckpt = open_checkpoint(url)
+        report = build_report(ckpt)
+        growth = analyse(ckpt)
+        recovery = estimate_recovery(ckpt, cores=cores)
+    except StatekitError as error:
+        families["statekit_checkpoint_up"].add(0, checkpoint=url)
+        families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=url)
+        families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=url)
+        return list(families.values())
+    f = families
+    f["statekit_checkpoint_up"].add(1, checkpoint=url)
+    f["statekit_last_committed_batch"].add(report.last_committed_batch, checkpoint=url)
+    if report.last_batch_timestamp_ms is not None:
+        stamp = report.last_batch_timestamp_ms / 1000
+        f["statekit_last_batch_timestamp_seconds"].add(stamp, checkpoint=url)
+        f["statekit_last_batch_age_seconds"].add(max(0.0, now() - stamp), checkpoint=url)
+    if report.watermark_ms:
+        f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=url)
+    verdicts = {(s.operator_id, s.store): s for s in growth.stores}
+    for store in report.stores:
+        where = {"checkpoint": url, "operator": store.operator_id, "store": store.store}
+        parts = store.partitions
+        keys = [p.keys for p in parts if p.keys is not None]
+        lags = [p.versions_since_snapshot for p in parts if p.versions_since_snapshot
+                is not None]
+        grown = verdicts.get((store.operator_id, store.store))
+        if grown is not None and grown.keys.last_value is not None:
+            f["statekit_state_keys"].add(grown.keys.last_value, **where)
+        elif keys:
+            f["statekit_state_keys"].add(sum(keys), **where)
+        f["statekit_state_bytes"].add(sum(p.bytes for p in parts), **where)
+        for kind, count in sorted(store.files_by_kind.items()):
+            f["statekit_state_files"].add(count, **where, kind=kind)
+        f["statekit_snapshot_lag_versions"].add(max(lags) if lags else None, **where)
+        f["statekit_unloadable_partitions"].add(
+            sum(1 for p in parts if not p.loadable) + len(store.missing_partitions), **where)
+        f["statekit_orphan_files"].add(sum(p.orphans for p in parts), **where)
+        if per_partition:
+            for p in parts:
+                at = {**where, "partition": p.partition}
+                f["statekit_partition_state_bytes"].add(p.bytes, **at)
+                f["statekit_partition_state_keys"].add(p.keys, **at)
+                f["statekit_partition_snapshot_lag_versions"].add(p.versions_since_snapshot,
+                                                                  **at)
+        if grown is not None:
+            for verdict in VERDICTS:
+                f["statekit_growth_verdict"].add(int(grown.verdict == verdict), **where,
+                                                 verdict=verdict)
+            f["statekit_growth_keys_per_version"].add(grown.keys.slope, **where)
+    f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=url)
+    f["statekit_recovery_estimate_low_seconds"].add(recovery.low_s, checkpoint=url)
+    f["statekit_recovery_estimate_high_seconds"].add(recovery.high_s, checkpoint=url)
+    f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=url)
+    return list(f.values())
+
+
+def merge(per_checkpoint: Iterable[Sequence[Family]]) -> list[Family]:
+    """One family per name, every checkpoint's samples in it, in :data:`FAMILIES` order."""
+    merged = _families()
+    for families in per_checkpoint:
+        for family in families:
+            merged[family.name].samples.extend(family.samples)
+    return [family for family in merged.values() if family.samples]
+
+
+def read_checkpoint_list(text: str) -> list[str]:
+    """``--checkpoints-from``: one URL per line; blank lines and ``#`` comments skipped."""
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
