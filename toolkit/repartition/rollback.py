@@ -93,11 +93,13 @@ class RollbackPlan:
 
 def rollback_choices(ckpt: Checkpoint) -> list[RollbackChoice]:
     """Every committed batch, newest first, with whether a rollback to it is possible."""
-    logs = _SourceLogs(ckpt)
-    return [_choice(ckpt, b, logs) for b in sorted(ckpt.committed_batches, reverse=True)]
+    logs, chain = _SourceLogs(ckpt), state_chain(ckpt)
+    return [_choice(ckpt, b, logs, chain)
+            for b in sorted(ckpt.committed_batches, reverse=True)]
 
 
-def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
+def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs, chain: StateChain | None
+            ) -> RollbackChoice:
     planned = set(ckpt.planned_batches)
     if batch not in planned:
         return RollbackChoice(batch, False, f"offsets/{batch} is missing")
@@ -112,7 +114,6 @@ def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
         if entry >= 0 and entry not in parsed:
             return RollbackChoice(batch, False, f"{folder}/{entry} does not parse (a restart "
                                                 "reads it)")
-    chain = state_chain(ckpt)
     for instance in ckpt.inventory.instances.values():
         if not (chain(instance, batch + 1) if chain else instance.files_to_load(batch + 1)):
             return RollbackChoice(batch, False, (
@@ -126,8 +127,11 @@ def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs) -> RollbackChoice:
     return RollbackChoice(batch, True)
 
 
-def state_chain(ckpt: Checkpoint) -> Callable[[StoreInstance, int], list[StateFile] | None
-                                            ] | None:
+StateChain = Callable[[StoreInstance, int], list[StateFile] | None]
+"""An instance's files that load a version (``None``/empty: it cannot be loaded)."""
+
+
+def state_chain(ckpt: Checkpoint) -> StateChain | None:
     """:func:`v2_chain` for a checkpoint format v2 checkpoint, else ``None`` (versions
     alone decide)."""
     if not any(f.unique_id for f in ckpt.inventory.all_files()):
@@ -264,8 +268,8 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         raise BadInput("missing: Spark refuses to restart without the query-id file; pass "
                        "--new-query-id to write a new one into the target",
                        path=ckpt.display(ckpt.location.path("metadata")))
-    logs = _SourceLogs(ckpt)
-    choice = _choice(ckpt, batch, logs)
+    logs, chain = _SourceLogs(ckpt), state_chain(ckpt)
+    choice = _choice(ckpt, batch, logs, chain)
     if not choice.possible:
         raise BadInput(f"cannot roll back to batch {batch}: {choice.reason} "
                        "(`statekit rollback --list` shows the possible batches)", path=url)
@@ -280,7 +284,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
         from statekit.repartition.file_sink import sink_log_after
 
         sink_entries = sink_log_after(file_sink, batch)
-    state = files_loading(ckpt, batch + 1, state_chain(ckpt))
+    state = files_loading(ckpt, batch + 1, chain)
     rewrite = _edited_offsets(ckpt, logs, batch, offset_edits) if offset_edits else None
     rel = ckpt.location.relative
     copied = [] if new_query_id is not None else ["metadata"]

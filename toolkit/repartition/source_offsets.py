@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from statekit.checkpoint.logs import VOID_OFFSET, parse_offset_entry
+from statekit.checkpoint.logs import OffsetEntry, parse_offset_entry
 from statekit.errors import BadInput, CorruptFile
 from statekit.formats.jsontext import loads_json
 
@@ -146,17 +146,12 @@ class _SourceLine:
     offset: Any
 
 
-def _source_lines(lines: Sequence[str], version: int) -> list[_SourceLine]:
-    out = []
-    for position, line in enumerate(lines[2:]):
-        if version == 1:
-            name, prefix, raw = str(position), "", line.strip()
-        else:
-            name, _, raw = line.partition(":")
-            prefix, raw = f"{name}:", raw.strip()
-        if raw and raw != VOID_OFFSET:
-            out.append(_SourceLine(position + 2, name, prefix, loads_json(raw)))
-    return out
+def _source_lines(entry: OffsetEntry) -> list[_SourceLine]:
+    """The parsed entry's sources with an offset, each with the line it was read from
+    (source ``i`` is line ``i + 2``: the version and the batch metadata come first)."""
+    return [_SourceLine(position + 2, s.source, f"{s.source}:" if entry.version == 2 else "",
+                        loads_json(s.offset))
+            for position, s in enumerate(entry.sources) if s.offset is not None]
 
 
 def edit_offsets(data: bytes, shown: str, edits: Sequence[OffsetEdit], *,
@@ -179,7 +174,7 @@ def edit_offsets(data: bytes, shown: str, edits: Sequence[OffsetEdit], *,
     """
     entry = parse_offset_entry(-1, data, shown)  # strict: refuses what Spark would refuse
     lines = data.decode("utf-8").split("\n")
-    sources = _source_lines(lines, entry.version)
+    sources = _source_lines(entry)
     known = {s.source for s in sources}
     edited: dict[int, Any] = {}
     after_of: dict[tuple[str, Leaf], int] = {}
