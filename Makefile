@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint check-java venv clean help
+.PHONY: demo test lint check-java prometheus venv clean help
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
@@ -17,6 +17,21 @@ help:
 
 check-java:
 	@$(PYTHON) jobs/java_check.py
+
+# Debian's prometheus package (the server and promtool) for the metrics tests, installed where
+# it is missing and apt-get and root are available; without it those tests skip (never fatal).
+APT_PROMETHEUS := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+prometheus:
+	@if command -v prometheus >/dev/null && command -v promtool >/dev/null; then exit 0; fi; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's prometheus package (server + promtool) for the metrics tests"; \
+		$(APT_PROMETHEUS) >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
+			$(APT_PROMETHEUS) >/dev/null; } || \
+		echo "note: installing prometheus failed; the Prometheus/promtool tests will skip"; \
+	else \
+		echo "note: prometheus/promtool not found (apt-get install prometheus needs apt-get and" \
+			"root); the Prometheus/promtool tests will skip"; \
+	fi
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; statekit needs Python 3.10+"; exit 1; }
@@ -43,7 +58,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/python tests/static_checks.py
 
-test: check-java lint
+test: check-java prometheus lint
 	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
 
 clean:

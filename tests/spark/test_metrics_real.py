@@ -1,10 +1,13 @@
 """``statekit metrics`` on checkpoints the reference pipeline really wrote: the growth verdict
-of the leaky pipeline and of the bounded one, as a Prometheus query would read them."""
+of the leaky pipeline and of the bounded one, as a Prometheus query would read them, and as a
+real Prometheus server (Debian's package) does read them."""
 
 from __future__ import annotations
 
 import io
+import sys
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +15,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from statekit.trend import ACCELERATING, BOUNDED, GROWING
+from tests.prometheus_server import (
+    free_port,
+    needs,
+    poll,
+    prometheus,
+    promtool_check,
+    running,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.spark]
 
@@ -32,3 +44,48 @@ def test_leaky_and_bounded_verdicts(reference_checkpoints):
     assert slope[str(leaky)] > 0
     keys = {s.labels["checkpoint"]: s.value for s in samples["statekit_state_keys"]}
     assert keys[str(leaky)] > keys[str(bounded)] > 0
+
+
+@needs("prometheus", "promtool")
+def test_a_real_prometheus_scrapes_the_served_metrics(reference_checkpoints, tmp_path):
+    """``statekit metrics --serve`` scraped by a real Prometheus server (Debian's package):
+    PromQL through its HTTP API returns the keys per operator and the growth verdicts that
+    statekit itself reports, and ``promtool check metrics`` accepts the exposition."""
+    leaky = str(reference_checkpoints.get("hdfs", leaky=True).checkpoint)
+    bounded = str(reference_checkpoints.get("hdfs").checkpoint)
+    script = Path(sys.executable).parent / "statekit"
+    statekit = [str(script)] if script.exists() else [sys.executable, "-m", "statekit"]
+    target = f"127.0.0.1:{free_port()}"
+    log = tmp_path / "statekit.log"
+    with running([*statekit, "metrics", "--serve", target, "--cache-seconds", "60", leaky,
+                  bounded], log) as server:
+        # the first GET fills the cache, so Prometheus' 1 s scrapes are answered at once
+        text = wait_for(f"http://{target}/metrics", server, log, "statekit metrics --serve")
+        checked = promtool_check(text)
+        assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
+        expected: dict[tuple[str, str], float] = {}
+        for sample in next(f for f in text_string_to_metric_families(text)
+                           if f.name == "statekit_state_keys").samples:
+            where = (sample.labels["checkpoint"], sample.labels["operator"])
+            expected[where] = expected.get(where, 0.0) + sample.value
+        assert {checkpoint for checkpoint, _ in expected} == {leaky, bounded}
+
+        with prometheus(tmp_path, target, job="statekit") as base:
+            up = poll(base, 'up{job="statekit"} == 1', bool)
+            assert [r["metric"]["instance"] for r in up] == [target]
+            keys = poll(base, "sum by (checkpoint, operator) (statekit_state_keys)",
+                        lambda result: len(result) == len(expected))
+            got = {(r["metric"]["checkpoint"], r["metric"]["operator"]): float(r["value"][1])
+                   for r in keys}
+            assert got == expected
+            per_checkpoint = {c: sum(v for (k, _), v in got.items() if k == c)
+                              for c in (leaky, bounded)}
+            assert per_checkpoint[leaky] > per_checkpoint[bounded] > 0
+            current = poll(base, "statekit_growth_verdict == 1",
+                           lambda result: {r["metric"]["checkpoint"] for r in result}
+                           == {leaky, bounded})
+            verdicts: dict[str, set[str]] = {leaky: set(), bounded: set()}
+            for r in current:
+                verdicts[r["metric"]["checkpoint"]].add(r["metric"]["verdict"])
+            assert verdicts[bounded] == {BOUNDED}
+            assert verdicts[leaky] and verdicts[leaky] <= {GROWING, ACCELERATING}
