@@ -24,6 +24,30 @@ from statekit.errors import BadInput, CorruptFile
 from statekit.formats.jsontext import loads_json
 
 
+def read_text(path: str, storage_options: dict[str, Any] | None = None) -> str:
+    """The text of a progress log (any fsspec URL); one-line errors naming the file."""
+    import fsspec
+
+    try:
+        opened = fsspec.open(path, "rt", encoding="utf-8", **(storage_options or {}))
+        kind = opened.fs.info(opened.path).get("type")
+        if kind not in ("file", "directory"):  # a FIFO would block the read forever
+            raise BadInput("is not a regular file (a FIFO or device?)", path=path)
+        with opened as handle:
+            text: str = handle.read()
+    except FileNotFoundError:
+        raise BadInput("no such file", path=path) from None
+    except PermissionError:
+        raise BadInput("permission denied", path=path) from None
+    except IsADirectoryError:
+        raise BadInput("is a folder, not a progress log file", path=path) from None
+    except UnicodeDecodeError:
+        raise BadInput("is not a text file (expected JSON lines)", path=path) from None
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot read: {error}", path=path) from None
+    return text
+
+
 @dataclass(frozen=True)
 class ProgressPoint:
     batch_id: int
@@ -159,3 +183,65 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
         raise BadInput("its progress objects report no stateful operators", path=shown)
     return [OperatorProgress(index, name, tuple(points))
             for (index, name), points in sorted(series.items())]
+
+
+#: ``durationMs`` phases in the order Spark's UI stacks them ("Operation Duration");
+#: ``triggerExecution`` is their whole and is not a phase.
+PHASES = ("latestOffset", "getOffset", "getBatch", "setOffsetRange", "queryPlanning",
+          "addBatch", "walCommit", "commitOffsets", "commitBatch")
+
+
+@dataclass(frozen=True)
+class QueryBatch:
+    """One batch of a query as Spark's UI charts it (Structured Streaming tab)."""
+
+    batch_id: int
+    timestamp_ms: int | None
+    input_rows: int | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    trigger_ms: int | None
+    phases_ms: dict[str, int]
+    """``durationMs`` by phase (:data:`PHASES` first, then any other Spark reports)."""
+    state_rows: int | None
+    """``numRowsTotal`` summed over the stateful operators."""
+    state_memory_bytes: int | None
+    """``memoryUsedBytes`` summed over the stateful operators."""
+    state_rows_updated: int | None
+    state_rows_removed: int | None
+    """``numRowsUpdated`` and ``numRowsRemoved`` summed over the stateful operators."""
+    watermark_gap_ms: int | None
+    """The batch's start minus its event-time watermark (Spark UI's "global watermark
+    gap"); None before a watermark exists."""
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value else None  # NaN: Spark's 0/0 rate
+
+
+def _summed(ops: list[Any], name: str) -> int | None:
+    values = [_int(op.get(name)) for op in ops if isinstance(op, dict)]
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def parse_query(text: str, *, shown: str) -> list[QueryBatch]:
+    """Per-batch query metrics from a progress log's text, oldest first."""
+    batches = []
+    for batch, obj in sorted(_batches(text, shown).items()):
+        durations = obj.get("durationMs") or {}
+        phases = {name: value for name in (*PHASES, *sorted(durations))
+                  if name != "triggerExecution" and (value := _int(durations.get(name)))
+                  is not None}
+        started = _timestamp_ms(obj.get("timestamp"))
+        watermark = _timestamp_ms((obj.get("eventTime") or {}).get("watermark"))
+        gap = started - watermark if started is not None and watermark else None
+        ops = obj.get("stateOperators") or []
+        batches.append(QueryBatch(
+            batch, started, _int(obj.get("numInputRows")), _float(obj.get("inputRowsPerSecond")),
+            _float(obj.get("processedRowsPerSecond")), _int(durations.get("triggerExecution")),
+            phases, _summed(ops, "numRowsTotal"), _summed(ops, "memoryUsedBytes"),
+            _summed(ops, "numRowsUpdated"), _summed(ops, "numRowsRemoved"), gap))
+    return batches

@@ -1,11 +1,12 @@
 """``statekit tui CKPT``: triage a checkpoint from the terminal.
 
-One app, one tab per question an on-call engineer asks — what is this query (Overview), where
-is the state (Operators → partitions → files → records), what ran when (Batches), is it
-growing (Growth), how long would a restart take (Recovery). Everything is read in thread
-workers from the headless core, so the first screen appears before anything slow finishes and
-the JVM never starts unless a screen that needs Spark is opened. Errors are shown where the
-data would have been; the rest keeps working.
+One app, one tab per question an on-call engineer asks — how is this checkpoint (the
+Overview dashboard), where is the state (Operators → partitions → files → records), what ran
+when (Batches), is it growing (Growth), how long would a restart take (Recovery), what does
+Spark's UI say (Query, from ``--progress``). Everything slow is read in thread workers
+through one path (:mod:`statekit.tui.work`), so the first screen appears before anything slow
+finishes and the JVM never starts unless a screen that needs Spark is opened. Errors are
+shown where the data would have been; the rest keeps working.
 """
 
 from __future__ import annotations
@@ -15,23 +16,31 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Hit, Hits, Provider
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
 from statekit.machine import usable_cpus
-from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
+from statekit.tui.batches_pane import BatchesPane
+from statekit.tui.growth_pane import GrowthPane
 from statekit.tui.help import HelpScreen
 from statekit.tui.model import Snapshot, load_snapshot
-from statekit.tui.panes import BatchesPane, OperatorsPane, OverviewPane, Pane
-from statekit.tui.spark_panes import RepartitionPane, StatePane
+from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.pane import Pane
+from statekit.tui.query_pane import QueryPane
+from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.repartition_pane import RepartitionPane
+from statekit.tui.state_pane import StatePane
+from statekit.tui.work import Asks
 
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
         ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
         ("recovery", "Recovery", RecoveryPane), ("state", "State", StatePane),
-        ("repartition", "Repartition", RepartitionPane))
+        ("repartition", "Repartition", RepartitionPane), ("query", "Query", QueryPane))
 
 
 class ScreenCommands(Provider):
@@ -59,7 +68,7 @@ class ScreenCommands(Provider):
                 yield Hit(score, matcher.highlight(name), callback, help=help_text)
 
 
-class StatekitApp(App):
+class StatekitApp(Asks, App):
     """The statekit TUI over one checkpoint."""
 
     TITLE = "statekit"
@@ -77,10 +86,15 @@ class StatekitApp(App):
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
                  watch: float | None = None, cores: int | None = None,
-                 allow_write: bool = False, first: Future[Snapshot] | None = None) -> None:
+                 allow_write: bool = False, first: Future[Snapshot] | None = None,
+                 progress: str | None = None, rto_s: float | None = None) -> None:
         """``first``: the first snapshot, already being built
-        (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh."""
+        (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh.
+        ``progress``: a StreamingQueryProgress log for the Query tab; ``rto_s``: the restart
+        objective drawn on the Recovery chart and judged on the Overview."""
         super().__init__()
+        self.progress_path = progress
+        self.rto_s = rto_s
         self._first = first
         self.url = url
         self.storage_options = storage_options or {}
@@ -110,18 +124,14 @@ class StatekitApp(App):
             self.set_interval(self.watch_seconds, self.action_refresh)
 
     # ---------------------------------------------------------------- loading
-    @work(thread=True, exclusive=True, group="load")
     def load(self) -> None:
-        from statekit.errors import StatekitError
-
         first, self._first = self._first, None
-        try:
-            snapshot = (first.result() if first is not None
-                        else load_snapshot(self.url, self.storage_options))
-        except StatekitError as error:
-            self.call_from_thread(self._failed, str(error))
-            return
-        self.call_from_thread(self._loaded, snapshot)
+        url, options = self.url, self.storage_options
+
+        def read(_progress: object) -> Snapshot:
+            return first.result() if first is not None else load_snapshot(url, options)
+
+        self.ask("snapshot", read, self._loaded, describe=url)
 
     def _loaded(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -129,9 +139,17 @@ class StatekitApp(App):
         for pane in self.query(Pane):
             pane.show_snapshot(snapshot)
 
-    def _failed(self, message: str) -> None:
+    def show_error(self, message: str) -> None:
+        """The checkpoint could not be read: every screen says so where its data would be."""
         for pane in self.query(Pane):
             pane.show_error(message)
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """Textual's SVG screenshot (also behind ``save_screenshot`` and the palette's
+        "Save screenshot"), with text runs pinned to their cells (:mod:`statekit.tui.svg`)."""
+        from statekit.tui.svg import pin_spaces
+
+        return pin_spaces(super().export_screenshot(title=title, simplify=simplify))
 
     # ---------------------------------------------------------------- actions
     def show_tab(self, tab: str) -> None:
@@ -189,12 +207,17 @@ class StatekitApp(App):
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, _event: TabbedContent.TabActivated) -> None:
-        self.current_pane().activated()
-        self.call_after_refresh(self.current_pane().focus_main)
+        try:
+            pane = self.current_pane()
+        except NoMatches:  # the app is closing: its tabs are already gone
+            return
+        pane.activated()
+        self.call_after_refresh(pane.focus_main)
 
 
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             watch: float | None = None, cores: int | None = None,
-            allow_write: bool = False, first: Future[Snapshot] | None = None) -> None:
+            allow_write: bool = False, first: Future[Snapshot] | None = None,
+            progress: str | None = None, rto_s: float | None = None) -> None:
     StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
-                allow_write=allow_write, first=first).run()
+                allow_write=allow_write, first=first, progress=progress, rto_s=rto_s).run()

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 if TYPE_CHECKING:
-    from statekit.tui.panes import Pane
+    from statekit.tui.pane import Pane
 
 #: Keys handled by widgets rather than app bindings (tables, the filter box).
 WIDGET_KEYS = (

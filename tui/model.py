@@ -1,24 +1,38 @@
 """What the TUI shows, loaded from the checkpoint without Textual (so it is testable alone).
 
 Every screen reads the same snapshot: the opened checkpoint, its file-level report and its
-batch timeline — one listing of ``state/``, no JVM. A refresh (``r``, or ``--watch``) builds a
-new snapshot from a freshly opened checkpoint, so new batches and files appear.
+batch timeline — one listing of ``state/``, no JVM. The slower analyses (the growth replay,
+the recovery estimate) are computed at most once per snapshot, whichever screen asks first:
+the Overview's dashboard and the Growth and Recovery tabs share them, so opening a tab while
+the Overview is still working waits for the same computation instead of starting another.
+A refresh (``r``, or ``--watch``) builds a new snapshot from a freshly opened checkpoint, so
+new batches and files appear.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statekit.batches import BatchTimeline, batch_timeline
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.report import CheckpointReport, build_report
 
+if TYPE_CHECKING:
+    from statekit.growth import GrowthReport
+    from statekit.recovery import RecoveryEstimate
+
 #: The clock behind "read in … s" (the snapshot tests hold it still).
 clock = time.perf_counter
+#: The wall clock behind ages ("last batch 3 min ago"; the snapshot tests hold it still).
+wall_clock = time.time
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,34 @@ class Snapshot:
     report: CheckpointReport
     timeline: BatchTimeline
     loaded_at: float
+    """Wall-clock time of the reading (ages are measured from it)."""
     seconds: float
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False, compare=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _once(self, name: str, compute: Callable[[], T]) -> T:
+        """``compute()`` at most once per snapshot; concurrent callers wait for the first."""
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._memo:
+                self._memo[name] = compute()
+            result: T = self._memo[name]
+            return result
+
+    def growth(self) -> GrowthReport:
+        """``statekit growth`` on this snapshot's checkpoint (raises StatekitError)."""
+        from statekit.growth import analyse
+
+        return self._once("growth", lambda: analyse(self.ckpt))
+
+    def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
+        """``statekit recovery`` on this snapshot's checkpoint (raises StatekitError)."""
+        from statekit.recovery import estimate_recovery
+
+        return self._once(f"recovery:{cores}:{rto_s}", lambda: estimate_recovery(
+            self.ckpt, cores=cores, rto_s=rto_s))
 
 
 def load_snapshot(url: str, storage_options: dict[str, Any] | None = None, *,
@@ -38,7 +79,7 @@ def load_snapshot(url: str, storage_options: dict[str, Any] | None = None, *,
     ckpt = opened if opened is not None else open_checkpoint(url, storage_options)
     report = build_report(ckpt)
     timeline = batch_timeline(ckpt)
-    return Snapshot(ckpt, report, timeline, time.time(), clock() - started)
+    return Snapshot(ckpt, report, timeline, wall_clock(), clock() - started)
 
 
 def snapshot_in_background(url: str, storage_options: dict[str, Any] | None = None, *,

@@ -8,34 +8,41 @@ from pathlib import Path
 
 import pytest
 
-from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
 from statekit.tui.app import StatekitApp
-from statekit.tui.panes import BatchesPane, OperatorsPane, OverviewPane, Table
-from tests.tui.helpers import show_tab, until
+from statekit.tui.batches_pane import BatchesPane
+from statekit.tui.growth_pane import GrowthPane
+from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.table import Table
+from tests.tui.helpers import Messages, show_tab, until
 
 pytestmark = [pytest.mark.spark]
 
 
-async def settle(pilot, app, condition, timeout: float = 30.0) -> None:
-    """Wait until ``condition()`` holds (workers finish in threads)."""
-    await until(pilot, condition, "the app get there", timeout)
+def driven(app: StatekitApp, size=(160, 48)):
+    """``app.run_test`` with its work messages recorded in ``app.messages``."""
+    app.messages = Messages()
+    return app.run_test(size=size, message_hook=app.messages.hook)
 
 
 async def plan_repartition(pilot, app, partitions: int, target: Path,
                            file_sink: Path | None = None):
     """Fill the Repartition screen (the query is stopped: force) and wait for the dry run."""
-    from statekit.tui.spark_panes import RepartitionPane
+    from statekit.tui.repartition_pane import RepartitionPane
 
     pane = app.query_one(RepartitionPane)
+    await app.messages.idle(pilot)  # the Overview's analyses are done: nothing else runs
     await pilot.press("7")
-    await pilot.pause()
+    await until(pilot, lambda: app.current_pane() is pane, "the Repartition tab")
     pane.query_one("#rp-target").value = str(target)
     if file_sink is not None:
         pane.query_one("#rp-file-sink").value = str(file_sink)
     pane.query_one("#rp-force").value = True
     await pilot.click("#rp-partitions")
     await pilot.press(*str(partitions), "enter")
-    await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+    await app.messages.answer(pilot, "repartition", timeout=120)
+    assert pane.plan is not None, str(pane.status.render())
     return pane
 
 
@@ -48,8 +55,8 @@ def test_overview_operators_drilldown_filter_and_back(reference_checkpoints):
 
     async def scenario():
         app = StatekitApp(str(run.checkpoint))
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             overview = app.query_one(OverviewPane)
             assert str(app.snapshot.report.query_id) in str(overview.title_line.render())
             await show_tab(pilot, app, "2")
@@ -66,7 +73,8 @@ def test_overview_operators_drilldown_filter_and_back(reference_checkpoints):
             await pilot.press(*"snapshot", "enter")  # filter the files
             assert ops.table.row_count and all("snapshot" in r[1] for r in cells(ops.table))
             await pilot.press("enter")  # a snapshot → its decoded records
-            await settle(pilot, app, lambda: ops.table.row_count > 0 and len(ops.path) == 3)
+            await app.messages.answer(pilot, "records")
+            assert ops.table.row_count > 0 and len(ops.path) == 3
             assert ops.table.columns and "records shown" in str(ops.status.render())
             await pilot.press("escape", "escape")
             assert ops.path == ["0/default"]
@@ -81,19 +89,20 @@ def test_batches_growth_recovery_and_help(reference_checkpoints):
 
     async def scenario():
         app = StatekitApp(str(run.checkpoint))
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             await pilot.press("3")
             batches = app.query_one(BatchesPane)
             assert batches.table.row_count == len(app.snapshot.timeline.rows)
             await pilot.press("4")
             growth = app.query_one(GrowthPane)
-            await settle(pilot, app, lambda: growth.result is not None)
+            await app.messages.answer(pilot, "analysis", describe="GrowthPane")
             assert growth.result.verdict and growth.table.row_count >= 1
             await pilot.press("5")
             recovery = app.query_one(RecoveryPane)
-            await settle(pilot, app, lambda: recovery.result is not None)
-            assert "estimated recovery" in str(recovery.title_line.render())
+            await app.messages.answer(pilot, "analysis", describe="RecoveryPane")
+            assert recovery.result is not None
+            assert "estimated restart" in str(recovery.title_line.render())
             await pilot.press("question_mark")
             assert app.screen.__class__.__name__ == "HelpScreen"
             await pilot.press("escape")
@@ -110,62 +119,64 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
 
     async def scenario():
         app = StatekitApp(str(copy))
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             before = len(app.snapshot.timeline.rows)
             # a new planned batch appears (a running query), then refresh
             text = (copy / "offsets" / str(newest)).read_text()
             (copy / "offsets" / str(newest + 1)).write_text(text)
             await pilot.press("r")
-            await settle(pilot, app, lambda: app.refreshes >= 2)
+            await app.messages.answer(pilot, "snapshot", 2)
             assert len(app.snapshot.timeline.rows) == before + 1
             await pilot.press("3")
             assert "NOT committed" in str(cells(app.query_one(BatchesPane).table)[-1])
             # a corrupt log: the error is shown in place, the app keeps running
             (copy / "metadata").write_text("not json")
             await pilot.press("r")
-            await settle(pilot, app, lambda: "✗" in str(
-                app.query_one(OverviewPane).status.render()))
+            await app.messages.answer(pilot, "snapshot", 3)
+            assert "✗" in str(app.query_one(OverviewPane).status.render())
             assert app.is_running
 
     asyncio.run(scenario())
 
 
 def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoints):
-    from statekit.tui.spark_panes import StatePane
+    from statekit.tui.state_pane import StatePane
 
     run = reference_checkpoints.get("hdfs")
     keys = run.result.state_keys()
 
     async def scenario():
         app = StatekitApp(str(run.checkpoint))
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             state = app.query_one(StatePane)
             await pilot.press("2", "3")
             assert state.spark is None and not state.started  # no JVM for other screens
             await pilot.press("6")
-            await settle(pilot, app, lambda: state.pages, timeout=90)
+            await app.messages.answer(pilot, "state-page", timeout=90)
             assert state.table.row_count == min(StatePane.PAGE, keys)
             assert "key.user_id" in state.columns
             shown = sum(len(p) for p in state.pages)
             while not state.exhausted:
+                pages = len(app.messages.answered("state-page"))
                 await pilot.press("n")
-                await settle(pilot, app, lambda n=shown: sum(len(p) for p in state.pages) > n
-                             or state.exhausted, timeout=60)
+                await app.messages.answer(pilot, "state-page", pages + 1, timeout=60)
                 shown = sum(len(p) for p in state.pages)
             assert shown == keys  # every key, page by page
             await pilot.press("p")
             assert state.page == max(0, len(state.pages) - 2)
             # "/" + Enter: Spark searches every row, not just this page
             user = str(state.pages[-1][-1][state.columns.index("key.user_id")])
+            pages = len(app.messages.answered("state-page"))
             await pilot.press("slash", *user, "enter")
-            await settle(pilot, app, lambda: state.spark_filter == user and state.pages
-                         and state.exhausted, timeout=60)
+            await app.messages.answer(pilot, "state-page", pages + 1, timeout=60)
+            assert state.spark_filter == user and state.exhausted
             assert [r[state.columns.index("key.user_id")] for r in state.pages[0]] == [user]
+            pages = len(app.messages.answered("state-page"))
             await pilot.press("escape")  # all rows again
-            await settle(pilot, app, lambda: not state.spark_filter and state.pages and
-                         len(state.pages[0]) == min(StatePane.PAGE, keys), timeout=60)
+            await app.messages.answer(pilot, "state-page", pages + 1, timeout=60)
+            assert not state.spark_filter and len(state.pages[0]) == min(StatePane.PAGE, keys)
 
     asyncio.run(scenario())
 
@@ -181,8 +192,8 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
 
     async def scenario():
         app = StatekitApp(str(source), allow_write=allow_write)
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             pane = await plan_repartition(pilot, app, 2, target)
             assert pane.table.row_count == 2  # keys per new partition
             assert sum(int(str(pane.table.get_row_at(i)[2]).replace(",", ""))
@@ -195,7 +206,7 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
                 return
             assert app.screen.__class__.__name__ == "ConfirmScreen"
             await pilot.press("y")
-            await settle(pilot, app, lambda: pane.result is not None, timeout=120)
+            await app.messages.answer(pilot, "repartition", 2, timeout=120)
             assert pane.result.verification.ok and "published" in str(pane.status.render())
 
     asyncio.run(scenario())
@@ -208,7 +219,7 @@ def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_pat
     (applyInPandasWithState) into a new RocksDB checkpoint, partition count kept (the field
     left empty), through the same prepare/run as ``statekit migrate``."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.tui.spark_panes import RepartitionPane
+    from statekit.tui.repartition_pane import RepartitionPane
     from tests.spark.test_inspect_cli import tree_hash
 
     run = reference_checkpoints.get("hdfs")
@@ -217,23 +228,24 @@ def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_pat
 
     async def scenario():
         app = StatekitApp(str(run.checkpoint), allow_write=True)
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             pane = app.query_one(RepartitionPane)
+            await app.messages.idle(pilot)
             await pilot.press("7")
-            await pilot.pause()
+            await until(pilot, lambda: app.current_pane() is pane, "the Repartition tab")
             pane.query_one("#rp-target").value = str(target)
             pane.query_one("#rp-force").value = True
             pane.query_one("#rp-provider").value = "rocksdb"
             await pilot.click("#rp-partitions")
             await pilot.press("enter")
-            await settle(pilot, app, lambda: pane.plan is not None, timeout=120)
+            await app.messages.answer(pilot, "repartition", timeout=120)
             assert pane.plan.migrates and pane.plan.to_partitions == pane.plan.from_partitions
             assert "provider hdfs → rocksdb" in str(pane.status.render())
             await pilot.press("x")
             assert "the rocksdb provider" in app.screen.question
             await pilot.press("y")
-            await settle(pilot, app, lambda: pane.result is not None, timeout=180)
+            await app.messages.answer(pilot, "repartition", 2, timeout=180)
             check = pane.result.verification
             assert check.ok and check.stores[0].target_rows == run.result.state_keys()
 
@@ -265,14 +277,14 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
 
     async def scenario():
         app = StatekitApp(str(run.checkpoint), allow_write=True)
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             pane = await plan_repartition(pilot, app, 3, target, file_sink=target_out)
             assert f"file sink: will write {target_out}" in str(pane.status.render())
             await pilot.press("x")
             assert app.screen.__class__.__name__ == "ConfirmScreen"
             await pilot.press("y")
-            await settle(pilot, app, lambda: pane.result is not None, timeout=180)
+            await app.messages.answer(pilot, "repartition", 2, timeout=180)
             assert pane.result.verification.ok
             return pane.outcome
 
@@ -301,18 +313,19 @@ def test_the_first_snapshot_started_before_the_app_is_shown_and_refreshes_load_a
 
     async def scenario():
         app = StatekitApp(path, first=first)
-        async with app.run_test(size=(160, 48)) as pilot:
-            await settle(pilot, app, lambda: app.snapshot is not None)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
             assert app.snapshot is first.result() and app.refreshes == 1
             await pilot.press("r")
-            await settle(pilot, app, lambda: app.refreshes == 2)
+            await app.messages.answer(pilot, "snapshot", 2)
             assert app.snapshot is not first.result()
             assert app.snapshot.report.to_dict() | {"elapsed_s": 0, "listing": 0} == \
                 first.result().report.to_dict() | {"elapsed_s": 0, "listing": 0}
         broken = StatekitApp(str(tmp_path / "gone"), first=missing)
-        async with broken.run_test(size=(160, 48)) as pilot:
+        async with driven(broken) as pilot:
             overview = broken.query_one(OverviewPane)
-            await settle(pilot, broken, lambda: "gone" in str(overview.status.render()))
+            await broken.messages.answer(pilot, "snapshot")
+            assert "gone" in str(overview.status.render())
             assert broken.snapshot is None
 
     asyncio.run(scenario())

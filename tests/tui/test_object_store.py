@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
 from statekit.tui.app import StatekitApp
-from statekit.tui.panes import OperatorsPane
+from statekit.tui.growth_pane import GrowthPane
+from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.recovery_pane import RecoveryPane
 from tests.tui.helpers import show_tab, until
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"

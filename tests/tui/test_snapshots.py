@@ -29,10 +29,12 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from statekit.tui.analysis_panes import GrowthPane, RecoveryPane
 from statekit.tui.app import StatekitApp
-from statekit.tui.panes import OperatorsPane, Table
-from tests.tui.helpers import show_tab
+from statekit.tui.growth_pane import GrowthPane
+from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.table import Table
+from tests.tui.helpers import Messages, show_tab
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = "tests/data/tui/reference_hdfs"
@@ -46,9 +48,15 @@ def normalise(svg: str) -> str:
     return re.sub(r"\bterminal-\d+", "terminal", svg)
 
 
+PROGRESS = "tests/data/tui/reference_hdfs.progress.jsonl"
+#: The wall clock the screens measure ages from: a minute after the fixture's last batch.
+NOW = 1795698799.307 + 60
+
+
 @pytest.fixture(autouse=True)
 def still_clock(monkeypatch):
     monkeypatch.setattr("statekit.tui.model.clock", lambda: 0.0)
+    monkeypatch.setattr("statekit.tui.model.wall_clock", lambda: NOW)
 
 
 def screen_text(svg: str) -> list[str]:
@@ -82,22 +90,17 @@ def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
 
 
 async def settle(pilot, app: StatekitApp) -> None:
-    """Let loading, workers and animations finish before the screenshot."""
-    for _ in range(300):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.wait_for_scheduled_animations()
-        if app.snapshot is not None and not any(w.is_running for w in app.workers):
-            await pilot.pause()
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the app kept working")
+    """Let loading, the workers' answers and animations finish before the screenshot."""
+    await app.messages.idle(pilot)
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
 
 
 def shoot(url: str, steps: Callable[[object, StatekitApp], Awaitable[None]], **kwargs) -> str:
     async def scenario() -> str:
         app = StatekitApp(url, cores=2, **kwargs)
-        async with app.run_test(size=SIZE) as pilot:
+        app.messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=app.messages.hook) as pilot:
             await settle(pilot, app)
             await steps(pilot, app)
             await settle(pilot, app)
@@ -133,10 +136,11 @@ def keys(*pressed: str) -> Callable[[object, StatekitApp], Awaitable[None]]:
     ("batches", ("3",)),
     ("growth", ("4",)),
     ("recovery", ("5",)),
+    ("query", ("8",)),
     ("help", ("question_mark",)),
 ])
 def test_screen(name, pressed, in_repo, tmp_path):
-    svg = shoot(FIXTURE, keys(*pressed))
+    svg = shoot(FIXTURE, keys(*pressed), progress=PROGRESS, rto_s=30.0)
     check_snapshot(name, svg, tmp_path)
 
 
@@ -145,7 +149,8 @@ def test_screens_show_the_fixture(in_repo):
 
     async def scenario():
         app = StatekitApp(FIXTURE, cores=2)
-        async with app.run_test(size=SIZE) as pilot:
+        app.messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=app.messages.hook) as pilot:
             await settle(pilot, app)
             assert app.snapshot.report.shuffle_partitions == 4
             await pilot.press("4")
@@ -190,13 +195,10 @@ def test_error_in_place(tmp_path, monkeypatch):
 
     async def scenario() -> str:
         app = StatekitApp("checkpoint", cores=2)
-        async with app.run_test(size=SIZE) as pilot:
-            for _ in range(100):
-                await pilot.pause()
-                await app.workers.wait_for_complete()
-                if "metadata" in str(app.query_one(OperatorsPane).status.render()):
-                    break
-                await asyncio.sleep(0.05)
+        messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
+            await messages.answer(pilot, "snapshot")
+            assert "metadata" in str(app.query_one(OperatorsPane).status.render())
             await pilot.press("2")  # the other tabs still answer
             await pilot.press("1")
             await pilot.pause()

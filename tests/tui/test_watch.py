@@ -11,9 +11,10 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from statekit.tui.analysis_panes import GrowthPane
 from statekit.tui.app import StatekitApp
-from statekit.tui.panes import BatchesPane
+from statekit.tui.batches_pane import BatchesPane
+from statekit.tui.chart import Chart
+from statekit.tui.growth_pane import GrowthPane
 from tests.tui.helpers import until
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"
@@ -48,7 +49,7 @@ def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
             growth = app.query_one(GrowthPane)
             await until(pilot, lambda: growth.result is not None, "the growth analysis")
             first_versions = len(growth.result.stores[0].history.versions)
-            first_chart = list(growth.query_one(".chart").data)
+            first_chart = list(growth.query_one("#growth-keys", Chart).spec.series[0].y)
             assert first_versions == FIRST and len(first_chart) == FIRST
             assert app.query_one(BatchesPane).table.row_count == FIRST
 
@@ -61,7 +62,7 @@ def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
             await until(pilot, lambda: growth.result is not None and
                         len(growth.result.stores[0].history.versions) == 12,
                         "the growth chart extended to version 12")
-            chart = list(growth.query_one(".chart").data)
+            chart = list(growth.query_one("#growth-keys", Chart).spec.series[0].y)
             assert len(chart) == 12 and chart[:FIRST] == first_chart
             assert app.query_one(BatchesPane).table.row_count == 12
 

@@ -134,27 +134,9 @@ def read_progress_log(path: str, storage_option: tuple[str, ...]
 
 def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     """The text of a ``--progress`` file (any fsspec URL); one-line errors."""
-    import fsspec
+    from statekit.progress_log import read_text
 
-    try:
-        opened = fsspec.open(path, "rt", encoding="utf-8",
-                             **parse_storage_options(storage_option))
-        kind = opened.fs.info(opened.path).get("type")
-        if kind not in ("file", "directory"):  # a FIFO would block the read forever
-            raise BadInput("is not a regular file (a FIFO or device?)", path=path)
-        with opened as handle:
-            text: str = handle.read()
-    except FileNotFoundError:
-        raise BadInput("no such file", path=path) from None
-    except PermissionError:
-        raise BadInput("permission denied", path=path) from None
-    except IsADirectoryError:
-        raise BadInput("is a folder, not a progress log file", path=path) from None
-    except UnicodeDecodeError:
-        raise BadInput("is not a text file (expected JSON lines)", path=path) from None
-    except (OSError, ValueError) as error:
-        raise BadInput(f"cannot read: {error}", path=path) from None
-    return text
+    return read_text(path, parse_storage_options(storage_option))
 
 
 def spark_runner(ckpt: Checkpoint, app_name: str, master: str | None,

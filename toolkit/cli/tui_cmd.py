@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from statekit.cli.options import checkpoint_options, open_from_cli, parse_storage_options
+from statekit.cli.params import DURATION
 
 
 @click.command("tui")
@@ -20,12 +21,19 @@ from statekit.cli.options import checkpoint_options, open_from_cli, parse_storag
               help="Task slots the Recovery screen assumes (default: this machine's cores).")
 @click.option("--allow-write", is_flag=True,
               help="Allow actions that write (executing a repartition into a new checkpoint).")
+@click.option("--progress", "progress_log", metavar="FILE",
+              help="StreamingQueryProgress log (JSON lines, any fsspec URL) for the Query tab.")
+@click.option("--rto", type=DURATION, metavar="DURATION",
+              help="Restart objective (e.g. 30s): judged on the Overview, a line on the "
+                   "Recovery chart.")
 def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float | None,
-                cores: int | None, allow_write: bool) -> None:
-    """Browse CKPT: overview, operators → partitions → files → records, batches, growth,
-    recovery. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
+                cores: int | None, allow_write: bool, progress_log: str | None,
+                rto: float | None) -> None:
+    """Browse CKPT: a dashboard, operators → partitions → files → records, batches, growth,
+    recovery, state rows, repartition, and with --progress Spark's query charts. Keys: ? help,
+    / filter, r refresh, q quit, ctrl+p command palette.
 
-    Example: statekit tui demo/checkpoint --watch 5
+    Example: statekit tui demo/checkpoint --progress demo/progress.jsonl --rto 30s --watch 5
     """
     from statekit.gc_pause import long_running_process
     from statekit.tui.model import snapshot_in_background
@@ -33,8 +41,13 @@ def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float |
     long_running_process()  # refreshes for hours: each pause's cycles must be collected
     options = parse_storage_options(storage_option)
     opened = open_from_cli(checkpoint, storage_option)
+    if progress_log:  # a wrong path or a file that is no progress log: one line, now
+        from statekit.cli.options import read_progress_text
+        from statekit.progress_log import parse_query
+
+        parse_query(read_progress_text(progress_log, storage_option), shown=progress_log)
     first = snapshot_in_background(checkpoint, options, opened=opened)  # while Textual loads
     from statekit.tui.app import run_tui
 
     run_tui(checkpoint, storage_options=options, watch=watch, cores=cores,
-            allow_write=allow_write, first=first)
+            allow_write=allow_write, first=first, progress=progress_log, rto_s=rto)

@@ -6,6 +6,8 @@ query id, fresh batch timestamps and, for snapshots written by the maintenance t
 dependent files. This checkpoint was written once by the reference pipeline itself and is kept
 as written: the leaky variant with no snapshot (minDeltasForSnapshot 1000), so the Growth,
 Overview and Recovery screens have something to say and no file depends on maintenance timing.
+Beside it, ``reference_hdfs.progress.jsonl``: the same run's StreamingQueryProgress log (one
+JSON object per batch, as a listener writes it), which the Query screen charts.
 
 Not a test: run by hand, ``python tests/data/tui/generate_tui_fixture.py``, then refresh the
 stored screens with ``STATEKIT_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_snapshots.py`` and look
@@ -24,6 +26,7 @@ from statekit.reference_pipeline.pipeline import RunOptions, run
 
 HERE = Path(__file__).resolve().parent
 TARGET = HERE / "reference_hdfs"
+PROGRESS = HERE / "reference_hdfs.progress.jsonl"
 CONFIG = GeneratorConfig(seed=5, users=120, new_users_per_batch=4, events_per_batch=60,
                          fraud_per_batch=1.0, near_miss_per_batch=1.0)
 BATCHES = 12
@@ -41,7 +44,8 @@ def main() -> None:
         checkpoint = Path(tmp) / "checkpoint"
         run(spark, RunOptions(landing=landing, checkpoint=str(checkpoint),
                               output=str(Path(tmp) / "output"), provider="hdfs", partitions=4,
-                              min_deltas_for_snapshot=1000, leaky=True))
+                              min_deltas_for_snapshot=1000, leaky=True,
+                              progress_log=PROGRESS))
         # Unload the providers so maintenance stops writing into the checkpoint, then keep it.
         getattr(spark._jvm, "org.apache.spark.sql.execution.streaming.state.StateStore").stop()
         spark.stop()

@@ -1,0 +1,168 @@
+"""The dashboard's behaviour on the frozen reference checkpoint (no JVM): the Overview holds
+the analyses, every chart has labelled axes, charts of different sizes differ, and a slow
+answer to a question the user has left never reaches the screen."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+
+import statekit.tui.operators_pane as operators_pane
+from statekit.tui.app import StatekitApp
+from statekit.tui.chart import Chart
+from statekit.tui.charts import StoreSeries, keys_chart
+from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.overview_pane import OverviewPane
+from tests.tui.helpers import Messages, show_tab
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = str(ROOT / "tests" / "data" / "tui" / "reference_hdfs")
+PROGRESS = FIXTURE + ".progress.jsonl"
+SIZE = (120, 36)
+
+
+def test_overview_holds_keys_growth_recovery_and_findings():
+    async def scenario():
+        app = StatekitApp(FIXTURE, cores=2, rto_s=30.0)
+        messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
+            await messages.answer(pilot, "growth")
+            await messages.answer(pilot, "recovery")
+            await messages.idle(pilot)
+            overview = app.query_one(OverviewPane)
+            growth = app.snapshot.growth()
+            store = growth.stores[0]
+            row = [str(c) for c in overview.stores_table.get_row_at(0)]
+            assert row[4] == f"{store.keys.last_value:,.0f}"  # keys from the replay
+            assert row[6] == "GROWING"  # the leaky fixture, in words, not only red
+            assert row[7].endswith(f"{store.history.versions[0].keys:,}→"
+                                   f"{store.history.versions[-1].keys:,}")
+            recovery = str(overview.recovery_line.render())
+            estimate = app.snapshot.recovery(2, 30.0)
+            assert f"{estimate.estimate_s:.2f} s" in recovery and "meets the RTO" in recovery
+            assert overview.table.row_count == len(app.snapshot.report.findings)
+            # the Growth and Recovery tabs reuse the Overview's analyses (computed once)
+            await pilot.press("4")
+            await messages.answer(pilot, "analysis")
+            assert app.query_one("GrowthPane").result is growth
+
+    asyncio.run(scenario())
+
+
+def test_every_chart_has_labelled_axes():
+    async def scenario():
+        app = StatekitApp(FIXTURE, cores=2, progress=PROGRESS, rto_s=30.0)
+        messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
+            await messages.idle(pilot)
+            checked = 0
+            for key, count in (("4", 2), ("5", 1), ("8", 6)):
+                await pilot.press(key)
+                await messages.idle(pilot)
+                charts = list(app.current_pane().query(Chart))
+                assert len(charts) == count
+                for chart in charts:  # each read as shown, at its size on the screen
+                    spec = chart.spec
+                    assert spec.title and spec.x_label and spec.y_label, chart.id
+                    assert spec.has_data, f"{chart.id}: {spec.title} has no data"
+                    text = chart.rendered_text()
+                    assert spec.x_label in text and spec.y_label in text, (chart.id, text)
+                    assert text.count("┤") >= 2, f"{chart.id}: no y ticks"  # labelled ticks
+                    checked += 1
+            assert checked == len(app.query(Chart))
+            what_if = app.query_one("#recovery-what-if", Chart).spec
+            assert [r.label for r in what_if.references] == ["RTO 30 s"]
+
+    asyncio.run(scenario())
+
+
+class OneChart(App):
+    def __init__(self, chart: Chart) -> None:
+        super().__init__()
+        self.chart = chart
+
+    def compose(self) -> ComposeResult:
+        yield self.chart
+
+
+def render_alone(spec) -> str:
+    async def scenario() -> str:
+        app = OneChart(Chart(spec))
+        async with app.run_test(size=(60, 16)) as pilot:
+            await pilot.pause()
+            return app.chart.rendered_text()
+
+    return asyncio.run(scenario())
+
+
+def test_stores_of_different_sizes_give_different_charts():
+    """Bounded at 900 keys and bounded at 9 M keys: both flat, and visibly not the same."""
+    versions = tuple(range(1, 21))
+    small = render_alone(keys_chart([StoreSeries("0/default", versions, (900,) * 20, ())]))
+    large = render_alone(keys_chart([StoreSeries("0/default", versions, (9_000_000,) * 20,
+                                                 ())]))
+    assert small != large
+    assert "900" in small and "9.0 M" not in small
+    assert "9.0 M" in large and "900┤" not in large
+    # a growing store spanning decades is drawn on a log scale, with its range on the axis
+    growing = render_alone(keys_chart([StoreSeries("1/default", versions,
+                                                   tuple(10 ** (v // 4) for v in versions),
+                                                   ())]))
+    assert "1.0 k" in growing and "100.0 k" in growing
+
+
+@pytest.fixture
+def slow_first_decode(monkeypatch):
+    """The decoder holds the first file it is asked for until the test releases it."""
+    release = threading.Event()
+    real = operators_pane.decode_records
+    first: list[str] = []
+
+    def decode(ckpt, file):
+        if not first or first[0] == file.path:
+            first[:1] = [file.path]
+            release.wait(30)
+        return real(ckpt, file)
+
+    monkeypatch.setattr(operators_pane, "decode_records", decode)
+    return release, first
+
+
+def test_a_slow_decode_of_a_file_left_never_lands(slow_first_decode):
+    release, first = slow_first_decode
+
+    async def scenario():
+        app = StatekitApp(FIXTURE, cores=2)
+        messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
+            await messages.answer(pilot, "snapshot")
+            await show_tab(pilot, app, "2")
+            ops = app.query_one(OperatorsPane)
+            await pilot.press("enter", "enter")  # store → partition 0 → its files
+            files = [str(ops.table.get_row_at(i)[0]) for i in range(ops.table.row_count)]
+            await pilot.press("enter")  # file A: its decode hangs
+            await messages.wait(pilot, lambda: first, "the decode of file A start")
+            await pilot.press("escape")  # the user leaves A …
+            assert len(ops.path) == 2 and ops.table.row_count == len(files)
+            await pilot.press("j", "enter")  # … and opens file B, which answers at once
+            await messages.answer(pilot, "records")
+            b_title = str(ops.title_line.render())
+            assert files[1] in b_title and files[0] not in b_title
+            b_rows = [list(map(str, ops.table.get_row_at(i))) for i in
+                      range(ops.table.row_count)]
+            assert b_rows and "records shown" in str(ops.status.render())
+            release.set()  # A's answer arrives late …
+            await messages.wait(pilot, lambda: messages.ignored("records"),
+                                "file A's late answer")
+            await pilot.pause()
+            # … and is dropped: B is still on screen, whole
+            assert str(ops.title_line.render()) == b_title
+            assert [list(map(str, ops.table.get_row_at(i))) for i in
+                    range(ops.table.row_count)] == b_rows
+            assert messages.ignored("records")[0].describe.endswith(files[0])
+
+    asyncio.run(scenario())

@@ -1,0 +1,103 @@
+"""What each screen charts: plain :class:`ChartSpec` objects built from statekit's analyses
+(and a progress log), so the choice of series, labels and units is testable without drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from statekit.tui.chart import ChartSpec, Reference, Series
+
+if TYPE_CHECKING:
+    from statekit.growth import GrowthReport
+    from statekit.progress_log import QueryBatch
+    from statekit.recovery import RecoveryEstimate
+
+
+@dataclass(frozen=True)
+class StoreSeries:
+    """One store's history: keys and bytes per version."""
+
+    label: str
+    versions: tuple[int, ...]
+    keys: tuple[int, ...]
+    bytes: tuple[int, ...]
+
+
+def store_series(report: GrowthReport) -> list[StoreSeries]:
+    out = []
+    for store in report.stores:
+        versions = store.history.versions if store.history else ()
+        sizes = [v.bytes if v.bytes is not None else v.disk_bytes for v in versions]
+        out.append(StoreSeries(
+            f"{store.operator_id}/{store.store}", tuple(v.version for v in versions),
+            tuple(v.keys for v in versions),
+            tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes)
+            else ()))
+    return out
+
+
+def keys_chart(stores: Sequence[StoreSeries]) -> ChartSpec:
+    return ChartSpec("live keys per state version", "state version", "keys", tuple(
+        Series(s.label, tuple(map(float, s.versions)), tuple(map(float, s.keys)))
+        for s in stores if s.keys), unit="keys", empty="no key history")
+
+
+def bytes_chart(stores: Sequence[StoreSeries]) -> ChartSpec:
+    return ChartSpec("state size per version (key + value bytes)", "state version", "size",
+                     tuple(Series(s.label, tuple(map(float, s.versions)),
+                                  tuple(map(float, s.bytes))) for s in stores if s.bytes),
+                     unit="bytes", empty="sizes not replayed (RocksDB zips: keys only)")
+
+
+def what_if_chart(estimate: RecoveryEstimate, rto_s: float | None) -> ChartSpec:
+    """Restart time against minDeltasForSnapshot: worst case, its upper range, typical."""
+    points = sorted(estimate.what_if, key=lambda w: w.min_deltas)
+    xs = tuple(float(w.min_deltas) for w in points)
+    series = (Series("worst case", xs, tuple(w.worst_s for w in points)),
+              Series("worst, top of range", xs, tuple(w.worst_high_s for w in points)),
+              Series("typical", xs, tuple(w.typical_s for w in points)))
+    references = (Reference(f"RTO {rto_s:g} s", rto_s),) if rto_s else ()
+    return ChartSpec("restart time if minDeltasForSnapshot were…", "minDeltasForSnapshot",
+                     "restart time", series if points else (), unit="s",
+                     references=references, log_y=False,
+                     empty="no what-if (no delta files to replay)")
+
+
+def _batch_series(label: str, batches: Sequence[QueryBatch], values: Sequence[float | None]
+                  ) -> Series:
+    pairs = [(float(b.batch_id), float(v)) for b, v in zip(batches, values, strict=True)
+             if v is not None]
+    return Series(label, tuple(x for x, _ in pairs), tuple(y for _, y in pairs))
+
+
+def query_charts(batches: Sequence[QueryBatch]) -> list[ChartSpec]:
+    """Spark UI's Structured Streaming charts, per batch."""
+    phases = list(dict.fromkeys(p for b in batches for p in b.phases_ms))
+    return [
+        ChartSpec("input and process rate", "batch", "rows/s", (
+            _batch_series("input rows/s", batches, [b.input_rows_per_second for b in batches]),
+            _batch_series("processed rows/s", batches,
+                          [b.processed_rows_per_second for b in batches])),
+            unit="rows/s", log_y=False),
+        ChartSpec("batch duration by phase", "batch", "duration", tuple(
+            Series(phase, tuple(float(b.batch_id) for b in batches),
+                   tuple(float(b.phases_ms.get(phase, 0)) for b in batches))
+            for phase in phases), unit="ms", stacked=True),
+        ChartSpec("state rows (all operators)", "batch", "rows", (
+            _batch_series("numRowsTotal", batches, [b.state_rows for b in batches]),),
+            unit="rows"),
+        ChartSpec("state memory (all operators)", "batch", "memory", (
+            _batch_series("memoryUsedBytes", batches,
+                          [b.state_memory_bytes for b in batches]),), unit="bytes"),
+        ChartSpec("state rows updated and removed", "batch", "rows", (
+            _batch_series("numRowsUpdated", batches, [b.state_rows_updated for b in batches]),
+            _batch_series("numRowsRemoved", batches, [b.state_rows_removed for b in batches])),
+            unit="rows", log_y=False),
+        ChartSpec("watermark delay (batch start − watermark)", "batch", "delay", (
+            _batch_series("watermark gap", batches, [
+                None if b.watermark_gap_ms is None else b.watermark_gap_ms / 1000
+                for b in batches]),), unit="s", empty="no watermark yet"),
+    ]
