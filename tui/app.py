@@ -118,7 +118,7 @@ class StatekitApp(Asks, App):
         # whenever the focused table's tab is hidden, after the new tab's table got it.
         self.query_one("#tabs", TabbedContent).query_one(Tabs).can_focus = False
         self.sub_title = self.url
-        self.call_after_refresh(self.current_pane().focus_main)
+        self.call_after_refresh(self.focus_current, self.current_pane())
         self.load()
         if self.watch_seconds:
             self.set_interval(self.watch_seconds, self.action_refresh)
@@ -154,7 +154,18 @@ class StatekitApp(Asks, App):
     # ---------------------------------------------------------------- actions
     def show_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
-        self.call_after_refresh(self.current_pane().focus_main)
+        self.call_after_refresh(self.focus_current, self.current_pane())
+
+    def focus_current(self, pane: Pane) -> None:
+        """Focus ``pane``'s main widget if it is still the shown tab. A focus that lands
+        in a hidden tab makes TabbedContent switch back to it: a late focus for the tab the
+        user just left would undo their key press."""
+        try:
+            widget = pane.main_widget() if self.current_pane() is pane else None
+        except NoMatches:  # closing
+            return
+        if widget is not None:  # now, not later: a key pressed meanwhile must not undo it
+            self.screen.set_focus(widget)
 
     def pane_action(self, tab: str, action: str) -> None:
         """Run a screen's own action (from the command palette), showing the screen first."""
@@ -212,7 +223,7 @@ class StatekitApp(Asks, App):
         except NoMatches:  # the app is closing: its tabs are already gone
             return
         pane.activated()
-        self.call_after_refresh(pane.focus_main)
+        self.call_after_refresh(self.focus_current, pane)
 
 
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import RenderResult
@@ -57,7 +57,8 @@ class ChartSpec:
     log_y: bool | None = None
     """None: log scale when the values span three decades or more."""
     empty: str = "no data"
-    notes: tuple[str, ...] = field(default=())
+    x_names: tuple[str, ...] = ()
+    """Names for x = 0, 1, 2 …: evenly spaced categories (e.g. 1, 2, 5, 10 … 100)."""
 
     @property
     def has_data(self) -> bool:
@@ -190,6 +191,8 @@ class Chart(PlotextPlot):
         if len(set(labels)) < len(labels):  # a narrow range: the short form repeats itself
             labels = [f"{t:,.0f}" if abs(t) >= 100 else f"{t:.3g}" for t in ticks]
         plt.yticks(ticks, labels)
-        if not spec.stacked:
+        if spec.x_names:
+            plt.xticks(list(range(len(spec.x_names))), list(spec.x_names))
+        elif not spec.stacked:
             x_ticks = integer_ticks(xs)
             plt.xticks(x_ticks, [f"{t:.0f}" for t in x_ticks])

@@ -34,7 +34,7 @@ class Request:
     serial: int = field(default_factory=lambda: next(_serial))
 
 
-class WorkStarted(Message):
+class WorkStarted(Message, bubble=False):
     """A request's worker was started."""
 
     def __init__(self, request: Request) -> None:
@@ -70,7 +70,7 @@ class WorkFailed(Message):
         self.cancelled = cancelled
 
 
-class WorkIgnored(Message):
+class WorkIgnored(Message, bubble=False):
     """A result or failure arrived for a request that is no longer current and was dropped
     (posted so tests can see that the stale answer came back and was not shown)."""
 

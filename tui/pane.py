@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from statekit.tui.model import Snapshot
@@ -78,8 +79,19 @@ class Pane(Asks, Vertical):
     def table(self) -> Table:
         return self.query_one(".main", Table)
 
+    def main_widget(self) -> Widget | None:
+        """What the tab's keys go to (None: nothing to focus)."""
+        return self.table
+
     def focus_main(self) -> None:
-        self.table.focus()
+        widget = self.main_widget()
+        if widget is not None:
+            widget.focus()
+
+    def on_show(self) -> None:
+        """Shown (its tab opened): take the focus now that it can be given. A focus asked
+        for while the tab was still hidden is refused, and nothing else would move it."""
+        self.tui.focus_current(self)
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot

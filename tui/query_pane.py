@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Grid
+from textual.widget import Widget
 from textual.widgets import Static
 
 from statekit.presentation import human_bytes
@@ -36,8 +37,9 @@ class QueryPane(LazyPane[Sequence[QueryBatch]]):
             for name in CHARTS:
                 yield Chart(id=name)
 
-    def focus_main(self) -> None:
+    def main_widget(self) -> Widget | None:
         """Nothing to focus: the tab is charts only."""
+        return None
 
     def render_snapshot(self) -> None:
         if self.tui.progress_path is None:

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Select, Static
 
 from statekit.presentation import human_bytes
@@ -79,8 +80,8 @@ class RepartitionPane(Pane):
         if not target.value and self.snapshot is not None:
             target.value = self.snapshot.ckpt.location.url.rstrip("/") + "-repartitioned"
 
-    def focus_main(self) -> None:
-        self.query_one("#rp-partitions", Input).focus()
+    def main_widget(self) -> Widget | None:
+        return self.query_one("#rp-partitions", Input)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -47,16 +47,12 @@ class Messages:
     async def wait(self, pilot, condition: Callable[[], object], what: str,
                    timeout: float = 60.0) -> None:
         """Let the app run until ``condition()`` (over the recorded messages) holds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            await pilot.pause()
-            if condition():
-                return
-            await asyncio.sleep(0.02)
+        await until(pilot, condition, what, timeout, explain=self._state)
+
+    def _state(self) -> str:
         seen = [(type(m).__name__, m.request.kind) for m in self.seen
                 if hasattr(m, "request")]
-        raise AssertionError(f"never saw {what} within {timeout:.0f} s; outstanding: "
-                             f"{[r.kind for r in self.outstanding()]}; seen: {seen}")
+        return f"outstanding: {[r.kind for r in self.outstanding()]}; seen: {seen}"
 
     async def answer(self, pilot, kind: str, count: int = 1, timeout: float = 60.0, *,
                      describe: str | None = None) -> None:
@@ -84,16 +80,17 @@ class Messages:
 
 
 async def until(pilot, condition: Callable[[], object], what: str = "the condition",
-                timeout: float = 30.0) -> None:
-    """Let the app run until ``condition()`` holds on what the screen shows; fail naming
-    ``what`` after ``timeout``."""
+                timeout: float = 30.0, explain: Callable[[], str] | None = None) -> None:
+    """Let the app run until ``condition()`` holds; fail naming ``what`` (and
+    ``explain()``) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause()
         if condition():
             return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never saw {what} within {timeout:.0f} s")
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never saw {what} within {timeout:.0f} s"
+                         + (f"; {explain()}" if explain else ""))
 
 
 async def show_tab(pilot, app, key: str) -> None:

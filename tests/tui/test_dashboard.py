@@ -14,7 +14,7 @@ from textual.app import App, ComposeResult
 import statekit.tui.operators_pane as operators_pane
 from statekit.tui.app import StatekitApp
 from statekit.tui.chart import Chart
-from statekit.tui.charts import StoreSeries, keys_chart
+from statekit.tui.charts import StoreSeries, keys_chart, what_if_chart
 from statekit.tui.operators_pane import OperatorsPane
 from statekit.tui.overview_pane import OverviewPane
 from tests.tui.helpers import Messages, show_tab
@@ -61,7 +61,7 @@ def test_every_chart_has_labelled_axes():
             await messages.idle(pilot)
             checked = 0
             for key, count in (("4", 2), ("5", 1), ("8", 6)):
-                await pilot.press(key)
+                await show_tab(pilot, app, key)
                 await messages.idle(pilot)
                 charts = list(app.current_pane().query(Chart))
                 assert len(charts) == count
@@ -74,8 +74,14 @@ def test_every_chart_has_labelled_axes():
                     assert text.count("┤") >= 2, f"{chart.id}: no y ticks"  # labelled ticks
                     checked += 1
             assert checked == len(app.query(Chart))
-            what_if = app.query_one("#recovery-what-if", Chart).spec
-            assert [r.label for r in what_if.references] == ["RTO 30 s"]
+            # the RTO: a line when it is near the curve, named in the title when far above
+            estimate = app.snapshot.recovery(2, 30.0)
+            top = max(w.worst_high_s for w in estimate.what_if)
+            near = what_if_chart(estimate, round(top * 2, 3))
+            assert [r.y for r in near.references] == [round(top * 2, 3)]
+            far = what_if_chart(estimate, 30.0)
+            assert not far.references and "RTO 30 s" in far.title
+            assert app.query_one("#recovery-what-if", Chart).spec == far
 
     asyncio.run(scenario())
 
