@@ -114,7 +114,7 @@ class StatekitApp(Asks, App):
         yield Footer()
 
     def on_mount(self) -> None:
-        # Tabs are switched with 1-7 and the palette. A focusable tab bar would take the focus
+        # Tabs are switched with 1-8 and the palette. A focusable tab bar would take the focus
         # whenever the focused table's tab is hidden, after the new tab's table got it.
         self.query_one("#tabs", TabbedContent).query_one(Tabs).can_focus = False
         self.sub_title = self.url
