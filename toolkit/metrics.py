@@ -23,13 +23,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from statekit.errors import StatekitError
+from statekit.presentation import printable
 from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 
 VERDICTS = (BOUNDED, GROWING, ACCELERATING, INSUFFICIENT)
+RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart")
+"""The doctor's verdicts as label values (its words, hyphenated)."""
 Labels = tuple[tuple[str, str], ...]
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -78,8 +82,19 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "The store's key-growth verdict (stateset: 1 for the current verdict)"),
     "statekit_growth_keys_per_version": (
         "gauge", "Theil-Sen slope of the store's keys over its recent versions"),
+    "statekit_restart_verdict": (
+        "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict "
+        "(stateset: 1 for the current verdict)"),
+    "statekit_restart_problems": (
+        "gauge", "Problems statekit doctor found, by code and severity"),
+    "statekit_doctor_exit_code": (
+        "gauge", "statekit doctor's exit code (0 restarts, 9 warnings, 11 fixable, 12 not)"),
+    "statekit_growth_damaged": (
+        "gauge", "1 when the store's history stops before its committed version (a change "
+        "file missing or damaged): the verdict is the one of the history up to there"),
     "statekit_recovery_estimate_seconds": (
-        "gauge", "Estimated restart time: state load plus re-run batches"),
+        "gauge", "Estimated restart time: state load plus re-run batches (absent when the "
+        "checkpoint will not restart)"),
     "statekit_recovery_estimate_low_seconds": ("gauge", "Low end of the estimate's range"),
     "statekit_recovery_estimate_high_seconds": ("gauge", "High end of the estimate's range"),
 }
@@ -90,37 +105,59 @@ def _families() -> dict[str, Family]:
 
 
 def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores: int,
-                       per_partition: bool = False, now: Callable[[], float] = time.time,
+                       per_partition: bool = False, verify: bool = False,
+                       now: Callable[[], float] = time.time,
                        clock: Callable[[], float] = time.perf_counter) -> list[Family]:
-    """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint)."""
+    """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint).
+
+    The doctor's verdict comes first: a checkpoint that will not restart has no restart
+    estimate (none is exported), whatever the state files would cost to load. ``verify``:
+    the doctor also decodes every state file the restart loads (else it goes by what the
+    listing and the small files show)."""
+    from statekit.doctor import diagnose
     from statekit.growth import analyse
     from statekit.recovery import estimate_recovery
     from statekit.report import build_report
 
     families = _families()
     started = clock()
+    label = printable(url)
     try:
         ckpt = open_checkpoint(url)
+        health = diagnose(ckpt, decode=verify, fix=False)
         report = build_report(ckpt)
-        growth = analyse(ckpt)
-        recovery = estimate_recovery(ckpt, cores=cores)
     except StatekitError as error:
-        families["statekit_checkpoint_up"].add(0, checkpoint=url)
-        families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=url)
-        families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=url)
+        families["statekit_checkpoint_up"].add(0, checkpoint=label)
+        families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=label)
+        families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
         return list(families.values())
+    growth = _or_none(lambda: analyse(ckpt))  # a damaged store keeps what it can say
+    recovery = _or_none(lambda: estimate_recovery(ckpt, cores=cores)) if health.restarts \
+        else None
     f = families
-    f["statekit_checkpoint_up"].add(1, checkpoint=url)
-    f["statekit_last_committed_batch"].add(report.last_committed_batch, checkpoint=url)
+    f["statekit_checkpoint_up"].add(1, checkpoint=label)
+    for verdict in RESTART_VERDICTS:
+        f["statekit_restart_verdict"].add(int(health.verdict.replace(" ", "-") == verdict),
+                                          checkpoint=label,
+                                          verdict=verdict)
+    f["statekit_doctor_exit_code"].add(health.exit_code, checkpoint=label)
+    counted: dict[tuple[str, str], int] = {}
+    for problem in health.problems:
+        key = (problem.code, problem.severity)
+        counted[key] = counted.get(key, 0) + 1
+    for (code, severity), count in sorted(counted.items()):
+        f["statekit_restart_problems"].add(count, checkpoint=label, code=code,
+                                           severity=severity)
+    f["statekit_last_committed_batch"].add(report.last_committed_batch, checkpoint=label)
     if report.last_batch_timestamp_ms is not None:
         stamp = report.last_batch_timestamp_ms / 1000
-        f["statekit_last_batch_timestamp_seconds"].add(stamp, checkpoint=url)
-        f["statekit_last_batch_age_seconds"].add(max(0.0, now() - stamp), checkpoint=url)
+        f["statekit_last_batch_timestamp_seconds"].add(stamp, checkpoint=label)
+        f["statekit_last_batch_age_seconds"].add(max(0.0, now() - stamp), checkpoint=label)
     if report.watermark_ms:
-        f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=url)
-    verdicts = {(s.operator_id, s.store): s for s in growth.stores}
+        f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=label)
+    verdicts = {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
     for store in report.stores:
-        where = {"checkpoint": url, "operator": store.operator_id, "store": store.store}
+        where = {"checkpoint": label, "operator": store.operator_id, "store": store.store}
         parts = store.partitions
         keys = [p.keys for p in parts if p.keys is not None]
         lags = [p.versions_since_snapshot for p in parts if p.versions_since_snapshot
@@ -149,11 +186,20 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
                 f["statekit_growth_verdict"].add(int(grown.verdict == verdict), **where,
                                                  verdict=verdict)
             f["statekit_growth_keys_per_version"].add(grown.keys.slope, **where)
-    f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=url)
-    f["statekit_recovery_estimate_low_seconds"].add(recovery.low_s, checkpoint=url)
-    f["statekit_recovery_estimate_high_seconds"].add(recovery.high_s, checkpoint=url)
-    f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=url)
+            f["statekit_growth_damaged"].add(int(bool(grown.history.damaged)), **where)
+    if recovery is not None:
+        f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=label)
+        f["statekit_recovery_estimate_low_seconds"].add(recovery.low_s, checkpoint=label)
+        f["statekit_recovery_estimate_high_seconds"].add(recovery.high_s, checkpoint=label)
+    f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
     return list(f.values())
+
+
+def _or_none(compute: Callable[[], _T]) -> _T | None:
+    try:
+        return compute()
+    except StatekitError:
+        return None
 
 
 def merge(per_checkpoint: Iterable[Sequence[Family]]) -> list[Family]:

@@ -62,3 +62,14 @@ def sparkline(values: Sequence[float], width: int = 48) -> str:
     low, high = min(shown), max(shown)
     span = (high - low) or 1
     return "".join(SPARK_BARS[min(7, int((v - low) / span * 7.999))] for v in shown)
+
+
+def printable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a path that is not valid UTF-8 (its bytes reached
+    Python as surrogate escapes) shows those bytes as ``\\xNN`` — in a terminal, in JSON and
+    in a Prometheus label alike."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

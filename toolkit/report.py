@@ -55,6 +55,8 @@ class PartitionReport:
     keys_version: int | None = None
     missing_ssts: int = 0
     """SST files the newest zip references that are not in ``SSTs/``."""
+    first_missing: str | None = None
+    """The change file whose absence stops the committed version from loading."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,15 @@ def _partition_report(instance: StoreInstance, facts: InstanceFacts,
     present = {f.name for f in instance.files if f.kind == "sst"} if kinds.get("sst") else set()
     missing = ([s for s in zip_meta.sst_files if s.dfs_name not in present]
                if zip_meta is not None else [])
+    first_missing = None
+    if not facts.loadable and facts.committed_version is not None:
+        base = instance.latest_snapshot(facts.committed_version) or 0
+        versions = {f.version for f in instance.of_kind("delta", "changelog")}
+        kind = "changelog" if any(f.kind in ("zip", "changelog") for f in instance.files) \
+            else "delta"
+        gap = next((v for v in range(base + 1, facts.committed_version + 1)
+                    if v not in versions), None)
+        first_missing = f"{gap}.{kind}" if gap is not None else None
     return PartitionReport(
         partition=instance.partition,
         deltas=kinds.get("delta", 0) + kinds.get("changelog", 0),
@@ -186,6 +197,7 @@ def _partition_report(instance: StoreInstance, facts: InstanceFacts,
         keys=zip_meta.num_keys if zip_meta is not None else None,
         keys_version=facts.latest_snapshot if zip_meta is not None else None,
         missing_ssts=len(missing),
+        first_missing=first_missing,
     )
 
 
@@ -200,16 +212,21 @@ def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counte
     op, store = report.operator_id, report.store
     label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
     found: list[Finding] = []
-    unloadable = [p.partition for p in report.partitions
-                  if not p.loadable or p.missing_ssts]
+    broken = [p for p in report.partitions if not p.loadable or p.missing_ssts]
+    unloadable = [p.partition for p in broken]
     if unloadable:
+        first = broken[0]
+        store_part = "" if store == "default" else f"/{store}"
+        cause = (f"{first.first_missing} is missing" if first.first_missing else
+                 f"{first.missing_ssts} SST files its zip lists are missing")
         found.append(Finding(
             "cannot-load", "error",
             f"{label}: partitions {_span(unloadable)} lack the files to rebuild version "
-            f"{report.committed_version} (missing change files before the first snapshot, or "
-            "SST files a zip references are gone); the query will fail "
-            "to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable),
-            operator_id=op, store=store, path=f"{folder}/{unloadable[0]}"))
+            f"{report.committed_version} (partition {first.partition}: {cause}); the query "
+            "will fail to restart with CANNOT_LOAD_STATE_STORE", partitions=tuple(unloadable),
+            operator_id=op, store=store,
+            path=f"{folder}/{first.partition}{store_part}"
+                 + (f"/{first.first_missing}" if first.first_missing else "")))
     if report.missing_partitions and report.committed_version:
         found.append(Finding(
             "missing-partitions", "error",
@@ -312,24 +329,27 @@ def read_ahead(ckpt: Checkpoint, *, operator: int | None = None,
 def build_report(ckpt: Checkpoint, *, operator: int | None = None,
                  partition: int | None = None, min_deltas: int | None = None,
                  verify: bool = False, progress: Progress | None = None,
-                 runner: GroupRunner | None = None) -> CheckpointReport:
+                 runner: GroupRunner | None = None,
+                 verification: Verification | None = None) -> CheckpointReport:
     """Build the report; ``operator``/``partition`` narrow what is shown (not what is read).
 
     ``min_deltas`` is ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` when the offsets
     log does not pin it (Spark does not); it sets the lag thresholds. ``verify`` also reads
-    and decodes every file a restart loads (:mod:`statekit.verify`).
+    and decodes every file a restart loads (:mod:`statekit.verify`); ``verification``: that
+    reading, when the caller already did it (the doctor does, for ``report --verify``).
     """
     # a record per partition and file, all kept: nothing to collect (not around --verify's
     # long decoding, whose passing cycles should go as they come)
     with contextlib.nullcontext() if verify else gc_paused():
         return _build_report(ckpt, operator=operator, partition=partition,
                              min_deltas=min_deltas, verify=verify, progress=progress,
-                             runner=runner)
+                             runner=runner, verification=verification)
 
 
 def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | None,
                   min_deltas: int | None, verify: bool, progress: Progress | None,
-                  runner: GroupRunner | None) -> CheckpointReport:
+                  runner: GroupRunner | None,
+                  verification: Verification | None) -> CheckpointReport:
     started = time.perf_counter()
     read_ahead(ckpt, operator=operator, partition=partition)
     inventory = ckpt.inventory
@@ -414,17 +434,21 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
             f"{len(odd)} entries under state/ are neither files nor folders (FIFO, socket, "
             f"dangling or looping symlink), first {ckpt.display(odd[0])}; Spark fails "
             "reading them and statekit never opens them", path=ckpt.display(odd[0])))
-    verification = None
-    if verify:
+    if verification is not None and (operator is not None or partition is not None):
+        verification = _narrowed(verification, operator, partition)
+    if verify and verification is None:
         verification = verify_restart_path(
             ckpt, operator=operator, partitions={partition} if partition is not None else None,
             progress=progress, runner=runner)
+    if verification is not None:
         findings.extend(Finding(
             "damaged-file", "error" if d in verification.fatal else "warning",
             f"{d.line}; " + (
                 "the checksum file itself is damaged: Hadoop ignores it when Spark reads the "
                 "data file (which decodes), so only the corruption check is lost"
-                if d.checksum_only else "a restart reads this file and fails"
+                if d.checksum_only else
+                "the damage is where Spark's reader does not look: a restart reads the file"
+                if d.beyond_spark else "a restart reads this file and fails"
                 if d.repaired_from is None else
                 f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by loading version "
                 f"{d.repaired_from} and replaying the change files after it; Spark versions "
@@ -435,7 +459,7 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
     totals = [t for i in every for t in i.kind_totals.items()]
     return CheckpointReport(
         location=ckpt.location.url,
-        query_id=ckpt.query_id,
+        query_id=_query_id(ckpt),
         provider=latest.provider if latest else "hdfs",
         codec=codec,
         shuffle_partitions=latest.shuffle_partitions if latest else None,
@@ -461,6 +485,28 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
 
 
 _unique_id = attrgetter("unique_id")
+
+
+def _query_id(ckpt: Checkpoint) -> str:
+    """The query id, or why there is none (the doctor says what a restart makes of it)."""
+    if not ckpt.has_metadata:
+        return "(metadata file missing)"
+    try:
+        return ckpt.query_id
+    except StatekitError as error:
+        return f"(unreadable: {error.message})"
+
+
+def _narrowed(verification: Verification, operator: int | None, partition: int | None
+              ) -> Verification:
+    """The damaged files of one operator/partition only (the counts stay the whole
+    reading's)."""
+    from dataclasses import replace
+
+    return replace(verification, damaged=tuple(
+        d for d in verification.damaged
+        if (operator is None or d.operator_id == operator)
+        and (partition is None or d.partition == partition)))
 
 
 def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | None

@@ -50,7 +50,7 @@ from statekit.checkpoint.state_data import (
     store_schemas,
     zip_metadata,
 )
-from statekit.errors import StatekitError
+from statekit.errors import CorruptFile, StatekitError
 from statekit.formats.records import StateRecord
 from statekit.formats.schema import StructType
 from statekit.formats.unsafe_row import make_decoder
@@ -138,6 +138,9 @@ class StoreHistory:
     lower bound. ``None`` when the replay started from an empty store."""
     oldest_keys: tuple[OldKey, ...] = ()
     notes: tuple[str, ...] = ()
+    damaged: str | None = None
+    """Why the history stops before the committed version (a change file missing or
+    damaged): the verdict is the one of the history up to there. ``None``: undamaged."""
 
     def series(self, name: str) -> list[Any]:
         return [getattr(v, name) for v in self.versions]
@@ -399,13 +402,13 @@ def _read_chain(ckpt: Checkpoint, files: list[StateFile]) -> Iterator[Iterator[S
     ``_FETCH_BATCH`` at a time (memory: that many files, never the whole chain)."""
     if ckpt.location.is_local:
         for file in files:
-            yield file_records(ckpt, file)
+            yield file_records(ckpt, file, check_end=False)
         return
     for at in range(0, len(files), _FETCH_BATCH):
         batch = files[at:at + _FETCH_BATCH]
         data = ckpt.read_many(f.path for f in batch)
         for file in batch:
-            yield file_records(ckpt, file, data[file.path])
+            yield file_records(ckpt, file, data[file.path], check_end=False)
 
 
 def default_stale_after(history: int) -> int:
@@ -428,7 +431,7 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
     :func:`statekit.partition_workers.map_groups`)."""
     inventory = ckpt.inventory
     instances = inventory.instances_of(operator_id, store)
-    operator = ckpt.operators.get(operator_id)
+    operator = ckpt.readable_operators.get(operator_id)
     name = operator.name if operator else None
     schema = (schemas if schemas is not None else store_schemas(ckpt)).get((operator_id, store))
     timeouts, timeout = timeout_reader(schema, name)
@@ -437,15 +440,39 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
         (i.latest_version or 0 for i in instances), default=0)
     partitions = tuple(i.partition for i in instances)
     plans = [_plan(i, last_version) for i in instances]
+    damaged = None
+    if instances and any(p is None for p in plans):
+        # the history up to the newest version every partition can still rebuild: a
+        # damaged store keeps the verdict its history gives, flagged (statekit doctor says
+        # what the damage does to a restart)
+        usable = _newest_rebuildable(instances, last_version)
+        if usable is not None:
+            broken = [i.partition for i, p in zip(instances, plans, strict=True) if p is None]
+            damaged = (f"state version {last_version} cannot be rebuilt in partitions "
+                       f"{_short(broken)} (a change file is missing); the history ends at "
+                       f"version {usable}")
+            last_version = usable
+            plans = [_plan(i, last_version) for i in instances]
     ready = [p for p in plans if p is not None]
     has_changes = any(i.of_kind("delta", "changelog") for i in instances)
     note = ""
-    if last_version and instances and has_changes and len(ready) == len(plans):
+    while last_version and instances and has_changes and len(ready) == len(plans):
         try:
-            return _replay(ckpt, operator_id, store, name, schema, ready, last_version,
-                           timeouts, timeout, stale_after, progress, runner)
+            history = _replay(ckpt, operator_id, store, name, schema, ready, last_version,
+                              timeouts, timeout, stale_after, progress, runner)
+            return replace(history, damaged=damaged) if damaged else history
         except _Unreplayable as why:
             note = f"cannot replay ({why}); "
+            break
+        except CorruptFile as error:  # a damaged file: the history ends before it
+            version = _version_of(ckpt, instances, error.path)
+            if version is None or version - 1 < 2:
+                raise
+            damaged = (f"{error.path} is damaged ({error.message}); the history ends at "
+                       f"version {version - 1}")
+            last_version = version - 1
+            plans = [_plan(i, last_version) for i in instances]
+            ready = [p for p in plans if p is not None]
     else:
         broken = [i.partition for i, p in zip(instances, plans, strict=True) if p is None]
         note = (f"partitions {_short(broken)} have no complete delta/changelog chain up to "
@@ -456,6 +483,27 @@ def store_history(ckpt: Checkpoint, operator_id: int, store: str, *,
                           note + "counts come from each zip's numKeys", runner)
     return StoreHistory(operator_id, store, name, "none", partitions, (), {}, timeouts,
                         stale_after or 0, None, (), (note + "no history can be rebuilt",))
+
+
+def _version_of(ckpt: Checkpoint, instances: list[StoreInstance], shown: str | None
+                ) -> int | None:
+    """The version of the state file an error names (as the user sees its path)."""
+    if shown is None:
+        return None
+    for instance in instances:
+        for file in instance.files:
+            if file.version is not None and ckpt.display(file.path) == shown:
+                return file.version
+    return None
+
+
+def _newest_rebuildable(instances: list[StoreInstance], last_version: int) -> int | None:
+    """The newest version below ``last_version`` every instance can rebuild (from empty or
+    a base), with at least two versions of history; ``None`` if there is none."""
+    for version in range(last_version - 1, 1, -1):
+        if all(_plan(i, version) is not None for i in instances):
+            return version
+    return None
 
 
 def _short(items: list[int]) -> str:

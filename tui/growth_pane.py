@@ -53,8 +53,11 @@ class GrowthPane(LazyPane["GrowthReport"]):
                                              " — ", " ".join(report.summary)))
         total = report.total_keys.last_value if report.total_keys else None
         size = report.total_bytes.last_value if report.total_bytes else None
-        self.status.update(f"{'-' if total is None else f'{total:,.0f}'} keys, "
-                           f"{human_bytes(size)} at the last version")
+        damaged = [s.history.damaged for s in report.stores if s.history.damaged]
+        self.status.update(Text.assemble(
+            f"{'-' if total is None else f'{total:,.0f}'} keys, "
+            f"{human_bytes(size)} at the last version",
+            *((" · ", ("DAMAGED", "bold red"), f": {damaged[0]}") if damaged else ())))
         stores = store_series(report)
         self.query_one("#growth-keys", Chart).show(keys_chart(stores))
         self.query_one("#growth-bytes", Chart).show(bytes_chart(stores))
@@ -62,8 +65,11 @@ class GrowthPane(LazyPane["GrowthReport"]):
         for store in report.stores:
             history = store.history
             keys = [v.keys for v in history.versions] if history else []
+            verdict = verdict_text(store.verdict)
+            if history.damaged:
+                verdict = Text.assemble(verdict, (" DAMAGED", "bold red"))
             rows.append((store.label, (
-                store.label, verdict_text(store.verdict),
+                store.label, verdict,
                 "-" if store.keys.last_value is None else f"{store.keys.last_value:,.0f}",
                 sparkline(keys, 24), "; ".join(store.evidence[:2]))))
         self.table.load(("store", "verdict", "keys", "keys over versions", "evidence"), rows)

@@ -24,6 +24,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.report import CheckpointReport, build_report
 
 if TYPE_CHECKING:
+    from statekit.doctor import Diagnosis
     from statekit.growth import GrowthReport
     from statekit.recovery import RecoveryEstimate
 
@@ -63,10 +64,25 @@ class Snapshot:
 
         return self._once("growth", lambda: analyse(self.ckpt))
 
+    def health(self) -> Diagnosis:
+        """``statekit doctor``'s verdict on this snapshot's checkpoint, from the listing and
+        the small files (no state file decoded, no fix searched): the one answer every
+        screen gives to "will it restart?"."""
+        from statekit.doctor import diagnose
+
+        return self._once("health", lambda: diagnose(self.ckpt, decode=False, fix=False))
+
     def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
-        """``statekit recovery`` on this snapshot's checkpoint (raises StatekitError)."""
+        """``statekit recovery`` on this snapshot's checkpoint (raises StatekitError; a
+        checkpoint that will not restart has no estimate)."""
+        from statekit.errors import StatekitError
         from statekit.recovery import estimate_recovery
 
+        health = self.health()
+        if not health.restarts:
+            raise StatekitError(f"no restart estimate: the checkpoint will not restart "
+                                f"({health.headline.split(': ', 1)[-1]}); statekit doctor "
+                                "prints the fix")
         return self._once(f"recovery:{cores}:{rto_s}", lambda: estimate_recovery(
             self.ckpt, cores=cores, rto_s=rto_s))
 
@@ -76,7 +92,8 @@ def load_snapshot(url: str, storage_options: dict[str, Any] | None = None, *,
     """Open ``url`` afresh (or take ``opened``, just opened by the caller) and build the
     report and batch timeline (raises StatekitError)."""
     started = clock()
-    ckpt = opened if opened is not None else open_checkpoint(url, storage_options)
+    ckpt = opened if opened is not None else open_checkpoint(
+        url, storage_options, allow_missing_metadata=True)
     report = build_report(ckpt)
     timeline = batch_timeline(ckpt)
     return Snapshot(ckpt, report, timeline, wall_clock(), clock() - started)

@@ -29,6 +29,7 @@ from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK, severity_text, verdict_text
 
 if TYPE_CHECKING:
+    from statekit.doctor import Diagnosis
     from statekit.growth import GrowthReport
     from statekit.recovery import RecoveryEstimate
     from statekit.report import StoreReport
@@ -84,6 +85,7 @@ class OverviewPane(Pane):
         self.explained: dict[str, Text] = {}
         self.growth: GrowthReport | None = None
         self.recovery: RecoveryEstimate | None = None
+        self.health: Diagnosis | None = None
         self.growth_error: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -108,17 +110,23 @@ class OverviewPane(Pane):
         return self.explained.get(key)
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
-        self.growth = self.recovery = self.growth_error = None
+        self.growth = self.recovery = self.growth_error = self.health = None
         super().show_snapshot(snapshot)
         self._analyse(snapshot)
 
     def _analyse(self, snapshot: Snapshot) -> None:
-        cores, rto = self.tui.cores, self.tui.rto_s
         self.ask("growth", lambda _progress: after_first_paint(growth_or_reason, snapshot),
                  self._grown, describe="growth")
-        self.ask("recovery", lambda _progress: after_first_paint(snapshot.recovery, cores,
-                                                                  rto),
-                 self._estimated, describe="recovery")
+        self.ask("health", lambda _progress: after_first_paint(snapshot.health),
+                 self._diagnosed, describe="restart check")
+
+    def _diagnosed(self, health: Diagnosis) -> None:
+        self.health = health
+        self._recovery()
+        if health.restarts:  # only a checkpoint that restarts has a restart time
+            cores, rto, snapshot = self.tui.cores, self.tui.rto_s, self.shown
+            self.ask("recovery", lambda _progress: snapshot.recovery(cores, rto),
+                     self._estimated, describe="recovery")
 
     def _grown(self, report: GrowthReport | str) -> None:
         if isinstance(report, str):
@@ -160,6 +168,14 @@ class OverviewPane(Pane):
         self._findings()
 
     def _recovery(self) -> None:
+        health = self.health
+        if health is not None and not health.restarts:
+            first = health.fatal[0]
+            self.recovery_line.update(Text.assemble(
+                ("WILL NOT RESTART", ERROR), f": {first.path}: {first.what}"
+                + (f" (+{len(health.fatal) - 1} more)" if len(health.fatal) > 1 else ""),
+                " · restart estimate: does not apply · statekit doctor prints the fix"))
+            return
         e = self.recovery
         if e is None:
             self.recovery_line.update("restart estimate: estimating from the files…")
@@ -185,6 +201,8 @@ class OverviewPane(Pane):
         if grown is not None:
             history = [v.keys for v in grown.history.versions] if grown.history else []
             verdict, trend = verdict_text(grown.verdict), history_cell(history)
+            if grown.history.damaged:  # the verdict of the history up to the damage
+                verdict = Text.assemble(verdict, (" DAMAGED", ERROR))
         elif self.growth_error or self.growth is not None:
             verdict, trend = Text("unknown", style="yellow"), Text("-")
         else:

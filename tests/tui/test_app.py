@@ -130,10 +130,21 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
             assert len(app.snapshot.timeline.rows) == before + 1
             await pilot.press("3")
             assert "NOT committed" in str(cells(app.query_one(BatchesPane).table)[-1])
-            # a corrupt log: the error is shown in place, the app keeps running
+            # a damaged query-id file: the checkpoint still reads, and the Overview says
+            # what the doctor says — it will not restart, so no estimate applies
             (copy / "metadata").write_text("not json")
             await pilot.press("r")
             await app.messages.answer(pilot, "snapshot", 3)
+            await pilot.press("1")
+            await app.messages.answer(pilot, "health", 3)
+            line = str(app.query_one(OverviewPane).recovery_line.render())
+            assert "WILL NOT RESTART" in line and "metadata" in line, line
+            assert "does not apply" in line and "meets the RTO" not in line
+            # a checkpoint that cannot be read at all: the error is shown in place, the app
+            # keeps running
+            shutil.rmtree(copy)
+            await pilot.press("r")
+            await app.messages.answer(pilot, "snapshot", 4)
             assert "✗" in str(app.query_one(OverviewPane).status.render())
             assert app.is_running
 

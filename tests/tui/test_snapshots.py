@@ -32,6 +32,7 @@ from textual.widgets import Input
 from statekit.tui.app import StatekitApp
 from statekit.tui.growth_pane import GrowthPane
 from statekit.tui.operators_pane import OperatorsPane
+from statekit.tui.overview_pane import OverviewPane
 from statekit.tui.recovery_pane import RecoveryPane
 from statekit.tui.table import Table
 from tests.tui.helpers import Messages, show_tab
@@ -188,9 +189,11 @@ def test_repartition_without_allow_write(in_repo, tmp_path):
 
 
 def test_error_in_place(tmp_path, monkeypatch):
-    """A checkpoint whose ``metadata`` is not JSON: the error is on screen, the app runs."""
+    """A checkpoint that cannot be read (its ``metadata`` is a folder): the error is on
+    screen, the app runs."""
     shutil.copytree(ROOT / FIXTURE, tmp_path / "checkpoint")
-    (tmp_path / "checkpoint" / "metadata").write_text("{not json")
+    (tmp_path / "checkpoint" / "metadata").unlink()
+    (tmp_path / "checkpoint" / "metadata").mkdir()
     monkeypatch.chdir(tmp_path)
 
     async def scenario() -> str:
@@ -206,3 +209,28 @@ def test_error_in_place(tmp_path, monkeypatch):
             return app.export_screenshot()
 
     check_snapshot("error-in-place", asyncio.run(scenario()), tmp_path)
+
+
+def test_a_checkpoint_that_will_not_restart_shows_no_estimate(tmp_path, monkeypatch):
+    """The newest delta of one partition gone: the Overview says what the doctor says —
+    WILL NOT RESTART, naming the file — and shows no restart estimate that "meets the RTO"
+    beside the unloadable partition."""
+    shutil.copytree(ROOT / FIXTURE, tmp_path / "checkpoint")
+    newest = max((tmp_path / "checkpoint/state/0/1").glob("*.delta"), key=lambda p: int(p.stem))
+    newest.unlink()
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario() -> str:
+        app = StatekitApp("checkpoint", cores=2, rto_s=30.0)
+        messages = Messages()
+        async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
+            await messages.answer(pilot, "snapshot")
+            await messages.answer(pilot, "health")
+            await messages.idle(pilot)
+            line = str(app.query_one(OverviewPane).recovery_line.render())
+            assert "WILL NOT RESTART" in line and newest.name in line, line
+            assert "meets the RTO" not in line and "estimated restart" not in line
+            assert not messages.answered("recovery")  # no estimate was even computed
+            return app.export_screenshot()
+
+    check_snapshot("will-not-restart", asyncio.run(scenario()), tmp_path)

@@ -81,6 +81,10 @@ def write_checkpoint(fs, root: str, *, planned: int, committed: int, partitions:
                 offsets_text(batch, parts, provider, codec=codec).encode())
     for batch in range(first_batch, committed):
         fs.pipe(f"{root}/commits/{batch}", commit_text().encode())
+    for batch in range(first_batch, planned):  # the file source's own log, one file a batch
+        entry = {"path": f"file:///in/part-{batch:03d}.json", "timestamp": 1_700_000_000_000,
+                 "batchId": batch}
+        fs.pipe(f"{root}/sources/0/{batch}", f"v1\n{json.dumps(entry)}".encode())
     fs.pipe(f"{root}/state/0/_metadata/metadata",
             operator_metadata_text(partitions=partitions).encode())
     versions = sorted(set(range(first_batch + 1, committed + 1)) | set(extra_versions))

@@ -24,7 +24,7 @@ def source(tmp_path, **kw):
     kw.setdefault("committed", 6)
     root = tmp_path / "src"
     write_checkpoint(fsspec.filesystem("file"), str(root), **kw)
-    (root / "sources" / "0").mkdir(parents=True)
+    (root / "sources" / "0").mkdir(parents=True, exist_ok=True)
     (root / "sources" / "0" / "0").write_text("v1\n{}\n")
     return open_checkpoint(str(root))
 
@@ -305,7 +305,7 @@ def test_schema_paths_are_retargeted_to_the_new_checkpoint(tmp_path):
     ckpt_root = tmp_path / "src"
     write_checkpoint(fsspec.filesystem("file"), str(ckpt_root), planned=6, committed=6,
                      provider="rocksdb", snapshots=[])
-    (ckpt_root / "sources" / "0").mkdir(parents=True)
+    (ckpt_root / "sources" / "0").mkdir(parents=True, exist_ok=True)
     (ckpt_root / "sources" / "0" / "0").write_text("v1\n{}\n")
     schema = ckpt_root / "state" / "0" / "_stateSchema" / "default" / "0_abc"
     schema.parent.mkdir(parents=True)

@@ -88,15 +88,20 @@ def test_rocksdb_history_from_zip_metadata(tmp_path):
     assert store.verdict == BOUNDED and report.verdict == BOUNDED
 
 
-def test_missing_deltas_leave_a_store_without_history(tmp_path):
+def test_missing_deltas_end_the_history_where_every_partition_still_loads(tmp_path):
     root = hdfs_checkpoint(tmp_path)
     (root / "state" / "0" / "0" / "8.delta").unlink()
     (history,) = all_histories(open_checkpoint(str(root)))
     # version 9 has its own snapshot, so only 9 can be rebuilt — a single point
     assert [v.version for v in history.versions] == [9]
+    assert history.damaged is None
     (root / "state" / "0" / "0" / "9.snapshot").unlink()
     (history,) = all_histories(open_checkpoint(str(root)))
-    assert history.method == "none" and "no complete delta" in history.notes[0]
+    # version 9 is gone for good: the history runs up to the newest version every partition
+    # rebuilds (7: snapshot 6 + delta 7), flagged damaged, so the growth verdict stands on it
+    assert [v.version for v in history.versions] == [6, 7]
+    assert history.damaged and "version 9 cannot be rebuilt in partitions 0" in \
+        history.damaged and "ends at version 7" in history.damaged
 
 
 def synthetic(keys, *, inserts=None, deletes=None, oldest=None, value_mean=None,

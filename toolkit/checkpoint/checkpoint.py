@@ -220,6 +220,11 @@ class Checkpoint:
         self._listings[folder] = found
         return found
 
+    def entries(self, folder: str) -> dict[str, dict[str, Any]]:
+        """``{name: listing entry}`` of everything directly in the root folder ``folder``
+        (checksum files included), listed once."""
+        return dict(self._list_entries(folder))
+
     def log_paths(self, folder: str) -> dict[int, str]:
         """``{batch id: path}`` of the regular files of a log folder named by a batch id."""
         found: dict[int, str] = {}
@@ -431,6 +436,18 @@ class Checkpoint:
             if op not in found and self.inventory.stores(op):
                 found[op] = self._derived_operator(op)
         return dict(sorted(found.items()))
+
+    @cached_property
+    def readable_operators(self) -> dict[int, OperatorMetadata]:
+        """:attr:`operators`, where a damaged metadata file stands aside for what the folders
+        and schema files show (as for Spark 3.5's checkpoints without one): analyses that
+        only need an operator's name and stores go on; :attr:`operators` still raises."""
+        try:
+            return self.operators
+        except StatekitError:
+            ops = {op: self._derived_operator(op) for op in self.inventory.operator_ids
+                   if self.inventory.stores(op)}
+            return dict(sorted(ops.items()))
 
     def _derived_operator(self, op: int) -> OperatorMetadata:
         """Metadata for an operator Spark wrote none for (Spark 3.5): stores from its

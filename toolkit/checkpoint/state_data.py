@@ -85,11 +85,13 @@ def file_codec(ckpt: Checkpoint, head: bytes = b"", shown: str = "") -> str:
     return codec
 
 
-def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
-                 ) -> Iterator[StateRecord]:
+def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None, *,
+                 check_end: bool = True) -> Iterator[StateRecord]:
     """Raw records of a ``.delta``/``.snapshot``/``.changelog`` file, RocksDB prefixes removed
     (keys and values are plain UnsafeRow bytes). Streams with constant memory; ``data`` is the
-    file's content when the caller already fetched it (batched reads on object stores)."""
+    file's content when the caller already fetched it (batched reads on object stores).
+    ``check_end=False``: stop at the end marker, as Spark does (damage after it is not an
+    error: what a replay wants)."""
     if file.kind == "zip":
         return _without_prefixes(_zip_puts(ckpt, file, data), ckpt.display(file.path))
     if file.kind not in ("delta", "snapshot", "changelog"):
@@ -98,12 +100,14 @@ def file_records(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
     shown = ckpt.display(file.path)
     if data is not None:
         codec = file_codec(ckpt, data[:8], shown)
-        records = records_from_bytes(data, codec, file.kind, shown=shown)
+        records = records_from_bytes(data, codec, file.kind, shown=shown,
+                                     check_end=check_end)
     else:
         with open_binary(ckpt.fs, file.path, "state file", shown=shown) as handle:
             head = handle.read(8)
         codec = file_codec(ckpt, head, shown)
-        records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown)
+        records = read_state_file(ckpt.fs, file.path, codec, file.kind, shown=shown,
+                                  check_end=check_end)
     if file.kind != "changelog":
         return records
     return _without_prefixes(records, shown)

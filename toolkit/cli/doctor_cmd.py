@@ -29,9 +29,13 @@ _STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
 @click.option("--file-sink", "file_sink", default=None, metavar="PATH",
               help="The query's file sink output (with _spark_metadata): also say whether "
                    "its log is ahead of or behind the checkpoint.")
+@click.option("--decode/--no-decode", default=True, show_default=True,
+              help="Read and decode every state file the restart loads (--no-decode: go by "
+                   "the listing and the small files only, as report, metrics and the TUI do "
+                   "unless asked to verify).")
 @json_option
 def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
-                   as_json: bool) -> None:
+                   decode: bool, as_json: bool) -> None:
     """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
 
     Exit codes: 0 restarts, 9 restarts with warnings, 11 will not restart (the printed
@@ -45,7 +49,7 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     sink = resolve(file_sink, parse_storage_options(storage_option)) if file_sink else None
     with status(not as_json, "reading the checkpoint…") as progress:
-        diagnosis = diagnose(ckpt, file_sink=sink, progress=progress)
+        diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress)
     if as_json:
         print_json(diagnosis.to_dict())
     else:
@@ -69,7 +73,14 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
             out.print(f"  on restart: {escape(problem.spark)}{error}")
             if problem.remedy:
                 out.print(f"  remedy: {escape(problem.remedy)}")
+            if problem.lost:
+                out.print(f"  [bold]lost for good[/]: {escape(problem.lost)}")
         out.print()
+        if not diagnosis.decoded:
+            out.print("[dim]state files listed, not decoded (--no-decode): damage inside them "
+                      "is not seen[/]")
+        for note in diagnosis.notes:
+            out.print(f"[yellow]before you run the fix[/]: {escape(note)}")
         if diagnosis.fix_command:
             out.print("[bold]fix[/] (writes a new checkpoint; the source stays as it is):")
             out.print(f"  {escape(diagnosis.fix_command)}", soft_wrap=True)

@@ -73,14 +73,20 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
 
     Example: statekit growth demo/checkpoint --progress demo/progress.jsonl --max-keys 5e6
     """
+    from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.growth import analyse
 
     if checkpoint is None and progress_log is None:
         raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
     if deep and checkpoint is None:
         raise click.UsageError("--deep needs a checkpoint")
-    ckpt = (open_from_cli(checkpoint, storage_option, "state") if checkpoint is not None
-            else None)
+    ckpt = (open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
+            if checkpoint is not None else None)
+    health = restart_health(ckpt, decode=False, fix=False) if ckpt is not None else None
+    if ckpt is not None and health is not None and not health.restarts:
+        # a ledger the restart fails on gives no versions to trust: stop on its first
+        # error, as the doctor names it; damaged state still has a history to show
+        ckpt.require_sound_ledger()
     if ckpt is not None:
         from statekit.checkpoint.checkpoint import check_selection
 
@@ -98,9 +104,13 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         data = report.to_dict(with_history=True)
         if deep:
             data["deep"] = [c.to_dict() for c in checks]
+        data["restart"] = health_summary(health) if health is not None else None
         print_json(data)
     else:
         _render(report, checks, show_history)
+        if health is not None:
+            console().print()
+            print_health(health)
     if fail_on and report.is_growth and (fail_on == "growing"
                                          or report.verdict == "accelerating"):
         raise click.exceptions.Exit(EXIT_GROWTH)
@@ -133,7 +143,10 @@ def _render(report: GrowthReport, checks: Sequence[DeepCheck], show_history: boo
         out.print()
         keys = store.history.series("keys")
         out.print(f"[bold]{escape(store.label)}[/] {_verdict(store.verdict)} "
-                  f"· {store.method} · keys {sparkline(keys)}")
+                  f"· {store.method} · keys {sparkline(keys)}"
+                  + (" · [bold red]DAMAGED[/]" if store.history.damaged else ""))
+        if store.history.damaged:
+            out.print(f"  • damaged: {escape(store.history.damaged)}")
         for line in store.evidence:
             out.print(f"  • {escape(line)}")
         if store.verdict in ("growing", "accelerating") and store.history.oldest_keys:

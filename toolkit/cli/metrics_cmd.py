@@ -65,6 +65,9 @@ def _address(text: str) -> tuple[str, int]:
               help="fsspec storage option for every checkpoint (repeatable).")
 @click.option("--per-partition", is_flag=True,
               help="Also the statekit_partition_* families, one series per partition.")
+@click.option("--verify", is_flag=True,
+              help="The restart verdict also decodes every state file a restart loads "
+                   "(slower; without it the doctor goes by listings and the small files).")
 @click.option("--cores", type=click.IntRange(min=1), default=None,
               help="Cores the restart estimate assumes (default: this machine's).")
 @click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
@@ -73,10 +76,12 @@ def _address(text: str) -> tuple[str, int]:
               show_default=True, help="With --serve: re-read the checkpoints at most this "
                                       "often.")
 def metrics_command(checkpoints: tuple[str, ...], listing: Any,
-                    storage_option: tuple[str, ...], per_partition: bool, cores: int | None,
+                    storage_option: tuple[str, ...], per_partition: bool, verify: bool,
+                    cores: int | None,
                     serve: str | None, cache_seconds: float) -> None:
-    """Prometheus metrics of one or many checkpoints: keys, bytes, files, snapshot lag,
-    growth verdict, recovery estimate, last batch and its age, watermark.
+    """Prometheus metrics of one or many checkpoints: the restart verdict (statekit doctor's),
+    keys, bytes, files, snapshot lag, growth verdict, recovery estimate, last batch and its
+    age, watermark.
 
     Example: statekit metrics demo/checkpoint > /var/lib/node_exporter/statekit.prom
     """
@@ -94,8 +99,10 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
     use_cores = cores or os.cpu_count() or 1
 
     def read() -> list[Any]:
-        return merge(checkpoint_metrics(url, lambda u: open_checkpoint(u, options),
-                                        cores=use_cores, per_partition=per_partition)
+        return merge(checkpoint_metrics(url, lambda u: open_checkpoint(
+            u, options, allow_missing_metadata=True),
+                                        cores=use_cores, per_partition=per_partition,
+                                        verify=verify)
                      for url in dict.fromkeys(urls))
 
     collector = _Collector(read, cache_seconds if serve else 0.0)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from statekit.errors import BadInput
+from statekit.presentation import printable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,11 +106,15 @@ def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
 
 def standard_json(data: Any) -> Any:
     """``data`` with every NaN or infinite float replaced by ``null``: Python's ``json`` would
-    write ``NaN``/``Infinity``, which no standard JSON parser (``jq``, browsers) accepts."""
+    write ``NaN``/``Infinity``, which no standard JSON parser (``jq``, browsers) accepts; and
+    strings that are not valid Unicode (a path's undecodable bytes) made printable."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
+    if isinstance(data, str):
+        return printable(data)
     if isinstance(data, dict):
-        return {key: standard_json(value) for key, value in data.items()}
+        return {printable(str(key)) if isinstance(key, str) else key: standard_json(value)
+                for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         return [standard_json(value) for value in data]
     return data

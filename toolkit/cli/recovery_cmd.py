@@ -61,8 +61,8 @@ if TYPE_CHECKING:
                    "and scale the model to what it measured.")
 @click.option("--verify", is_flag=True,
               help="First read and decode every file the restart loads (no JVM; with "
-                   "--master as Spark tasks there); a damaged one stops the command with "
-                   "exit 4, naming it.")
+                   "--master as Spark tasks there). A checkpoint that will not restart has "
+                   "no estimate: the command says why and exits with the doctor's code.")
 @spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
@@ -75,22 +75,30 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     Example: statekit recovery demo/checkpoint --rto 30s
     """
     from statekit.checkpoint.location import resolve
+    from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.errors import StatekitError
     from statekit.progress_log import parse_timings
     from statekit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
     from statekit.recovery import calibrate as run_calibration
 
     options = parse_storage_options(storage_option)
-    ckpt = open_from_cli(checkpoint, storage_option, "state")
-    verified = None
-    if verify:
-        from statekit.verify import verify_restart_path
-
-        with status(not as_json, "reading the files a restart loads…") as on_progress:
-            runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
-            verified = verify_restart_path(ckpt, progress=on_progress, runner=runner)
-        if verified.fatal:
-            raise verified.fatal[0].to_error()
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
+    with status(not as_json, "reading the files a restart loads…" if verify else
+                "checking that the checkpoint restarts…") as on_progress:
+        runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress) \
+            if verify else None
+        health = restart_health(ckpt, decode=verify, progress=on_progress, runner=runner,
+                                file_sink=resolve(sink, options) if sink else None)
+    verified = health.verification
+    if not health.restarts:  # no restart, so no restart time: the estimate does not apply
+        if as_json:
+            print_json({"applies": False, "estimate_s": None,
+                        "restart": health_summary(health)})
+        else:
+            console().print("[bold]restart estimate[/]: [bold red]does not apply[/] — the "
+                            "checkpoint will not restart, so no restart time can meet an RTO")
+            print_health(health)
+        raise click.exceptions.Exit(health.exit_code)
     slots = (cores or usable_cpus()) * executors
     sink_location: Location | None = resolve(sink, options) if sink else None
     timings: list[BatchTiming] | None = None
@@ -121,16 +129,20 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         data["measurement"] = _measurement_dict(measurement)
         data["defaults"] = {k: v.__dict__ for k, v in DEFAULT_MODELS.items()}
         data["verification"] = verified.to_dict() if verified is not None else None
+        data["applies"] = True
+        data["restart"] = health_summary(health)
         print_json(data)
         return
     _render(estimate, measured, measurement, rto)
     out = console()
     if verified is not None:
         out.print(f"verified: {verified.files} files a restart reads "
-                  f"({human_bytes(verified.bytes)}) decode cleanly ({verified.elapsed_s:.2f} s)")
+                  f"({human_bytes(verified.bytes)}) load as Spark reads them "
+                  f"({verified.elapsed_s:.2f} s)")
     else:
         out.print("[dim]state files not verified: this estimate assumes they load; "
                   "--verify (or statekit report --verify) reads them first[/]")
+    print_health(health, detail=False)
 
 
 def _measure(ckpt: Checkpoint, model: CostModel, slots: int,

@@ -36,33 +36,44 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 @click.option("--verify", is_flag=True,
               help="Also read and decode every file a restart loads (in parallel, no JVM): "
                    "truncated or corrupt files become errors naming them.")
+@click.option("--no-fail", is_flag=True,
+              help="Exit 0 even when the checkpoint will not restart (the findings and the "
+                   "restart line say so).")
 @spark_options
 @json_option
 def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                    partition: int | None, min_deltas: int | None, verify: bool,
-                   master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
+                   no_fail: bool, master: str | None, confs: tuple[str, ...],
+                   as_json: bool) -> None:
     """Delta/snapshot/changelog/zip/SST counts, sizes, snapshot lag and warnings.
 
     Reads only listings and small metadata files: no JVM, fast on object stores. With
     --verify --master URL the restart path is decoded on that Spark cluster instead.
+    Ends with the doctor's answer to "will it restart?", and exits with the doctor's code
+    (11, 12) when it will not.
 
     Example: statekit report demo/checkpoint --operator 0
     """
     from statekit.checkpoint.checkpoint import check_selection
+    from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.report import build_report, read_ahead
 
     if master is not None and not verify:
         raise click.UsageError("--master runs --verify on Spark: give --verify too")
-    ckpt = open_from_cli(checkpoint, storage_option)
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     read_ahead(ckpt, operator=operator, partition=partition)
     check_selection(ckpt, operator, partition)
     with status(verify and not as_json, "reading the files a restart loads…") as on_progress:
         runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
+        health = restart_health(ckpt, decode=verify, progress=on_progress, runner=runner)
         report = build_report(ckpt, operator=operator, partition=partition,
-                              min_deltas=min_deltas, verify=verify, progress=on_progress,
-                              runner=runner)
+                              min_deltas=min_deltas, verification=health.verification,
+                              progress=on_progress)
+    code = 0 if no_fail or health.restarts else health.exit_code
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "restart": health_summary(health)})
+        if code:
+            raise click.exceptions.Exit(code)
         return
     out = console()
     out.print(f"[bold]checkpoint[/] {report.location}")
@@ -87,11 +98,12 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     out.print()
     checked = report.verification
     if checked is not None:
+        verdict = (f"[bold red]{len(checked.damaged)} damaged[/]" if checked.damaged
+                   else "[green]all decode cleanly[/]" if health.restarts
+                   else "[yellow]those read decode, but the restart fails (below)[/]")
         out.print(f"verified: read {checked.files} files a restart loads "
-                  f"({human_bytes(checked.bytes)}) in {checked.elapsed_s:.2f} s: "
-                  + (f"[bold red]{len(checked.damaged)} damaged[/]" if checked.damaged
-                     else "[green]all decode cleanly[/]"))
-    if not report.findings:
+                  f"({human_bytes(checked.bytes)}) in {checked.elapsed_s:.2f} s: {verdict}")
+    if not report.findings and health.restarts:
         out.print("[green]no warnings[/]" + ("" if checked is not None else
                   " [dim](files not read: --verify decodes the ones a restart loads)[/]"))
     from rich.markup import escape
@@ -99,6 +111,10 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     for finding in report.findings:
         style = _SEVERITY_STYLE.get(finding.severity, "")
         out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.message)}")
+    out.print()
+    print_health(health)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 def _store_table(store: StoreReport) -> Table:

@@ -119,6 +119,8 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     from statekit.jobs.rollback import run_rollback
     from statekit.repartition.staging import Staging
 
+    if not as_json:  # what the rollback means (sinks included) before anything is written
+        _render_plan(plan)
     with status(not as_json, "planning…") as progress:
         spark = None
         if verify:
@@ -140,7 +142,6 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     if as_json:
         print_json({"dry_run": False, **result.to_dict(), "sink_log_backup": backup})
         return
-    _render_plan(plan)
     verdict = ("verified: the same rows in every store at batch "
                f"{plan.batch}" if result.checks is not None else "not verified (--no-verify)")
     console().print(f"[green]published[/] {escape(plan.target)} in {result.seconds:.1f} s; "

@@ -22,11 +22,12 @@ from statekit.errors import (
     StatekitError,
 )
 from statekit.gc_pause import one_shot_process
+from statekit.presentation import printable
 
 
 def fail(message: str, code: int) -> int:
     """Print ``statekit: error: <message>`` (one line) to stderr and return ``code``."""
-    one_line = " ".join(str(message).split())
+    one_line = " ".join(printable(str(message)).split())
     click.echo(f"statekit: error: {one_line}", err=True)
     return code
 

@@ -40,7 +40,7 @@ def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float |
 
     long_running_process()  # refreshes for hours: each pause's cycles must be collected
     options = parse_storage_options(storage_option)
-    opened = open_from_cli(checkpoint, storage_option)
+    opened = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     if progress_log:  # a wrong path or a file that is no progress log: one line, now
         from statekit.cli.options import read_progress_text
         from statekit.progress_log import parse_query

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 import lz4.block
 import xxhash
@@ -111,6 +111,13 @@ def open_decompressed(raw: BinaryIO, codec: str, *, path: str) -> BinaryIO:
         For any codec other than those in :data:`CODECS_SUPPORTED`.
     """
     return io.BufferedReader(_block_reader(raw, codec, path), buffer_size=_READ_CHUNK)
+
+
+def raw_decompressed(raw: BinaryIO, codec: str, *, path: str) -> BinaryIO:
+    """Like :func:`open_decompressed`, but unbuffered: each read decodes only the blocks it
+    needs (Spark's own stream behaves so: a damaged block after the last one a reader needs
+    is never touched)."""
+    return cast("BinaryIO", _block_reader(raw, codec, path))
 
 
 def decompress_prefix(head: bytes, codec: str, *, path: str) -> tuple[bytes, int]:

@@ -82,6 +82,10 @@ class _Cursor:
         self._path = path
         self._prefix = prefix
         self.pos = 0
+        self.pending: CorruptFile | None = None
+        """A codec error met after some bytes were read: those bytes are returned first,
+        the error is raised by the next read (a reader that stops at the end marker never
+        sees it)."""
 
     def corrupt(self, message: str, at: int | None = None) -> CorruptFile:
         where = self.pos if at is None else at
@@ -89,18 +93,29 @@ class _Cursor:
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes; fewer only at the end of the stream. Never allocates ahead."""
+        if self.pending is not None:
+            raise self.pending
         if self._prefix or n > _CHUNK:
             out = self._read_slow(n)
         else:
-            out = self._stream.read(n) or b""
-            if len(out) < n:
+            out = self._stream_read(n, b"")
+            if len(out) < n and self.pending is None:
                 out = self._read_more(out, n)
         self.pos += len(out)
         return out
 
+    def _stream_read(self, n: int, have: bytes) -> bytes:
+        try:
+            return self._stream.read(n) or b""
+        except CorruptFile as error:
+            if not have and not self.pos:
+                raise
+            self.pending = error
+            return b""
+
     def _read_more(self, out: bytes, n: int) -> bytes:
         while len(out) < n:
-            more = self._stream.read(n - len(out))
+            more = self._stream_read(n - len(out), out)
             if not more:
                 break
             out += more
@@ -113,7 +128,7 @@ class _Cursor:
         parts = [out]
         got = len(out)
         while got < n:
-            more = self._stream.read(min(_CHUNK, n - got))
+            more = self._stream_read(min(_CHUNK, n - got), b"x" if got else b"")
             if not more:
                 break
             parts.append(more)
@@ -151,7 +166,7 @@ class _Cursor:
 
 
 def iter_store_records(
-    stream: BinaryIO, *, path: str, allow_deletes: bool = True
+    stream: BinaryIO, *, path: str, allow_deletes: bool = True, check_end: bool = True
 ) -> Iterator[StateRecord]:
     """Yield the records of a decompressed HDFS delta/snapshot (or changelog v1) stream.
 
@@ -171,13 +186,18 @@ def iter_store_records(
         A negative length other than the ``-1`` markers, a truncated key or value, a stream
         ending without the ``-1`` end marker, or bytes after it.
     """
-    return _iter_v1(_Cursor(stream, path), allow_deletes=allow_deletes)
+    return _iter_v1(_Cursor(stream, path), allow_deletes=allow_deletes, check_end=check_end)
 
 
-def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecord]:
+def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True, spark_view: bool = False,
+             check_end: bool = True) -> Iterator[StateRecord]:
     """The v1 body, parsed from large decompressed chunks with ``struct.unpack_from`` (four
     small stream reads per record cost ~3x more); memory stays bounded by the chunk size plus
-    the largest record, and lengths are only trusted as far as the bytes really exist."""
+    the largest record, and lengths are only trusted as far as the bytes really exist.
+
+    ``spark_view``: read no byte more than the next record needs and stop at the end marker,
+    as Spark's ``DataInputStream`` over the codec's stream does — damage after the marker
+    (say, in the codec's closing block) is never seen."""
     unpack = _INT.unpack_from
     buf, i, base = b"", 0, cur.pos  # base: decompressed offset of buf[0]
 
@@ -185,7 +205,8 @@ def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecor
         nonlocal buf, i, base
         parts, have = [buf[i:]], len(buf) - i
         while have < need:
-            chunk = cur.read(max(_CHUNK, min(need - have, _CHUNK)))
+            chunk = cur.read(need - have if spark_view else max(_CHUNK, min(need - have,
+                                                                              _CHUNK)))
             if not chunk:
                 break
             parts.append(chunk)
@@ -203,6 +224,8 @@ def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecor
         start = base + i
         key_len = unpack(buf, i)[0]
         if key_len == -1:
+            if spark_view or not check_end:
+                return
             if len(buf) - i > 4 or cur.read(1):
                 raise cur.corrupt("unexpected data after the end-of-file marker", start + 4)
             return
@@ -235,14 +258,16 @@ def _iter_v1(cur: _Cursor, *, allow_deletes: bool = True) -> Iterator[StateRecor
         i += total
 
 
-def _iter_v2(cur: _Cursor) -> Iterator[StateRecord]:
+def _iter_v2(cur: _Cursor, *, spark_view: bool = False, check_end: bool = True
+             ) -> Iterator[StateRecord]:
     while True:
         start = cur.pos
         head = cur.read(1)
         if not head:
             raise cur.corrupt("stream ends without the end-of-file record (0x00)", start)
         if head[0] == 0:
-            cur.expect_end()
+            if check_end and not spark_view:
+                cur.expect_end()
             return
         op = _RECORD_TYPES.get(head[0])
         if op is None:
@@ -294,7 +319,7 @@ def _sniff_changelog_version(stream: BinaryIO, path: str) -> tuple[int, bytes]:
 
 
 def read_changelog(
-    stream: BinaryIO, *, path: str
+    stream: BinaryIO, *, path: str, spark_view: bool = False, check_end: bool = True
 ) -> tuple[ChangelogHeader, Iterator[StateRecord]]:
     """Read the header of a decompressed RocksDB changelog stream and return its records.
 
@@ -319,7 +344,8 @@ def read_changelog(
     """
     version, consumed = _sniff_changelog_version(stream, path)
     if version == 1:
-        return ChangelogHeader(1), _iter_v1(_Cursor(stream, path, prefix=consumed))
+        return ChangelogHeader(1), _iter_v1(_Cursor(stream, path, prefix=consumed),
+                                            spark_view=spark_view, check_end=check_end)
     if version not in (2, 3, 4):
         raise UnsupportedFormat(
             f"changelog format v{version} is not supported (statekit reads v1-v4)", path=path
@@ -327,7 +353,7 @@ def read_changelog(
     cur = _Cursor(stream, path)
     cur.pos = len(consumed)
     if version == 2:
-        return ChangelogHeader(2), _iter_v2(cur)
+        return ChangelogHeader(2), _iter_v2(cur, spark_view=spark_view, check_end=check_end)
     start = cur.pos
     lineage_raw = cur.utf("changelog lineage")
     try:
@@ -335,11 +361,38 @@ def read_changelog(
     except ValueError as exc:
         raise cur.corrupt(f"changelog lineage is not JSON ({exc})", start) from None
     header = ChangelogHeader(version, lineage, lineage_raw)
-    return header, (_iter_v1(cur) if version == 3 else _iter_v2(cur))
+    return header, (_iter_v1(cur, spark_view=spark_view, check_end=check_end) if version == 3
+                    else _iter_v2(cur, spark_view=spark_view, check_end=check_end))
+
+
+def spark_read_failure(data: bytes, codec: str, kind: str, *, shown: str
+                       ) -> CorruptFile | None:
+    """What Spark's own reader fails with on this state file's bytes, or ``None`` when it
+    reads every record. Spark decodes lazily: a codec block is decompressed (and its checksum
+    checked) only when the next record needs its bytes, and reading stops at the end
+    marker — so damage past the marker does not stop a restart, and damage in the records
+    does, exactly as :func:`records_from_bytes` (which checks every byte) cannot tell."""
+    from statekit.formats.compression import raw_decompressed
+
+    if kind not in STATE_FILE_KINDS:
+        raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
+    stream = raw_decompressed(io.BytesIO(data), codec, path=shown)
+    try:
+        if kind == "changelog":
+            _, records = read_changelog(stream, path=shown, spark_view=True)
+        else:
+            records = _iter_v1(_Cursor(stream, shown), allow_deletes=kind == "delta",
+                               spark_view=True)
+        for _ in records:
+            pass
+    except CorruptFile as error:
+        return error
+    return None
 
 
 def read_state_file(fs: AbstractFileSystem, path: str, codec: str, kind: str, *,
-                    shown: str | None = None) -> Iterator[StateRecord]:
+                    shown: str | None = None, check_end: bool = True
+                    ) -> Iterator[StateRecord]:
     """Open a state file on an fsspec filesystem and yield its records.
 
     Parameters
@@ -367,19 +420,33 @@ def read_state_file(fs: AbstractFileSystem, path: str, codec: str, kind: str, *,
     shown = shown or path
     raw = open_binary(fs, path, "state file", shown=shown)
     try:
-        stream = open_decompressed(raw, codec, path=shown)
+        stream = _decompressed(raw, codec, shown, check_end)
     except BaseException:
         raw.close()
         raise
-    return _records_then_close(raw, stream, shown, kind)
+    return _records_then_close(raw, stream, shown, kind, check_end)
 
 
-def records_from_bytes(data: bytes, codec: str, kind: str, *, shown: str) -> Iterator[StateRecord]:
-    """The records of a state file whose (compressed) content is already in memory."""
+def records_from_bytes(data: bytes, codec: str, kind: str, *, shown: str,
+                       check_end: bool = True) -> Iterator[StateRecord]:
+    """The records of a state file whose (compressed) content is already in memory.
+
+    ``check_end=False``: the records up to the end marker, as Spark reads them — damage
+    after it (in the codec's closing block) is not an error."""
     if kind not in STATE_FILE_KINDS:
         raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
     raw = io.BytesIO(data)
-    return _records_then_close(raw, open_decompressed(raw, codec, path=shown), shown, kind)
+    return _records_then_close(raw, _decompressed(raw, codec, shown, check_end), shown, kind,
+                               check_end)
+
+
+def _decompressed(raw: BinaryIO, codec: str, shown: str, check_end: bool) -> BinaryIO:
+    """Buffered when every byte is checked anyway; else unbuffered, so a damaged block after
+    the end marker is never decoded."""
+    from statekit.formats.compression import raw_decompressed
+
+    return open_decompressed(raw, codec, path=shown) if check_end else \
+        raw_decompressed(raw, codec, path=shown)
 
 
 def records_from_decompressed(data: bytes, kind: str, *, shown: str) -> Iterator[StateRecord]:
@@ -391,13 +458,14 @@ def records_from_decompressed(data: bytes, kind: str, *, shown: str) -> Iterator
     return _records_then_close(stream, stream, shown, kind)
 
 
-def _records_then_close(raw: BinaryIO, stream: BinaryIO, path: str, kind: str
-                        ) -> Iterator[StateRecord]:
+def _records_then_close(raw: BinaryIO, stream: BinaryIO, path: str, kind: str,
+                        check_end: bool = True) -> Iterator[StateRecord]:
     try:
         if kind == "changelog":
-            _, records = read_changelog(stream, path=path)
+            _, records = read_changelog(stream, path=path, check_end=check_end)
         else:
-            records = iter_store_records(stream, path=path, allow_deletes=kind == "delta")
+            records = iter_store_records(stream, path=path, allow_deletes=kind == "delta",
+                                         check_end=check_end)
         yield from records
     finally:
         raw.close()

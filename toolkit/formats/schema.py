@@ -292,3 +292,62 @@ def _tree_children(t: DataType, prefix: str, lines: list[str]) -> None:
         _tree_children(t.key_type, f"{prefix}    |", lines)
         _tree_lines("value", t.value_type,
                     f"valueContainsNull = {_lower(t.value_contains_null)}", prefix, lines)
+
+
+# ------------------------------------------------------------------ as Spark reads it
+_SPARK_TYPE_NAMES = frozenset({
+    "null", "void", "date", "timestamp", "binary", "integer", "boolean", "long", "double",
+    "float", "short", "byte", "string", "interval", "timestamp_ntz", "variant", "decimal"})
+_SPARK_TYPE_PATTERNS = (
+    _DECIMAL, re.compile(r"^char\(\s*\d+\s*\)$"), re.compile(r"^varchar\(\s*\d+\s*\)$"),
+    re.compile(r"^string\s+collate\s+\w+$"), re.compile(r"^time\(\s*\d+\s*\)$"),
+    re.compile(r"^interval (day|hour|minute|second)( to (day|hour|minute|second))?$"),
+    re.compile(r"^interval (year|month)( to (year|month))?$"),
+    re.compile(r"^(geometry|geography)(\(.*\))?$"))
+_FIELD_KEYS = ({"metadata", "name", "nullable", "type"}, {"name", "nullable", "type"},
+               {"name", "type"})
+
+
+def spark_type_error(json_obj: Any) -> str | None:
+    """Why Spark's ``DataType.fromJson`` rejects this schema JSON (``None``: it parses it).
+
+    Spark matches each object on its exact set of keys (a struct field is ``name``, ``type``
+    and ``nullable``/``metadata``, nothing else) and each type name against the names it
+    knows, where :func:`parse_spark_type` keeps whatever it finds."""
+    if isinstance(json_obj, str):
+        name = json_obj
+        if name in _SPARK_TYPE_NAMES or any(p.match(name) for p in _SPARK_TYPE_PATTERNS):
+            return None
+        return f"unsupported data type {name!r}"
+    if not isinstance(json_obj, dict):
+        return f"a type that is neither a name nor an object ({json_obj!r:.40})"
+    keys = set(json_obj)
+    kind = json_obj.get("type")
+    if kind == "struct" and keys == {"fields", "type"} and isinstance(
+            json_obj["fields"], list):
+        for field_obj in json_obj["fields"]:
+            problem = _spark_field_error(field_obj)
+            if problem:
+                return problem
+        return None
+    if kind == "array" and keys == {"containsNull", "elementType", "type"} and \
+            isinstance(json_obj["containsNull"], bool):
+        return spark_type_error(json_obj["elementType"])
+    if kind == "map" and keys == {"keyType", "type", "valueContainsNull", "valueType"} and \
+            isinstance(json_obj["valueContainsNull"], bool):
+        return spark_type_error(json_obj["keyType"]) or spark_type_error(json_obj["valueType"])
+    if kind == "udt" and {"class", "sqlType", "type"} <= keys:
+        return None
+    return f"unsupported data type {json_obj!r:.80}"
+
+
+def _spark_field_error(obj: Any) -> str | None:
+    if not isinstance(obj, dict) or set(obj) not in _FIELD_KEYS:
+        return f"failed to convert {obj!r:.80} to a field"
+    if not isinstance(obj["name"], str):
+        return f"a field name that is not a string ({obj['name']!r:.40})"
+    if "nullable" in obj and not isinstance(obj["nullable"], bool):
+        return "a field's 'nullable' that is not a boolean"
+    if "metadata" in obj and not isinstance(obj["metadata"], dict):
+        return "a field's 'metadata' that is not an object"
+    return spark_type_error(obj["type"])

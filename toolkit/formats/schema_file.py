@@ -160,6 +160,47 @@ def _parse_v3(cur: _Bytes) -> StateSchemaFile:
     return _v3_result(families)
 
 
+def v3_raw_entries(data: bytes, *, path: str) -> list[dict[str, Any]]:
+    """The column families of a binary v3 schema file as their raw strings (the framing
+    checked, nothing inside parsed): for a reader that judges the JSON its own way."""
+    cur = _Bytes(data, path)
+    tag = cur.utf("version tag")
+    if tag != "v3":
+        raise CorruptFile(f"not a v3 state schema file (version tag {tag[:20]!r})", path=path)
+    start = cur.pos
+    try:
+        entries = _v3_framing(cur, with_ids=True)
+        if cur.pos != len(cur.data):
+            raise cur.corrupt("unexpected data after the last column family")
+    except CorruptFile as first:
+        cur.pos = start
+        try:
+            entries = _v3_framing(cur, with_ids=False)
+        except CorruptFile:
+            raise first from None
+    return entries
+
+
+def _v3_framing(cur: _Bytes, *, with_ids: bool) -> list[dict[str, Any]]:
+    at = cur.pos
+    count = cur.int(4, "column family count")
+    if count < 0 or count > len(cur.data):
+        raise cur.corrupt(f"bad column family count {count}", at)
+    out = []
+    for _ in range(count):
+        name = cur.utf("column family name")
+        key_id = cur.int(2, "key schema id") if with_ids else None
+        key = cur.chunked("key schema")
+        value_id = cur.int(2, "value schema id") if with_ids else None
+        value = cur.chunked("value schema")
+        spec = cur.chunked("key encoder spec")
+        user_key = cur.chunked("user key encoder schema")
+        out.append({"name": name, "keySchemaId": key_id, "keySchema": key,
+                    "valueSchemaId": value_id, "valueSchema": value,
+                    "keyStateEncoderSpec": spec, "userKeyEncoderSchema": user_key})
+    return out
+
+
 def _v3_entries(cur: _Bytes, *, with_ids: bool
                 ) -> list[tuple[ColumnFamilySchema, dict[str, Any]]]:
     at = cur.pos

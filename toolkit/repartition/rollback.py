@@ -23,6 +23,7 @@ batch, whether it is possible and why not.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
-from statekit.errors import BadInput, UnsafeOperation
+from statekit.errors import BadInput, StatekitError, UnsafeOperation
 from statekit.repartition.source_offsets import (
     OffsetChange,
     OffsetEdit,
@@ -121,10 +122,35 @@ def _choice(ckpt: Checkpoint, batch: int, logs: _SourceLogs, chain: StateChain |
                 f"{instance.store} partition {instance.partition} cannot be rebuilt from the "
                 "retained files (purged, see minBatchesToRetain)"
                 + (" named by the commit log (checkpoint format v2)" if chain else "")))
+    gone = _missing_instances(ckpt, batch)
+    if gone:
+        return RollbackChoice(batch, False, gone)
     lost = logs.compacted_away(batch)
     if lost:
         return RollbackChoice(batch, False, lost)
     return RollbackChoice(batch, True)
+
+
+def _missing_instances(ckpt: Checkpoint, batch: int) -> str:
+    """A partition (or join store) the query loads at ``batch`` + 1 that has no state file
+    at all: no rollback brings it back ("" when every one is there)."""
+    from statekit.checkpoint.operators import JOIN_STORES
+
+    entry = ckpt.ledger.offsets.get(batch)
+    partitions = entry.shuffle_partitions if entry is not None else None
+    if not partitions:
+        return ""
+    for op_id in ckpt.inventory.operator_ids:
+        stores = set(ckpt.inventory.stores(op_id))
+        if stores & set(JOIN_STORES):
+            stores |= set(JOIN_STORES)
+        for store in sorted(stores):
+            for partition in range(partitions):
+                instance = ckpt.inventory.instances.get((op_id, store, partition))
+                if instance is None or not instance.files:
+                    return (f"operator {op_id} store {store} partition {partition} has no "
+                            "state file at all (deleted?): Spark cannot load it at any batch")
+    return ""
 
 
 StateChain = Callable[[StoreInstance, int], list[StateFile] | None]
@@ -137,6 +163,12 @@ def state_chain(ckpt: Checkpoint) -> StateChain | None:
     if not any(f.unique_id for f in ckpt.inventory.all_files()):
         return None
     commits = ckpt.ledger.commits
+    lineages: dict[str, dict[int, str]] = {}
+
+    def lineage_of(file: StateFile) -> dict[int, str]:
+        if file.path not in lineages:
+            lineages[file.path] = changelog_lineage(ckpt, file)
+        return lineages[file.path]
 
     def ids_of(instance: StoreInstance, version: int) -> set[str]:
         entry = commits.get(version - 1)
@@ -147,17 +179,42 @@ def state_chain(ckpt: Checkpoint) -> StateChain | None:
         stores = partitions[instance.partition]
         return {str(i) for i in (stores if isinstance(stores, list) else [stores])}
 
-    return lambda instance, version: v2_chain(instance, version, ids_of)
+    return lambda instance, version: v2_chain(instance, version, ids_of, lineage_of)
+
+
+def changelog_lineage(ckpt: Checkpoint, file: StateFile) -> dict[int, str]:
+    """``{version: unique id}`` of the versions a format-v2 changelog says it follows (its
+    v3/v4 header's lineage); ``{}`` when it has none or does not read."""
+    from statekit.checkpoint.state_data import file_codec
+    from statekit.formats.compression import raw_decompressed
+    from statekit.formats.records import read_changelog
+
+    try:
+        data = ckpt.read_bytes(file.path)
+        stream = raw_decompressed(io.BytesIO(data), file_codec(ckpt, data[:8]),
+                                  path=ckpt.display(file.path))
+        header, _ = read_changelog(stream, path=ckpt.display(file.path), spark_view=True)
+    except StatekitError:
+        return {}
+    found: dict[int, str] = {}
+    for entry in header.lineage if isinstance(header.lineage, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("version"), int):
+            found[int(entry["version"])] = str(entry.get("checkpointUniqueId"))
+    return found
 
 
 def v2_chain(instance: StoreInstance, version: int,
-             ids_of: Callable[[StoreInstance, int], set[str]]) -> list[StateFile] | None:
+             ids_of: Callable[[StoreInstance, int], set[str]],
+             lineage_of: Callable[[StateFile], dict[int, str]] | None = None
+             ) -> list[StateFile] | None:
     """The files that load ``version`` in checkpoint format v2: going down from
-    ``version``, the changelog of each version whose id ``ids_of`` names, until a zip so
-    named (or version 1: from empty). ``None`` when one is missing."""
+    ``version``, the changelog of the version whose id ``ids_of`` names (the commit log),
+    then for each older version the id the lineage of the changelog above it names (else
+    the commit log's) — as Spark follows it — until a zip so named (or version 1: from
+    empty). ``None`` when one is missing."""
     changes: list[StateFile] = []
+    ids = ids_of(instance, version)
     for v in range(version, 0, -1):
-        ids = ids_of(instance, v)
         named = {f.kind: f for f in instance.files
                  if f.version == v and f.unique_id in ids and f.kind in ("zip", "changelog")}
         if "zip" in named:
@@ -165,6 +222,8 @@ def v2_chain(instance: StoreInstance, version: int,
         if "changelog" not in named:
             return None
         changes.append(named["changelog"])
+        previous = lineage_of(named["changelog"]).get(v - 1) if lineage_of else None
+        ids = {previous} if previous else ids_of(instance, v - 1)
     return list(reversed(changes))
 
 
@@ -218,15 +277,39 @@ class _SourceLogs:
             self._lines[relative] = found
         return self._lines[relative]
 
+    def cut(self, folder: str, batch: int) -> int:
+        """The newest entry of ``folder``'s log a rollback to query batch ``batch`` keeps:
+        the file source's ``logOffset`` in ``offsets/<batch>`` (a source's log counts its
+        own batches, which fall behind the query's at every batch without new files), else
+        ``batch``."""
+        from statekit.formats.jsontext import loads_json
+
+        index = folder.rsplit("/", 1)[-1]
+        try:
+            entry = self._ckpt.ledger.offsets.get(batch)
+        except StatekitError:
+            entry = None
+        if entry is None or not index.isdigit() or int(index) >= len(entry.sources):
+            return batch
+        raw = entry.sources[int(index)].offset
+        try:
+            value = loads_json(raw) if raw else None
+        except ValueError:
+            return batch
+        if isinstance(value, dict) and isinstance(value.get("logOffset"), int):
+            return int(value["logOffset"])
+        return batch
+
     def compacted_away(self, batch: int) -> str:
         """Why a file source log cannot be cut at ``batch`` ("" when it can): a compaction
-        after ``batch`` lists entries of batches ≤ ``batch`` whose own files are gone."""
+        after the cut lists entries up to it whose own files are gone."""
         for folder, entries in self.entries.items():
-            later = [b for b, p in entries.items() if b > batch and p.endswith(".compact")]
+            batch_cut = self.cut(folder, batch)
+            later = [b for b, p in entries.items() if b > batch_cut and p.endswith(".compact")]
             if not later:
                 continue
-            needed = {b for b in self._batches_in(entries[min(later)]) if b <= batch}
-            newest_kept = max((b for b, p in entries.items() if b <= batch and
+            needed = {b for b in self._batches_in(entries[min(later)]) if b <= batch_cut}
+            newest_kept = max((b for b, p in entries.items() if b <= batch_cut and
                                p.endswith(".compact")), default=-1)
             missing = sorted(b for b in needed if b > newest_kept and b not in entries)
             if missing:
@@ -290,8 +373,9 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     copied = [] if new_query_id is not None else ["metadata"]
     copied += [f"offsets/{b}" for b in sorted(ckpt.planned_batches) if b <= batch]
     copied += [f"commits/{b}" for b in committed if b < batch]
-    for entries in logs.entries.values():
-        copied += [p for b, p in sorted(entries.items()) if b <= batch]
+    for folder, entries in logs.entries.items():
+        cut = logs.cut(folder, batch)
+        copied += [p for b, p in sorted(entries.items()) if b <= cut]
     for kind in ("schema", "schema-v3", "operator-metadata", "operator-metadata-v2"):
         copied += sorted(rel(m.path) for m in ckpt.inventory.meta(kind))
     copied += [rel(f.path) for f in state]
@@ -312,7 +396,7 @@ def _edited_offsets(ckpt: Checkpoint, logs: _SourceLogs, batch: int,
     the target keeps (entries up to B)."""
     ends = {folder.split("/", 1)[1]: max(kept)
             for folder, entries in logs.entries.items()
-            if (kept := [b for b in entries if b <= batch])}
+            if (kept := [b for b in entries if b <= logs.cut(folder, batch)])}
 
     def files_between(change: OffsetChange) -> str:
         if change.kind != "file":

@@ -1,0 +1,222 @@
+"""The checkpoint kinds the oracle judges on: every stateful operator × provider × format.
+
+Each kind is one real streaming query over small JSON files (one file per micro-batch,
+event time advancing ten minutes per file) into a Parquet file sink, so its checkpoint has
+everything a production one has: offsets and commits, a file source's log (with a compact
+file: the compact interval is lowered), operator metadata and schema files, state files of
+its provider on two shuffle partitions, Hadoop checksum files — and a sink with its own
+log. ``build`` runs the query over ``FILES`` files; ``restart`` (tests.oracle.restart) runs it
+again with one more.
+
+The queries are deterministic: the same input files processed in the same order end in the
+same state whatever batch they were first processed in, so a checkpoint rolled back and
+re-run must end where a healthy restart ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+EVENT_DDL = "key STRING, bucket INT, ts TIMESTAMP, value LONG, seq LONG"
+FILES = 6
+"""Input files of the pristine run (one micro-batch each)."""
+ROWS_PER_FILE = 40
+START = datetime(2026, 3, 2, 8, 0, tzinfo=timezone.utc)
+PARTITIONS = 2
+SOURCE_COMPACT_INTERVAL = 4
+"""The file source log compacts every 4 batches: ``sources/0/3.compact`` then ``4``, ``5``."""
+
+_PREFIX = "spark.sql.streaming.stateStore."
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One checkpoint kind: a query, a provider and the format settings."""
+
+    name: str
+    query: str
+    """``aggregation``, ``dedup``, ``join``, ``session``, ``pandas``, ``tws``, ``two-ops``."""
+    provider: str = "hdfs"
+    changelog: bool = False
+    format_version: int = 1
+    description: str = ""
+    deterministic: bool = True
+    extra_confs: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def confs(self) -> dict[str, str]:
+        confs = {
+            "spark.sql.shuffle.partitions": str(PARTITIONS),
+            f"{_PREFIX}providerClass": ROCKSDB if self.provider == "rocksdb" else HDFS,
+            f"{_PREFIX}compression.codec": "lz4",
+            f"{_PREFIX}minDeltasForSnapshot": "2",
+            f"{_PREFIX}rocksdb.changelogCheckpointing.enabled": str(self.changelog).lower(),
+            f"{_PREFIX}checkpointFormatVersion": str(self.format_version),
+            "spark.sql.streaming.fileSource.log.compactInterval": str(SOURCE_COMPACT_INTERVAL),
+        }
+        confs.update(dict(self.extra_confs))
+        return confs
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("agg-hdfs", "aggregation", description="windowed aggregation, HDFS provider"),
+    Kind("agg-rocksdb", "aggregation", "rocksdb",
+         description="windowed aggregation, RocksDB, a zip per version"),
+    Kind("agg-changelog", "aggregation", "rocksdb", changelog=True,
+         description="windowed aggregation, RocksDB with changelog checkpointing"),
+    Kind("agg-v2", "aggregation", "rocksdb", changelog=True, format_version=2,
+         description="windowed aggregation, RocksDB + changelog, checkpoint format v2"),
+    Kind("dedup-hdfs", "dedup", description="dropDuplicates with a watermark, HDFS"),
+    Kind("join-hdfs", "join", description="stream-stream join (four stores), HDFS"),
+    Kind("session-rocksdb", "session", "rocksdb",
+         description="session window aggregation, RocksDB zips"),
+    Kind("pandas-hdfs", "pandas",
+         description="applyInPandasWithState with event-time timeouts, HDFS"),
+    Kind("tws-rocksdb", "tws", "rocksdb", changelog=True,
+         description="transformWithStateInPandas (value, list, map state, timers), RocksDB "
+                     "+ changelog"),
+    Kind("two-ops-hdfs", "two-ops",
+         description="dropDuplicatesWithinWatermark then a windowed aggregation, HDFS"),
+)}
+
+
+def make_files(seed: int, count: int = FILES + 1) -> list[list[dict]]:
+    """``count`` files of rows with keys k00..k11, event time advancing per file."""
+    rng = random.Random(seed)
+    files = []
+    for f in range(count):
+        rows = []
+        for i in range(ROWS_PER_FILE):
+            ts = START + timedelta(minutes=10 * f, seconds=rng.randrange(600))
+            rows.append({"key": f"k{rng.randrange(12):02d}", "bucket": rng.randrange(2),
+                         "ts": ts.isoformat().replace("+00:00", "Z"),
+                         "value": rng.randrange(-100, 100), "seq": f * ROWS_PER_FILE + i})
+        files.append(rows)
+    return files
+
+
+def write_file(folder: Path, index: int, rows: list[dict], mtime: float) -> Path:
+    """``part-<index>.json`` with the given modification time: the file source takes files
+    in modification-time order, which must not depend on the clock's resolution."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"part-{index:03d}.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def stream(spark, kind: Kind, input_dir: Path):
+    """The query of ``kind`` over ``input_dir``: ``(streaming DataFrame, output mode)``."""
+    from pyspark.sql import functions as F
+
+    def events():
+        return (spark.readStream.schema(EVENT_DDL).option("maxFilesPerTrigger", 1)
+                .json(str(input_dir)))
+
+    query = kind.query
+    if query == "aggregation":
+        return (events().withWatermark("ts", "10 minutes")
+                .groupBy(F.window("ts", "10 minutes"), "key")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))), "append"
+    if query == "dedup":
+        return (events().withWatermark("ts", "30 minutes")
+                .dropDuplicates(["key", "bucket"])), "append"
+    if query == "session":
+        return (events().withWatermark("ts", "10 minutes")
+                .groupBy(F.session_window("ts", "5 minutes"), "key")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))), "append"
+    if query == "two-ops":
+        return (events().withWatermark("ts", "10 minutes")
+                .dropDuplicatesWithinWatermark(["key", "seq"])
+                .groupBy(F.window("ts", "10 minutes"), "key")
+                .agg(F.count(F.lit(1)).alias("n"))), "append"
+    if query == "pandas":
+        return (events().withWatermark("ts", "10 minutes").groupBy("key")
+                .applyInPandasWithState(_count_until_quiet(), "key string, n long",
+                                        "n long, latest long", "append",
+                                        "EventTimeTimeout")), "append"
+    if query == "tws":
+        from tests.small_queries import _counters_processor
+
+        return (events().withWatermark("ts", "10 minutes").groupBy("key")
+                .transformWithStateInPandas(
+                    statefulProcessor=_counters_processor(),
+                    outputStructType="key string, n long", outputMode="Append",
+                    timeMode="EventTime")), "append"
+    if query == "join":
+        left = events().where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
+        right = events().where("bucket = 1").withWatermark("ts", "30 minutes").alias("r")
+        joined = left.join(right, F.expr(
+            "l.key = r.key AND r.ts BETWEEN l.ts - INTERVAL 20 MINUTES AND l.ts"))
+        return joined.select(F.col("l.seq").alias("left_seq"),
+                             F.col("r.seq").alias("right_seq"), "l.key"), "append"
+    raise ValueError(query)
+
+
+def _count_until_quiet():
+    """applyInPandasWithState: a count per key, removed (emitted negated) by an event-time
+    timeout 15 minutes after the key's latest event."""
+    import pandas as pd
+
+    def count(key, frames, state):
+        if state.hasTimedOut:
+            n = state.get[0]
+            state.remove()
+            yield pd.DataFrame({"key": [key[0]], "n": [-n]})
+            return
+        n, latest = state.get if state.exists else (0, 0)
+        for frame in frames:
+            n += len(frame)
+            latest = max(latest, int(frame["ts"].max().timestamp() * 1000))
+        state.update((n, latest))
+        state.setTimeoutTimestamp(latest + 15 * 60_000)
+        yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+    return count
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """A kind's checkpoint as its query wrote it, with the query's input and sink."""
+
+    kind: Kind
+    root: Path
+    """Holds ``checkpoint/`` and ``sink/`` (copied together for each fault)."""
+    input_dir: Path
+    """The pristine run's files and the restart's one more (newest modification time)."""
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def sink(self) -> Path:
+        return self.root / "sink"
+
+
+def build(spark, kind: Kind, base: Path, seed: int = 17, run_in: Path | None = None
+          ) -> Pristine:
+    """Run ``kind``'s query over ``FILES`` files (in ``base/input``) into ``run_in`` (default
+    ``base/pristine``): ``checkpoint/`` and ``sink/``; then add the restart's file to the
+    input folder."""
+    from tests.oracle.restart import run_query
+
+    files = make_files(seed)
+    input_dir = base / "input"
+    start = time.time() - 3600
+    for index, rows in enumerate(files[:FILES]):
+        write_file(input_dir, index, rows, start + index)
+    root = run_in or base / "pristine"
+    outcome = run_query(spark, kind, root / "checkpoint", root / "sink", input_dir)
+    if outcome.error is not None:
+        raise AssertionError(f"{kind.name}: the pristine run failed: {outcome.error}")
+    write_file(input_dir, FILES, files[FILES], start + FILES)
+    return Pristine(kind, root, input_dir)

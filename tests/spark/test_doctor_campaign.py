@@ -1,0 +1,165 @@
+"""``statekit doctor`` judged by Spark: a fixed sample of the doctor campaign, and the named
+regressions it (or a user) ever found.
+
+Each case damages a fresh copy of a checkpoint a real query wrote
+(:mod:`tests.oracle.campaign`), asks the doctor, runs the fix it prints exactly as printed,
+and restarts the query on both the damaged checkpoint and the fix's result. The doctor must
+agree with Spark on whether the query restarts; a fix must restart and, the queries being
+deterministic, end in the state a restart of the undamaged checkpoint ends in. The whole
+space runs in ``benchmarks/doctor_campaign.py``; this sample draws from every family on
+checkpoint kinds that cover both providers, changelogs, format v2 and a join.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.oracle.campaign import KindCampaign, Verdict
+from tests.oracle.fault_space import (
+    Fault,
+    edit_offsets_conf,
+    file_damage,
+    folder_damage,
+    sample_faults,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SAMPLE_KINDS = ("agg-hdfs", "agg-v2", "join-hdfs")
+SAMPLE_PER_KIND = int(os.environ.get("STATEKIT_CAMPAIGN_SAMPLE", "14"))
+SAMPLE_SEED = 35
+
+
+@pytest.fixture(scope="module")
+def campaigns(spark, tmp_path_factory) -> dict[str, KindCampaign]:
+    root = tmp_path_factory.mktemp("doctor-campaign")
+    return {name: KindCampaign(spark, name, root / name) for name in SAMPLE_KINDS}
+
+
+def _explain(verdict: Verdict) -> str:
+    fix = verdict.fix
+    return (f"{verdict.id}: doctor exit {verdict.doctor_exit} {verdict.doctor_codes} "
+            f"{verdict.doctor_stderr}; Spark "
+            + ("restarts" if verdict.spark_restarted else str(verdict.spark_error))
+            + (f"; fix {fix.command!r} exit {fix.exit_code} {fix.stderr} restarted "
+               f"{fix.restarted} {fix.error_line or ''} same state {fix.same_state}"
+               if fix else ""))
+
+
+def _judged(campaign: KindCampaign, fault: Fault) -> Verdict:
+    verdict = campaign.judge(fault)
+    assert verdict.agrees, _explain(verdict)
+    if verdict.fix is not None:
+        assert verdict.fix.ok, _explain(verdict)
+    if verdict.doctor_exit == 11:  # a fatal verdict with a fix printed
+        assert verdict.fix is not None, _explain(verdict)
+    return verdict
+
+
+@pytest.mark.parametrize("kind", SAMPLE_KINDS)
+def test_a_fixed_sample_of_the_campaign(campaigns, kind):
+    """The fixed-seed sample: every family represented before any repeats; every
+    disagreement is reported, not only the first."""
+    campaign = campaigns[kind]
+    faults = sample_faults(campaign.faults(), SAMPLE_PER_KIND, SAMPLE_SEED)
+    assert len(faults) == SAMPLE_PER_KIND
+    wrong = []
+    for fault in faults:
+        verdict = campaign.judge(fault)
+        if not verdict.agrees or (verdict.fix is not None and not verdict.fix.ok) or \
+                (verdict.doctor_exit == 11 and verdict.fix is None):
+            wrong.append(_explain(verdict))
+    assert not wrong, "\n".join(wrong)
+
+
+# ------------------------------------------------------------------ the named regressions
+def _fault(kind: str, family: str, target: str, apply) -> Fault:  # type: ignore[no-untyped-def]
+    return Fault(kind, family, target, "regression", apply)
+
+
+def _write(rel: str, data: bytes):  # type: ignore[no-untyped-def]
+    def apply(ckpt: Path) -> None:
+        (ckpt / rel).write_bytes(data)
+        (ckpt / rel).parent.joinpath(f".{Path(rel).name}.crc").unlink(missing_ok=True)
+    return apply
+
+
+def test_a_damaged_metadata_file_stops_the_restart(campaigns):
+    """The query-id file present but empty, or not JSON: Spark fails at start()."""
+    campaign = campaigns["agg-hdfs"]
+    for name, data in (("empty", b""), ("not-json", b"{not json")):
+        verdict = _judged(campaign, _fault("agg-hdfs", name, "metadata",
+                                           _write("metadata", data)))
+        assert verdict.doctor_exit == 11 and "metadata-corrupt" in verdict.doctor_codes
+        assert verdict.fix is not None and "--new-query-id" in verdict.fix.command
+
+
+@pytest.mark.parametrize("kind", ["agg-hdfs", "agg-v2"])
+def test_offsets_pinning_another_partition_count(campaigns, kind):
+    """The newest offsets entry pins more shuffle partitions than the state has (a hand edit
+    or a copy from another query): CANNOT_LOAD_STATE_STORE for the new partition."""
+    campaign = campaigns[kind]
+    last = max(int(p.name) for p in (campaign.pristine / "checkpoint/offsets").iterdir()
+               if p.name.isdigit())
+    rel = f"offsets/{last}"
+    verdict = _judged(campaign, _fault(kind, "conf", rel, edit_offsets_conf(
+        rel, "spark.sql.shuffle.partitions", "3")))
+    assert not verdict.spark_restarted and verdict.doctor_exit == 11
+
+
+def test_a_deleted_commit_with_its_checksum_left_behind(campaigns):
+    """``commits/L`` deleted by hand while ``.L.crc`` stays: Spark re-runs batch L and fails
+    writing the commit; with the checksum gone too, Spark restarts — the doctor tells the two
+    apart."""
+    campaign = campaigns["agg-hdfs"]
+    last = max(int(p.name) for p in (campaign.pristine / "checkpoint/commits").iterdir()
+               if p.name.isdigit())
+    rel = f"commits/{last}"
+    kept = _judged(campaign, _fault("agg-hdfs", "delete-keep-crc", rel,
+                                    file_damage("delete-keep-crc", rel, 0)))
+    assert not kept.spark_restarted and "stale-checksum" in kept.doctor_codes
+    gone = _judged(campaign, _fault("agg-hdfs", "delete", rel, file_damage("delete", rel, 0)))
+    assert gone.spark_restarted and gone.doctor_exit in (0, 9)
+
+
+def test_a_lost_partition_folder_gets_no_command_that_cannot_work(campaigns):
+    """A whole partition folder deleted: no rollback brings it back, so the doctor prints
+    none, says what is lost in words and numbers, and exits 12."""
+    campaign = campaigns["agg-hdfs"]
+    verdict = _judged(campaign, _fault("agg-hdfs", "delete-folder", "state/0/1",
+                                       folder_damage("delete-folder", "state/0/1")))
+    assert verdict.doctor_exit == 12 and verdict.fix is None
+    assert "partition-missing" in verdict.doctor_codes
+
+
+def test_a_lost_join_store_folder_gets_no_command_that_cannot_work(campaigns):
+    campaign = campaigns["join-hdfs"]
+    rel = "state/0/0/left-keyToNumValues"
+    verdict = _judged(campaign, _fault("join-hdfs", "delete-folder", rel,
+                                       folder_damage("delete-folder", rel)))
+    assert verdict.doctor_exit == 12 and verdict.fix is None
+
+
+def test_the_newest_delta_gone_is_fixed_by_a_rollback_that_keeps_every_row(campaigns):
+    """The on-call case of the issue: the newest ``.delta`` of one partition deleted."""
+    campaign = campaigns["agg-hdfs"]
+    newest = max((p for p in (campaign.pristine / "checkpoint/state/0/1").glob("*.delta")),
+                 key=lambda p: int(p.stem))
+    rel = os.path.relpath(newest, campaign.pristine / "checkpoint")
+    verdict = _judged(campaign, _fault("agg-hdfs", "delete", rel, file_damage("delete", rel,
+                                                                                0)))
+    assert verdict.doctor_exit == 11 and verdict.fix is not None
+    assert verdict.fix.same_state
+
+
+def test_the_pristine_checkpoints_restart(campaigns):
+    for campaign in campaigns.values():
+        campaign.fresh_copy()
+        verdict = _judged(campaign, _fault(campaign.kind.name, "none", "-", lambda _: None))
+        assert verdict.doctor_exit in (0, 9) and verdict.spark_restarted
+        assert verdict.restart_state_same
+        shutil.rmtree(campaign.work)

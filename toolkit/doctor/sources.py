@@ -1,0 +1,274 @@
+"""File sources on restart: their logs under ``sources/<i>/``, read the way Spark reads them.
+
+A file source keeps its own log of the files each of its batches read (``FileStreamSourceLog``,
+one entry per source batch, a ``.compact`` entry every ``compactInterval`` batches listing
+every file up to it). On restart it reads the newest compact entry and every entry after it
+to know which files it has seen — each must be there and parse, or the query fails. What the
+log says also decides what the restart reads again: an entry lost at the end of the log (or a
+damaged path in one) makes its files look new, so they are read and counted twice; Spark
+restarts and nobody notices, so the doctor warns.
+
+The offsets log's ``{"logOffset": N}`` of a file source is the log entry the batch read up to;
+on restart Spark calls ``getBatch(offsets/L-1, offsets/L)``, which reads the entries between.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.logs import batch_id_of
+from statekit.checkpoint.spark_reads import (
+    SourceFileEntry,
+    SparkReadError,
+    file_source_offset,
+    source_log_entry,
+)
+from statekit.doctor.plan import RestartPlan
+from statekit.doctor.problems import FATAL, SPARK_CONCURRENT_LOG, WARNING, Problem
+from statekit.doctor.query_files import QueryFiles
+from statekit.errors import StatekitError
+
+DEFAULT_COMPACT_INTERVAL = 10
+"""``spark.sql.streaming.fileSource.log.compactInterval``'s default."""
+
+
+@dataclass
+class SourceLog:
+    """One source's log folder, listed once."""
+
+    index: str
+    folder: str
+    entries: dict[int, str] = field(default_factory=dict)
+    """``{batch: path}`` of every entry (plain or ``.compact``)."""
+    compacts: set[int] = field(default_factory=set)
+    others: set[str] = field(default_factory=set)
+    """Every other name in the folder (checksum files among them)."""
+
+    @property
+    def newest(self) -> int | None:
+        return max(self.entries) if self.entries else None
+
+
+def list_sources(ckpt: Checkpoint) -> dict[str, SourceLog]:
+    """``{source index: its log}`` from one recursive listing of ``sources/``."""
+    logs: dict[str, SourceLog] = {}
+    if not ckpt.has_folder("sources"):
+        return logs
+    root = ckpt.location.path("sources")
+    try:
+        found = ckpt.fs.find(root, detail=True, withdirs=True)
+    except (FileNotFoundError, OSError):
+        return logs
+    strip = ckpt.fs._strip_protocol
+    base = strip(root).rstrip("/") + "/"
+    for path, info in found.items():
+        rel = strip(path)[len(base):] if strip(path).startswith(base) else ""
+        parts = rel.split("/")
+        if not rel or len(parts) > 2:
+            continue
+        index = parts[0]
+        log = logs.setdefault(index, SourceLog(index, posixpath.join(root, index)))
+        if len(parts) == 1:
+            continue
+        name = parts[1]
+        batch = batch_id_of(name)
+        if batch is not None and info.get("type") == "file":
+            log.entries[batch] = path
+            if name.endswith(".compact"):
+                log.compacts.add(batch)
+        else:
+            log.others.add(name)
+    return logs
+
+
+def _compact_interval(log: SourceLog) -> int:
+    """``CompactibleFileStreamLog.deriveCompactInterval`` from the newest compact entry."""
+    if not log.compacts:
+        return DEFAULT_COMPACT_INTERVAL
+    latest = max(log.compacts)
+    if latest + 1 <= DEFAULT_COMPACT_INTERVAL:
+        return latest + 1
+    if (latest + 1) // 2 > DEFAULT_COMPACT_INTERVAL:
+        n = latest + 1
+        divisor: int = next(i for i in [*range(DEFAULT_COMPACT_INTERVAL, n // 2 + 1), n]
+                            if n % i == 0)
+        return divisor
+    return latest + 1
+
+
+def entries_read(log: SourceLog) -> list[int]:
+    """The entries a restart reads: from the newest compaction at or below the newest
+    entry (by the compact interval, as Spark computes it) to the newest entry."""
+    newest = log.newest
+    if newest is None:
+        return []
+    interval = _compact_interval(log)
+    start = max(0, (newest + 1) // interval * interval - 1)
+    return list(range(start, newest + 1))
+
+
+def _name(batch: int, log: SourceLog) -> str:
+    interval = _compact_interval(log)
+    return f"{batch}.compact" if (batch + 1) % interval == 0 and batch > 0 else str(batch)
+
+
+def source_problems(ckpt: Checkpoint, plan: RestartPlan, files: QueryFiles) -> list[Problem]:
+    last = plan.last_planned
+    newest = files.offsets_of(last) if last is not None else None
+    previous = files.offsets_of(last - 1) if last is not None and last > 0 else None
+    logs = list_sources(ckpt)
+    found: list[Problem] = []
+    for index, raw in enumerate(newest.sources if newest is not None else ()):
+        if raw is None:
+            continue
+        try:
+            end = file_source_offset(raw)
+        except SparkReadError:
+            continue  # not a file source (or reported by the ledger rules)
+        start = None
+        if previous is not None and index < len(previous.sources) and \
+                previous.sources[index] is not None:
+            try:
+                start = file_source_offset(previous.sources[index] or "")
+            except SparkReadError:
+                start = None
+        log = logs.get(str(index)) or SourceLog(
+            str(index), ckpt.location.path("sources", str(index)))
+        found += _log_problems(ckpt, plan, log, end, start)
+    return found
+
+
+def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
+                  start: int | None) -> list[Problem]:
+    shown_folder = ckpt.display(log.folder)
+    found: list[Problem] = []
+    parsed: dict[int, list[SourceFileEntry]] = {}
+    read = entries_read(log)
+    for batch in read:
+        path = log.entries.get(batch)
+        shown = ckpt.display(posixpath.join(log.folder, _name(batch, log)))
+        if path is None:
+            found.append(Problem(
+                "source-log-gap", FATAL, shown,
+                f"missing: the file source reads its log from its newest compaction "
+                f"({read[0]}) to its newest entry ({read[-1]}) on restart",
+                "Spark fails initialising the file source",
+                f"{_name(batch, log)} doesn't exist",
+                "roll back to a batch before the gap", _query_batch_before(plan, batch)))
+            continue
+        try:
+            parsed[batch] = source_log_entry(ckpt.read_bytes(path))
+        except (SparkReadError, StatekitError) as error:
+            message = error.message if isinstance(error, StatekitError) else str(error)
+            found.append(Problem(
+                "source-log-corrupt", FATAL, shown,
+                f"the file source's log entry does not parse as Spark reads it: {message}",
+                "Spark fails initialising the file source", message,
+                "roll back to a batch before it", _query_batch_before(plan, batch)))
+    if any(p.severity == FATAL for p in found):
+        return found
+    newest = log.newest if log.newest is not None else -1
+    committed = plan.last_committed == plan.last_planned
+    if not committed and start is not None and start < end:
+        gone = [b for b in range(start + 1, end + 1) if b not in log.entries]
+        if gone:  # the re-run batch reads these entries' files
+            found.append(Problem(
+                "source-log-gap", FATAL, shown_folder,
+                f"the uncommitted batch {plan.last_planned} reads the file source's entries "
+                f"{start + 1}…{end}, and entry {gone[0]} is gone",
+                f"Spark runs batch {plan.last_planned} again and fails listing its files",
+                f"{_name(gone[0], log)} doesn't exist", "roll back to the batch before it",
+                plan.last_committed))
+    if newest < end - 1:
+        found.append(Problem(
+            "source-log-behind", FATAL, shown_folder,
+            f"the file source's log ends at entry {newest}, but the offsets log says the "
+            f"query read up to entry {end} (entries lost, or the folder deleted)",
+            f"the file source resumes numbering after entry {newest}: the first batch with "
+            f"new files asks for entries {end + 1}…{newest + 1}, and the source asserts "
+            "start <= end", "assertion failed",
+            "roll back to a batch whose source log entries are all there" if newest >= 0
+            else "none from statekit: the file source's log is gone, so which input files "
+                 "were read is unknown. Restore sources/ from a backup, or start the query "
+                 "on a new checkpoint", _query_batch_before(plan, newest + 1),
+            rollback_fixes=newest >= 0,
+            lost="" if newest >= 0 else "the record of which input files were read"))
+    elif newest == end - 1:
+        found.append(Problem(
+            "source-log-behind", WARNING, shown_folder,
+            f"the file source's log ends at entry {newest}, but the offsets log says the "
+            f"query read up to entry {end}: entry {end} is lost",
+            f"Spark restarts; the files of entry {end} look new to the file source and are "
+            "logged again, and the query's input after the restart no longer matches its "
+            "first run (files read twice or skipped)", None,
+            "roll back to a batch whose source log entries are all there"))
+    found += _entry_content_warnings(ckpt, log, parsed)
+    next_batch = newest + 1
+    for name in (str(next_batch), f"{next_batch}.compact"):
+        if f".{name}.crc" in log.others and name not in log.others:
+            found.append(Problem(
+                "stale-checksum", FATAL,
+                ckpt.display(posixpath.join(log.folder, f".{name}.crc")),
+                f"the file source's next log entry ({name}) was deleted but its hidden "
+                "checksum file is still there",
+                "the first batch with new input files fails writing that entry: the rename "
+                "into place finds the checksum file", SPARK_CONCURRENT_LOG,
+                "roll back into a new checkpoint (it has no stale checksum files); or delete "
+                "the checksum file by hand", None))
+    return found
+
+
+def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
+                            parsed: dict[int, list[SourceFileEntry]]) -> list[Problem]:
+    """Entries that parse but do not say what they should: a plain entry listing another
+    batch's files, or a path that no longer names a file while the others still do (a
+    damaged path; input deleted by retention takes them all, and says nothing)."""
+    found: list[Problem] = []
+    plain = {b: e for b, e in sorted(parsed.items()) if b not in log.compacts}
+    for batch, entries in plain.items():
+        others = sorted({e.batch_id for e in entries if e.batch_id != batch})
+        if others:
+            found.append(Problem(
+                "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
+                f"entry {batch} lists files of batch {', '.join(map(str, others))} (copied "
+                "from another entry?)",
+                "Spark restarts; the files this entry should list look new and are read "
+                "again, and the ones it lists are skipped if they come again", None,
+                "roll back to a batch before it"))
+    paths = {(b, e.path) for b, entries in plain.items() for e in entries}
+    exists = {path: _exists(ckpt, path) for _, path in paths}
+    if sum(exists.values()) * 2 <= len(exists):
+        return found  # the input is gone (retention, a move): nothing to compare with
+    for batch, entries in plain.items():
+        missing = [e.path for e in entries if not exists[e.path]]
+        if missing:
+            found.append(Problem(
+                "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
+                f"entry {batch} names {len(missing)} file(s) that do not exist while the "
+                f"other entries' files do, first {missing[0]} (a damaged path?)",
+                "Spark restarts; the file the path should name looks new and is read again",
+                None, "roll back to a batch before it"))
+    return found
+
+
+def _exists(ckpt: Checkpoint, path: str) -> bool:
+    """Whether an input file the source log names exists (local paths only: elsewhere the
+    question costs a request per file, and the answer is assumed yes)."""
+    if not path.startswith("file:") and not path.startswith("/"):
+        return True
+    import os
+    from urllib.parse import unquote, urlparse
+
+    local = unquote(urlparse(path).path) if path.startswith("file:") else path
+    return os.path.exists(local)
+
+
+def _query_batch_before(plan: RestartPlan, source_batch: int) -> int | None:
+    """The newest query batch a rollback may keep so that the source log is cut before
+    ``source_batch`` (the file source's batches follow the query's while every batch reads
+    files; a rollback keeps the entries its batch's offsets reach)."""
+    if plan.last_planned is None:
+        return None
+    return min(plan.last_planned, source_batch) - 1

@@ -1,0 +1,364 @@
+"""State on restart: which store instances the first batch loads, and whether each loads.
+
+Spark loads, for every stateful operator, every store of it (a join has four) and every
+partition ``0 … spark.sql.shuffle.partitions - 1`` — the count the newest offsets entry pins,
+not what the operator metadata or the folders say — at the restart's state version: the
+newest snapshot (RocksDB: zip) at or below it and every change file after it (checkpoint
+format v2: the files whose ids the commit log names). A missing file fails the load; a
+damaged one fails it only where Spark's reader reaches the damage (:mod:`statekit.verify`
+decides as Spark reads), and a damaged snapshot or zip with an intact older chain is
+repaired (Spark 4.3's ``autoSnapshotRepair``).
+
+A store instance with no file left at all cannot be loaded at any version: no rollback
+brings it back, and the doctor says what is lost instead of printing a command that fails.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.inventory import StoreInstance
+from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
+from statekit.checkpoint.operators import JOIN_STORES, OperatorMetadata
+from statekit.doctor.plan import RestartPlan, hidden_checksum
+from statekit.doctor.problems import (
+    FATAL,
+    INFO,
+    SPARK_LOAD_CORRUPT,
+    SPARK_LOAD_MISSING_HDFS,
+    SPARK_LOAD_MISSING_ROCKSDB,
+    SPARK_RENAME_EXISTS,
+    WARNING,
+    Problem,
+)
+from statekit.errors import StatekitError
+from statekit.partition_workers import GroupRunner
+from statekit.repartition.rollback import StateChain, state_chain
+from statekit.verify import DamagedFile, Progress, Verification, verify_restart_path
+
+JOIN_OPERATOR = "symmetricHashJoin"
+
+
+def pinned_partitions(conf: Mapping[str, str]) -> int | None:
+    value = conf.get(CONF_SHUFFLE_PARTITIONS)
+    return int(value) if value is not None and str(value).isdigit() and int(value) > 0 \
+        else None
+
+
+def operator_folders(ckpt: Checkpoint) -> list[int]:
+    """The operator folders under ``state/`` (empty ones included: a listing of files
+    alone does not show them)."""
+    try:
+        names = [posixpath.basename(p.rstrip("/")) for p in
+                 ckpt.fs.ls(ckpt.location.path("state"), detail=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def operator_names(ckpt: Checkpoint) -> dict[int, str]:
+    """Each operator's name as well as the files tell (damaged metadata: from the folders)."""
+    names: dict[int, str] = {}
+    try:
+        operators: dict[int, OperatorMetadata] = ckpt.operators
+    except StatekitError:
+        operators = {}
+    for op_id in sorted({*ckpt.inventory.operator_ids, *operator_folders(ckpt)}):
+        meta = operators.get(op_id)
+        if meta is not None:
+            names[op_id] = meta.name
+        elif set(JOIN_STORES) & set(ckpt.inventory.stores(op_id)):
+            names[op_id] = JOIN_OPERATOR
+        else:
+            names[op_id] = "unknown"
+    return names
+
+
+def expected_stores(ckpt: Checkpoint, op_id: int, name: str) -> list[str]:
+    """The stores Spark loads for an operator: a join's four, else ``default`` (and any
+    other store folder that exists)."""
+    present = ckpt.inventory.stores(op_id)
+    if name == JOIN_OPERATOR or set(JOIN_STORES) & set(present):
+        return list(JOIN_STORES)
+    return sorted({"default", *present} - set(JOIN_STORES))
+
+
+def _provider_of(instance: StoreInstance | None, conf: Mapping[str, str]) -> str:
+    if instance is not None and any(f.kind in ("zip", "changelog", "sst")
+                                    for f in instance.files):
+        return "rocksdb"
+    if instance is not None and any(f.kind in ("delta", "snapshot") for f in instance.files):
+        return "hdfs"
+    return "rocksdb" if "RocksDB" in conf.get(
+        "spark.sql.streaming.stateStore.providerClass", "") else "hdfs"
+
+
+def _first_missing(instance: StoreInstance, version: int, provider: str) -> str:
+    """The change file Spark looks for first and does not find."""
+    base = instance.latest_snapshot(version) or 0
+    present = {f.version for f in instance.files if f.kind in ("delta", "changelog")}
+    kind = "changelog" if provider == "rocksdb" else "delta"
+    missing = next((v for v in range(base + 1, version + 1) if v not in present), version)
+    return f"{missing}.{kind}"
+
+
+class StateCheck:
+    """The state a restart loads, checked once; the fix search asks about older versions."""
+
+    def __init__(self, ckpt: Checkpoint, plan: RestartPlan, conf: Mapping[str, str]) -> None:
+        self.ckpt = ckpt
+        self.plan = plan
+        self.conf = conf
+        self.partitions = pinned_partitions(conf)
+        self.names = operator_names(ckpt) if ckpt.has_state else {}
+        self.chain: StateChain | None = state_chain(ckpt) if ckpt.has_state else None
+
+    def expected(self) -> list[tuple[int, str, int]]:
+        """Every (operator, store, partition) the restart loads."""
+        keys: list[tuple[int, str, int]] = []
+        for op_id, name in sorted(self.names.items()):
+            present = {k[2] for k in self.ckpt.inventory.instances if k[0] == op_id}
+            count = self.partitions or (max(present) + 1 if present else 0)
+            for store in expected_stores(self.ckpt, op_id, name):
+                keys += [(op_id, store, p) for p in range(count)]
+        return keys
+
+    def files_at(self, key: tuple[int, str, int], version: int) -> list[StateFile] | None:
+        """The files that load ``version`` of an instance (``None``: it cannot be loaded)."""
+        instance = self.ckpt.inventory.instances.get(key)
+        if instance is None:
+            return None
+        files = self.chain(instance, version) if self.chain else \
+            instance.files_to_load(version)
+        return files or None
+
+    def join_operators(self) -> list[int]:
+        return [op for op, name in sorted(self.names.items()) if name == JOIN_OPERATOR]
+
+    def loadable_somewhere(self, key: tuple[int, str, int]) -> bool:
+        """Whether any committed version of the instance can still be loaded."""
+        return any(self.files_at(key, batch + 1) for batch in self.ckpt.committed_batches)
+
+
+def state_problems(ckpt: Checkpoint, check: StateCheck, *, decode: bool,
+                   progress: Progress | None = None, runner: GroupRunner | None = None
+                   ) -> tuple[list[Problem], Verification | None]:
+    plan = check.plan
+    version = plan.version
+    if version is None or version < 1:
+        return [], None
+    found: list[Problem] = []
+    if not ckpt.has_state or not check.names:
+        found += _state_folder_missing(ckpt, plan)
+        return found, None
+    found += _missing_operators(ckpt, check)
+    found += _missing_instances(ckpt, check, version)
+    verification = None
+    if decode:
+        verification = verify_restart_path(ckpt, version=version, progress=progress,
+                                           runner=runner, chain=check.chain)
+        found += _damaged(ckpt, verification.damaged)
+        if not verification.fatal:
+            found += join_problems(ckpt, check, version)
+    found += _extra_partitions(ckpt, check)
+    return found, verification
+
+
+def join_problems(ckpt: Checkpoint, check: StateCheck, version: int) -> list[Problem]:
+    """Joins whose two stores of a side disagree at ``version`` (:mod:`.joins`)."""
+    from statekit.doctor.joins import inconsistent_join_keys
+
+    found: list[Problem] = []
+    for op_id in check.join_operators():
+        for partition in range(check.partitions or 0):
+            bad = inconsistent_join_keys(ckpt, op_id, partition,
+                                         lambda key: check.files_at(key, version))
+            if bad is None:
+                continue
+            side, detail = bad
+            found.append(Problem(
+                "join-inconsistent", FATAL,
+                ckpt.display(ckpt.location.path("state", str(op_id), str(partition))),
+                f"operator {op_id} (stream-stream join) partition {partition}: the {side} "
+                f"side's two stores disagree at version {version}: {detail} (one store "
+                "restored from another version?)",
+                "the first batch that reaches the key fails (with a watermark, every batch "
+                "scans every key)", "STREAM_STREAM_JOIN_INCONSISTENT_STATE",
+                "roll back to the newest batch whose join state agrees", None))
+    return found
+
+
+def _state_folder_missing(ckpt: Checkpoint, plan: RestartPlan) -> list[Problem]:
+    """No operator folder under ``state/``: a stateless query, or state deleted. Spark
+    creates ``state/`` only for stateful queries; without it, a watermark in the logs
+    (event-time processing, what stateful operators are there for) is the evidence."""
+    if ckpt.has_state:
+        what = "the state folder holds no operator folder"
+    else:
+        try:
+            offsets = ckpt.ledger.newest_readable_offset
+        except StatekitError:
+            offsets = None
+        if offsets is None or not offsets.watermark_ms:
+            return []
+        what = ("the state folder is gone while the logs hold an event-time watermark (a "
+                "stateful query)")
+    return [Problem(
+        "state-missing", FATAL, ckpt.display(ckpt.location.path("state")), what,
+        "Spark refuses to restart a query with stateful operators on a missing or empty "
+        "state directory (a stateless query restarts)",
+        "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
+        "none from statekit: no state file is left. Start the query on a new checkpoint "
+        "(every input is read again) or restore state/ from a backup",
+        rollback_fixes=False, lost="all state of every stateful operator")]
+
+
+def _missing_operators(ckpt: Checkpoint, check: StateCheck) -> list[Problem]:
+    """Operator ids are numbered from 0: a gap is an operator whose folder is gone."""
+    ids = sorted(check.names)
+    gone = [op for op in range(ids[-1] + 1) if op not in check.names] if ids else []
+    return [Problem(
+        "operator-missing", FATAL, ckpt.display(ckpt.location.path("state", str(op))),
+        f"operator {op}'s state folder is gone (operators {', '.join(map(str, ids))} are "
+        "there)", "Spark fails loading that operator's state",
+        SPARK_LOAD_MISSING_HDFS, "none from statekit: no file of that operator is left",
+        rollback_fixes=False, lost=f"all state of operator {op}") for op in gone]
+
+
+def _missing_instances(ckpt: Checkpoint, check: StateCheck, version: int) -> list[Problem]:
+    found: list[Problem] = []
+    total = {op: sum(1 for k in check.expected() if k[0] == op) for op in check.names}
+    gone: dict[tuple[int, str], list[int]] = {}
+    for key in check.expected():
+        if check.files_at(key, version):
+            continue
+        op_id, store, partition = key
+        instance = ckpt.inventory.instances.get(key)
+        provider = _provider_of(instance, check.conf)
+        folder = ckpt.location.path("state", str(op_id), str(partition),
+                                    *([] if store == "default" else [store]))
+        if instance is None or not instance.files:
+            gone.setdefault((op_id, store), []).append(partition)
+            continue
+        missing = _first_missing(instance, version, provider)
+        recoverable = check.loadable_somewhere(key)
+        found.append(Problem(
+            "state-file-missing", FATAL, ckpt.display(posixpath.join(folder, missing)),
+            f"operator {op_id} store {store} partition {partition}: state version {version} "
+            f"cannot be rebuilt, {missing} is missing",
+            "Spark fails loading the state of that partition",
+            SPARK_LOAD_MISSING_ROCKSDB if provider == "rocksdb" else SPARK_LOAD_MISSING_HDFS,
+            "roll back to the newest batch whose state still loads" if recoverable else
+            "none from statekit: no retained version of this partition loads",
+            None, rollback_fixes=recoverable,
+            lost="" if recoverable else
+            f"operator {op_id} store {store} partition {partition}: every retained version"))
+    for (op_id, store), partitions in sorted(gone.items()):
+        count = total.get(op_id, 0) // max(1, len(expected_stores(
+            ckpt, op_id, check.names.get(op_id, ""))))
+        shown_parts = ", ".join(map(str, partitions[:8])) + (" …" if len(partitions) > 8
+                                                             else "")
+        folder = ckpt.location.path("state", str(op_id), str(partitions[0]),
+                                    *([] if store == "default" else [store]))
+        provider = _provider_of(None, check.conf)
+        share = f"{len(partitions)} of {count} partition{'s' * (count != 1)}"
+        kept = _kept_bytes(ckpt, op_id, store)
+        found.append(Problem(
+            "partition-missing", FATAL, ckpt.display(folder),
+            f"operator {op_id} store {store}: partition{'s' * (len(partitions) > 1)} "
+            f"{shown_parts} ha{'ve' if len(partitions) > 1 else 's'} no state file at all "
+            "(deleted, or never copied)",
+            "Spark fails loading the state of that partition (no version of it exists)",
+            SPARK_LOAD_MISSING_ROCKSDB if provider == "rocksdb" else SPARK_LOAD_MISSING_HDFS,
+            "none from statekit: no copy of that partition's state is left. Restore it from "
+            "a backup, or start the query on a new checkpoint (every input is read again)",
+            None, rollback_fixes=False,
+            lost=f"operator {op_id} store {store}: {share} "
+                 f"({100 * len(partitions) / max(count, 1):.0f} % of its keys); the other "
+                 f"partitions keep {kept}"))
+    return found
+
+
+def _kept_bytes(ckpt: Checkpoint, op_id: int, store: str) -> str:
+    from statekit.presentation import human_bytes
+
+    instances = ckpt.inventory.instances_of(op_id, store)
+    return f"{human_bytes(sum(i.total_bytes for i in instances))} in {len(instances)} " \
+           f"partition{'s' * (len(instances) != 1)}"
+
+
+def _damaged(ckpt: Checkpoint, damaged: tuple[DamagedFile, ...]) -> list[Problem]:
+    found: list[Problem] = []
+    for d in damaged:
+        if d.checksum_only or d.beyond_spark:
+            found.append(Problem(
+                "checksum-mismatch" if d.checksum_only else "damage-spark-skips", INFO,
+                d.path, d.message,
+                "Spark restarts: it reads this file without the damaged bytes (Hadoop's "
+                "checksum files are not checked on read, and the reader stops at the end "
+                "marker)", None,
+                "nothing needed; the file was changed after Spark wrote it"))
+        elif d.repaired_from is not None:
+            found.append(Problem(
+                "state-file-corrupt", WARNING, d.path, d.message,
+                f"Spark 4.3 restarts: its automatic snapshot repair loads version "
+                f"{d.repaired_from} and replays the change files after it (older Spark "
+                "versions fail)", None,
+                "nothing needed on Spark 4.3; on older Spark roll back to a batch before the "
+                "damaged file"))
+        else:
+            found.append(Problem(
+                "state-file-corrupt", FATAL, d.path, d.message,
+                "Spark fails loading the state of that partition", d.spark_error or
+                SPARK_LOAD_CORRUPT, "roll back to the newest batch whose state still decodes",
+                None))
+    return found
+
+
+def _extra_partitions(ckpt: Checkpoint, check: StateCheck) -> list[Problem]:
+    if check.partitions is None:
+        return []
+    extra = sorted({k[2] for k in ckpt.inventory.instances if k[2] >= check.partitions})
+    if not extra:
+        return []
+    return [Problem(
+        "extra-partitions", WARNING,
+        ckpt.display(ckpt.location.path("state")),
+        f"partitions {', '.join(map(str, extra[:8]))} hold state beyond the "
+        f"{check.partitions} partitions the query runs with "
+        f"({CONF_SHUFFLE_PARTITIONS})",
+        "Spark restarts and never loads them: their keys start from nothing (left over "
+        "from a repartition, or the pinned partition count was edited)", None,
+        "if the partition count was edited, roll back to a batch before the edit")]
+
+
+def stale_metadata_checksums(ckpt: Checkpoint) -> list[Problem]:
+    """Operator-metadata and schema files Spark writes on restart because they are missing,
+    whose hidden checksum file was left behind: the rename into place fails."""
+    if not ckpt.has_state:
+        return []
+    found = []
+    crcs = ckpt.inventory.checksum_sizes
+    wanted: list[str] = []
+    for op_id in ckpt.inventory.operator_ids:
+        base = ckpt.location.path("state", str(op_id))
+        wanted.append(posixpath.join(base, "_metadata", "metadata"))
+        for store in ckpt.inventory.stores(op_id) or ["default"]:
+            wanted.append(posixpath.join(base, "0", *([] if store == "default" else [store]),
+                                         "_metadata", "schema"))
+    present = {m.path for m in ckpt.inventory.meta_files}
+    strip = ckpt.fs._strip_protocol
+    for path in wanted:
+        plain = strip(path)
+        if plain not in present and strip(hidden_checksum(path)) in crcs:
+            found.append(Problem(
+                "stale-checksum", FATAL, ckpt.display(hidden_checksum(path)),
+                f"{posixpath.basename(path)} was deleted but its hidden checksum file is still "
+                "there", "Spark writes the missing file on restart and fails renaming it into "
+                "place", SPARK_RENAME_EXISTS,
+                "roll back into a new checkpoint (it has no stale checksum files); or delete "
+                "the checksum file by hand", None))
+    return found
