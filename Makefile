@@ -52,7 +52,7 @@ demo: check-java venv
 	$(BIN)/statekit report $(DEMO_DIR)/checkpoint
 	$(BIN)/statekit growth $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl
 	$(BIN)/statekit recovery $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl --rto 30s
-	$(BIN)/statekit doctor $(DEMO_DIR)/checkpoint --file-sink $(DEMO_DIR)/output
+	$(BIN)/statekit doctor $(DEMO_DIR)/checkpoint --file-sink $(DEMO_DIR)/output --progress $(DEMO_DIR)/progress.jsonl
 
 lint: venv
 	$(BIN)/ruff check .

@@ -49,8 +49,17 @@ def run(args: argparse.Namespace) -> list[dict]:
     done: dict[str, dict] = {}
     if args.resume and out.exists():
         for line in out.read_text().splitlines():
-            record = json.loads(line)
+            record = upgraded(json.loads(line))
             done[record["id"]] = record
+    redo: set[str] | None = None
+    if args.redo_from:  # judge again only what went wrong in an earlier run
+        for line in Path(args.redo_from).read_text().splitlines():
+            record = upgraded(json.loads(line))
+            if record["agrees"] and record["fix_ok"] is not False:
+                done[record["id"]] = record
+        redo = set()
+        kinds = [k for k in kinds if any(r.startswith(f"{k}:") for r in _bad_ids(
+            Path(args.redo_from)))]
     spark = _session()
     work = Path(args.work)
     campaigns = {}
@@ -61,10 +70,15 @@ def run(args: argparse.Namespace) -> list[dict]:
               flush=True)
     results = list(done.values())
     with out.open("a" if args.resume else "w") as sink:
+        if redo is not None:
+            for record in done.values():
+                sink.write(json.dumps(record) + "\n")
         for index, (name, campaign) in enumerate(campaigns.items()):
             other = campaigns[kinds[(index + 1) % len(kinds)]].pristine / "checkpoint" \
                 if len(kinds) > 1 else None
             faults = [f for f in campaign.faults(other) if args.select in f.id]
+            if redo is not None:
+                faults = [f for f in faults if f.id not in done]
             if args.sample:
                 faults = sample_faults(faults, args.sample, args.seed)
             print(f"{name}: {len(faults)} faults", flush=True)
@@ -81,11 +95,35 @@ def run(args: argparse.Namespace) -> list[dict]:
                 print(f"  [{number}/{len(faults)}] {'BAD' if bad else 'ok '} "
                       f"{record['seconds']:5.1f}s {fault.id}: doctor {record['doctor_exit']} "
                       f"{record['doctor_codes']} spark "
-                      f"{'restarts' if record['spark_restarted'] else record['spark_error']}"
+                      f"{spark_outcome(record)}"
                       + (f" | fix exit {fix['exit_code']} restarted {fix['restarted']} "
                          f"same {fix['same_state']} {fix['stderr'][:200]} "
                          f"{fix['error_line'] or ''}" if fix else ""), flush=True)
     return results
+
+
+def spark_outcome(record: dict) -> str:
+    """What Spark did, in a few words."""
+    if not record["spark_restarted"]:
+        return str(record["spark_error"])[:160]
+    if record.get("spark_state_error"):
+        return f"restarts, but its state does not read back: {record['spark_state_error'][:120]}"
+    if record.get("restart_state_same") is False:
+        return "restarts into another state than the healthy restart's"
+    return "restarts"
+
+
+def upgraded(record: dict) -> dict:
+    """A record of an earlier run judged by today's rules (the oracle's rules change as
+    Spark teaches us; the recorded outcomes do not)."""
+    from tests.oracle.campaign import Verdict
+
+    return Verdict.from_dict(record).to_dict()
+
+
+def _bad_ids(path: Path) -> set[str]:
+    records = [upgraded(json.loads(line)) for line in path.read_text().splitlines()]
+    return {r["id"] for r in records if not r["agrees"] or r["fix_ok"] is False}
 
 
 # ------------------------------------------------------------------------------ the table
@@ -123,8 +161,9 @@ def summary(results: list[dict]) -> str:
     agree = sum(r["agrees"] for r in results)
     fixes = [r for r in results if r["fix"] is not None]
     fixed = sum(bool(r["fix_ok"]) for r in fixes)
-    fails = sum(not r["spark_restarted"] for r in results)
-    silent = sum(r["spark_restarted"] and r["restart_state_same"] is False for r in results)
+    fails = sum(r["spark_outcome"] == "fails" for r in results)
+    silent = sum(r["spark_outcome"] == "changed" for r in results)
+    unwarned = sum(r["unwarned_change"] for r in results)
     seconds = sum(r["seconds"] for r in results)
     return (f"{total} faults over {len({r['kind'] for r in results})} checkpoint kinds and "
             f"{len({r['family'] for r in results})} families: Spark refused to restart on "
@@ -132,14 +171,20 @@ def summary(results: list[dict]) -> str:
             f"({100 * agree / max(total, 1):.1f} %); "
             f"{len(fixes)} fixes printed, {fixed} restarted into the healthy restart's state; "
             f"{silent} restarts ran but ended in another state than the healthy restart "
-            f"(silent loss or duplicates); {seconds / 60:.1f} min of judging.")
+            f"(silent loss or duplicates), {unwarned} of them on a checkpoint the doctor "
+            f"called healthy; {seconds / 60:.1f} min of judging.")
 
 
 def disagreements(results: list[dict]) -> list[str]:
     return [f"{r['id']}: doctor {r['doctor_exit']} {r['doctor_codes']}, Spark "
-            + ("restarts" if r["spark_restarted"] else str(r["spark_error"])[:160])
+            + spark_outcome(r)
             + (f", fix {r['fix']}" if r["fix_ok"] is False else "")
             for r in results if not r["agrees"] or r["fix_ok"] is False]
+
+
+def unwarned(results: list[dict]) -> list[str]:
+    return [f"{r['id']}: the doctor saw nothing; Spark {spark_outcome(r)}"
+            for r in results if r["unwarned_change"]]
 
 
 def main() -> None:
@@ -151,11 +196,14 @@ def main() -> None:
     parser.add_argument("--out", default="doctor-campaign.jsonl")
     parser.add_argument("--work", default="/tmp/statekit-doctor-campaign")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--redo-from", default="", metavar="RESULTS",
+                        help="judge again the faults that went wrong in RESULTS (a results "
+                             "file of an earlier run); --out gets all of them")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--docs", default="", help="write the table into this markdown file")
     args = parser.parse_args()
     if args.report_only:
-        results = [json.loads(line) for line in Path(args.out).read_text().splitlines()]
+        results = [upgraded(json.loads(line)) for line in Path(args.out).read_text().splitlines()]
     else:
         results = run(args)
     print()
@@ -164,6 +212,8 @@ def main() -> None:
     print(summary(results))
     for line in disagreements(results):
         print("  disagreement:", line)
+    for line in unwarned(results):
+        print("  unwarned change:", line)
     if args.docs:
         write_docs(Path(args.docs), results)
 

@@ -217,3 +217,25 @@ class SmallQueries:
         if key not in self._built:
             self._built[key] = build(self._spark, self._root, name, provider, codec)
         return self._built[key]
+
+
+def count_until_quiet():
+    """applyInPandasWithState: a count per key, removed (and emitted negated) by an
+    event-time timeout 15 minutes after the key's latest event."""
+    import pandas as pd
+
+    def count(key, frames, state):
+        if state.hasTimedOut:
+            n = state.get[0]
+            state.remove()
+            yield pd.DataFrame({"key": [key[0]], "n": [-n]})
+            return
+        n, latest = state.get if state.exists else (0, 0)
+        for frame in frames:
+            n += len(frame)
+            latest = max(latest, int(frame["ts"].max().timestamp() * 1000))
+        state.update((n, latest))
+        state.setTimeoutTimestamp(latest + 15 * 60_000)
+        yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+    return count

@@ -185,6 +185,13 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
             for (index, name), points in sorted(series.items())]
 
 
+def stateful_operator_count(text: str, *, shown: str) -> int:
+    """How many stateful operators the query runs: ``stateOperators`` of the log's newest
+    batch (a checkpoint cannot say how many there were once an operator's folder is gone)."""
+    by_batch = _batches(text, shown)
+    return len(by_batch[max(by_batch)]["stateOperators"])
+
+
 #: ``durationMs`` phases in the order Spark's UI stacks them ("Operation Duration");
 #: ``triggerExecution`` is their whole and is not a phase.
 PHASES = ("latestOffset", "getOffset", "getBatch", "setOffsetRange", "queryPlanning",

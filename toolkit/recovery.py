@@ -655,13 +655,13 @@ def load_work(ckpt: Checkpoint, version: int, model: CostModel
     """Every store instance and what loading it at ``version`` reads (files, bytes, records
     — records estimated from a sample of decoded files — and seconds under ``model``), and
     the sampled compressed bytes per record."""
-    from statekit.checkpoint.state_data import zip_metadata
+    from statekit.checkpoint.state_data import readable_zip_metadata
 
     inventory = ckpt.inventory
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
     bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
-    metas = zip_metadata(ckpt, bases) if bases else {}
+    metas = readable_zip_metadata(ckpt, bases) if bases else {}
     referenced = {path: {s.dfs_name for s in meta.sst_files} for path, meta in metas.items()}
     keys = {path: meta.num_keys for path, meta in metas.items()}
     works = [instance_work(i, version, model, bytes_per_record, referenced, keys)

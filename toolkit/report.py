@@ -23,7 +23,7 @@ from statekit.checkpoint.facts import ORPHAN_STALE, InstanceFacts, instance_fact
 from statekit.checkpoint.inventory import StoreInstance, newest_zip
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_MIN_DELTAS
-from statekit.checkpoint.state_data import store_schemas, zip_metadata
+from statekit.checkpoint.state_data import readable_zip_metadata, store_schemas
 from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from statekit.gc_pause import gc_paused
@@ -520,13 +520,7 @@ def _latest_zips(ckpt: Checkpoint, instances: list[StoreInstance], last: int | N
         newest = newest_zip(instance.files, last + 1)
         if newest is not None:
             chosen[instance.partition] = newest
-    try:
-        found = zip_metadata(ckpt, list(chosen.values())) if chosen else {}
-    except StatekitError:  # one is damaged: read them one by one, skip the damaged ones
-        found = {}
-        for file in chosen.values():
-            with contextlib.suppress(StatekitError):
-                found.update(zip_metadata(ckpt, [file]))
+    found = readable_zip_metadata(ckpt, list(chosen.values())) if chosen else {}
     return {part: found[file.path] for part, file in chosen.items() if file.path in found}
 
 

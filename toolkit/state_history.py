@@ -47,8 +47,8 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import (
     StoreSchema,
     file_records,
+    readable_zip_metadata,
     store_schemas,
-    zip_metadata,
 )
 from statekit.errors import CorruptFile, StatekitError
 from statekit.formats.records import StateRecord
@@ -700,10 +700,17 @@ def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
                           if f.version is not None and f.version <= last_version}
             for i in instances}
     common = sorted(set.intersection(*(set(z) for z in zips.values()))) if zips else []
-    metadata = zip_metadata(ckpt, [zips[p][v] for p in zips for v in common])
+    wanted = [zips[p][v] for p in zips for v in common]
+    metadata = readable_zip_metadata(ckpt, wanted)
+    notes = [note]
+    damaged = [f for f in wanted if f.path not in metadata]
+    if damaged:  # (the doctor names them; the history goes on without their versions)
+        notes.append(f"{len(damaged)} zip(s) do not read, e.g. {ckpt.display(damaged[0].path)}"
+                     ": their versions are left out")
+        gone = {f.version for f in damaged}
+        common = [v for v in common if v not in gone]
     versions: list[VersionStats] = []
     per_partition: dict[int, list[int]] = {p: [] for p in zips}
-    notes = [note]
     for version in common:
         keys = disk = 0
         for partition, by_version in zips.items():
@@ -731,10 +738,15 @@ def _from_zips(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
             first = common[0]
             notes.append(f"value sizes, timeouts and unchanged keys from the SSTs of versions "
                          f"{common[0]} and {common[-1]}")
-    return StoreHistory(operator_id, store, name, "zip-metadata",
-                        tuple(i.partition for i in instances), tuple(versions),
-                        {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
-                        first, oldest, tuple(notes))
+    history = StoreHistory(operator_id, store, name, "zip-metadata",
+                           tuple(i.partition for i in instances), tuple(versions),
+                           {p: tuple(k) for p, k in per_partition.items()}, timeouts, stale,
+                           first, oldest, tuple(notes))
+    if damaged and max(f.version or 0 for f in damaged) >= (common[-1] if common else 0):
+        history = replace(history, damaged=f"{ckpt.display(damaged[0].path)} does not read; "
+                                           f"the history ends at version "
+                                           f"{common[-1] if common else '-'}")
+    return history
 
 
 def _zip_contents(ckpt: Checkpoint, schema: StoreSchema | None,

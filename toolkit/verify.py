@@ -24,6 +24,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
@@ -248,6 +249,10 @@ def _spark_checksum(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
                               path=shown) from None
         if not isinstance(meta, dict):
             raise CorruptFile("Spark's checksum file is not a JSON object", path=shown)
+        missing = _checksum_fields_missing(meta)
+        if missing:
+            raise CorruptFile(f"Spark's checksum file has no {missing} (Spark reads it into "
+                              "its Checksum record and fails)", path=shown)
         try:
             mismatch = check_spark_crc(data, json.dumps(meta).encode(), shown)
         except CorruptFile:
@@ -255,6 +260,25 @@ def _spark_checksum(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
         if mismatch is not None:
             raise CorruptFile(f"{mismatch.message} (Spark checks it on read)",
                               path=ckpt.display(file.path))
+
+
+# Spark's Checksum record (json4s, every field required; unknown fields are ignored)
+_CHECKSUM_FIELDS = {"algorithm": str, "value": int, "mainFileSize": int, "timestampMs": int,
+                    "creator": dict}
+_CREATOR_FIELDS = {"executorId": str, "taskInfo": str}
+
+
+def _checksum_fields_missing(meta: dict[str, Any]) -> str | None:
+    """The first field of Spark's checksum record that is absent or of another type."""
+    for fields, value, prefix in ((_CHECKSUM_FIELDS, meta, ""),
+                                  (_CREATOR_FIELDS, meta.get("creator"), "creator.")):
+        if not isinstance(value, dict):
+            return None  # reported as the missing "creator" above
+        for name, kind in fields.items():
+            field = value.get(name)
+            if not isinstance(field, kind) or isinstance(field, bool):
+                return f"{kind.__name__} field '{prefix}{name}'"
+    return None
 
 
 def _hadoop_checked(ckpt: Checkpoint, path: str, data: bytes) -> None:

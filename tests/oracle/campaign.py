@@ -30,6 +30,7 @@ from pathlib import Path
 from tests.oracle.fault_space import Fault, enumerate_faults
 from tests.oracle.kinds import KINDS, Kind, build
 from tests.oracle.restart import Outcome, end_state, run_query
+from tests.spark.test_inspect_cli import tree_hash
 
 
 @dataclass
@@ -40,6 +41,8 @@ class FixResult:
     source_unchanged: bool
     restarted: bool | None = None
     error_line: str | None = None
+    state_error: str | None = None
+    """The fixed checkpoint restarted, but Spark cannot read its state back."""
     same_state: bool | None = None
     """The fixed checkpoint's end state equals the healthy restart's (``None``: not
     compared — a kind whose re-run is not deterministic, or the restart failed)."""
@@ -47,7 +50,12 @@ class FixResult:
     @property
     def ok(self) -> bool:
         return (self.exit_code == 0 and self.source_unchanged and bool(self.restarted)
-                and self.same_state is not False)
+                and self.state_error is None and self.same_state is not False)
+
+
+#: Doctor codes for damage Spark meets only when it reads the damaged part: the restart may
+#: run, and then fails on a key in it or silently skips it in every scan.
+FAILS_OR_LOSES = frozenset({"state-block-damaged"})
 
 
 @dataclass
@@ -67,6 +75,11 @@ class Verdict:
     spark_error: str | None
     spark_error_text: str | None = None
     """The start of Spark's whole error (its cause chain), for reading what went wrong."""
+    spark_state_error: str | None = None
+    """Spark restarted the damaged checkpoint, but its state data source cannot read the
+    committed state back (RocksDB reads a damaged SST data block only when a key in it is
+    touched: the restart batch may pass, and the first batch or scan that reaches the block
+    fails)."""
     fix: FixResult | None = None
     restart_state_same: bool | None = None
     """Spark restarted the damaged checkpoint: did it end in the healthy state? (``False``:
@@ -75,17 +88,52 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def doctor_says_restarts(self) -> bool | None:
-        return {0: True, 9: True, 11: False, 12: False}.get(self.doctor_exit)
+    def spark_outcome(self) -> str:
+        """``fails`` (the restart stops with an error), ``changed`` (it runs, but the state it
+        commits is not the healthy restart's, or Spark cannot read it back: rows silently
+        lost, changed or duplicated) or ``clean``."""
+        if not self.spark_restarted:
+            return "fails"
+        if self.spark_state_error is not None or self.restart_state_same is False:
+            return "changed"
+        return "clean"
 
     @property
     def agrees(self) -> bool:
-        return self.doctor_says_restarts is not None and \
-            self.doctor_says_restarts == self.spark_restarted
+        """The doctor's restart verdict matches Spark's: it restarts (exit 0 or 9) when the
+        restart runs; it will not (11/12) when the restart fails — or when it runs on a
+        version whose damage the doctor names as failing-or-losing (:data:`FAILS_OR_LOSES`)
+        and Spark's state comes out changed."""
+        outcome = self.spark_outcome
+        if self.doctor_exit in (0, 9):
+            return outcome in ("clean", "changed")
+        if self.doctor_exit in (11, 12):
+            return outcome == "fails" or (
+                outcome == "changed" and bool(set(self.doctor_codes) & FAILS_OR_LOSES))
+        return False
+
+    @property
+    def unwarned_change(self) -> bool:
+        """Spark restarted into another state than the healthy restart's (rows lost,
+        changed or counted twice) and the doctor called the checkpoint healthy."""
+        return self.doctor_exit == 0 and self.spark_outcome == "changed"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Verdict:
+        """A recorded verdict (:meth:`to_dict`), judged again by today's rules."""
+        known = {f for f in cls.__dataclass_fields__}
+        fields = {k: v for k, v in data.items() if k in known}
+        if isinstance(fields.get("fix"), dict):
+            fix_known = set(FixResult.__dataclass_fields__)
+            fields["fix"] = FixResult(**{k: v for k, v in fields["fix"].items()
+                                         if k in fix_known})
+        return cls(**fields)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data.update(agrees=self.agrees, fix_ok=self.fix.ok if self.fix else None)
+        data.update(spark_outcome=self.spark_outcome, agrees=self.agrees,
+                    unwarned_change=self.unwarned_change,
+                    fix_ok=self.fix.ok if self.fix else None)
         return data
 
 
@@ -123,21 +171,6 @@ def statekit(args: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def tree_digest(root: Path) -> dict[str, str]:
-    import hashlib
-    import os
-
-    found = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), root) + "/"] = "dir"
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
-    return found
-
-
 class KindCampaign:
     """One kind's pristine checkpoint, its healthy restart, and the faults judged on it."""
 
@@ -147,6 +180,8 @@ class KindCampaign:
         self.base = base
         self.work = base / "work"
         self.pristine = base / "pristine"
+        if self.work.exists():  # left by an interrupted run
+            shutil.rmtree(self.work)
         built = build(spark, self.kind, base, seed=seed, run_in=self.work)
         self.input_dir = built.input_dir
         age_offsets(self.work / "checkpoint", 86_400)
@@ -175,7 +210,7 @@ class KindCampaign:
             outcome = self.restart(self.checkpoint, self.sink)
             assert outcome.error is None, f"{self.kind.name}: healthy restart failed: " \
                                           f"{outcome.error_line}"
-            self._healthy = end_state(self.spark, self.checkpoint)
+            self._healthy = end_state(self.spark, self.checkpoint, self.pristine / "checkpoint")
         return self._healthy
 
     def faults(self, other_query: Path | None = None) -> list[Fault]:
@@ -195,7 +230,7 @@ class KindCampaign:
         shutil.copytree(self.sink, damaged_sink, symlinks=True)
 
         code, out, err = statekit(["doctor", self.checkpoint, "--file-sink", self.sink,
-                                   "--json"])
+                                   "--progress", self.pristine / "progress.jsonl", "--json"])
         diagnosis = _json_or_none(out) if code in (0, 9, 11, 12) else None
         problems = diagnosis["problems"] if diagnosis else []
         fatal = [p for p in problems if p["severity"] == "fatal"]
@@ -210,31 +245,38 @@ class KindCampaign:
         fix_args = None
         if diagnosis and diagnosis.get("fix_command") and fixes:
             fix_args = shlex.split(diagnosis["fix_command"])
-            before = tree_digest(self.checkpoint)
+            before = tree_hash(self.checkpoint)
             fix_code, _fix_out, fix_err = statekit(fix_args[1:])
             verdict.fix = FixResult(diagnosis["fix_command"], fix_code, fix_err.strip(),
-                                    tree_digest(self.checkpoint) == before)
+                                    tree_hash(self.checkpoint) == before)
 
         outcome = self.restart(self.checkpoint, damaged_sink)
         verdict.spark_restarted = outcome.restarted
         verdict.spark_error = outcome.error_line
         verdict.spark_error_text = outcome.error[:4000] if outcome.error else None
-        if outcome.restarted and compare_restarts and healthy is not None:
-            try:
-                verdict.restart_state_same = end_state(self.spark, self.checkpoint) == healthy
-            except Exception as error:  # the restarted checkpoint does not read back
-                verdict.notes.append(f"end state unreadable: {str(error)[:200]}")
-                verdict.restart_state_same = False
+        if outcome.restarted:
+            state, verdict.spark_state_error = self._read_back(self.checkpoint)
+            if state is not None and healthy is not None:
+                verdict.restart_state_same = state == healthy
 
         if verdict.fix is not None and verdict.fix.exit_code == 0 and fix_args is not None:
             fixed = Path(fix_args[fix_args.index("--out") + 1])
             fixed_outcome = self.restart(fixed, self.sink)
             verdict.fix.restarted = fixed_outcome.restarted
             verdict.fix.error_line = fixed_outcome.error_line
-            if fixed_outcome.restarted and self.kind.deterministic and healthy is not None:
-                verdict.fix.same_state = end_state(self.spark, fixed) == healthy
+            if fixed_outcome.restarted:
+                state, verdict.fix.state_error = self._read_back(fixed)
+                if state is not None and self.kind.deterministic and healthy is not None:
+                    verdict.fix.same_state = state == healthy
         verdict.seconds = round(time.perf_counter() - started, 2)
         return verdict
+
+    def _read_back(self, checkpoint: Path) -> tuple[Counter | None, str | None]:
+        """The committed end state as Spark's state data source reads it, or why it cannot."""
+        try:
+            return end_state(self.spark, checkpoint, self.pristine / "checkpoint"), None
+        except Exception as error:  # Spark's error is the verdict
+            return None, " ".join(str(error).split())[:300]
 
 
 def _json_or_none(text: str) -> dict | None:
@@ -243,25 +285,3 @@ def _json_or_none(text: str) -> dict | None:
     except ValueError:
         return None
 
-
-def run_campaign(spark, base: Path, kinds: list[str], *, select=None, fixes: bool = True,
-                 progress=print) -> list[Verdict]:
-    """Every fault (or those ``select(fault)`` keeps) of every kind, judged."""
-    campaigns = {name: KindCampaign(spark, name, base / name) for name in kinds}
-    other = {name: campaigns[kinds[(i + 1) % len(kinds)]].pristine / "checkpoint"
-             for i, name in enumerate(kinds)} if len(kinds) > 1 else {}
-    verdicts = []
-    for name, campaign in campaigns.items():
-        faults = [f for f in campaign.faults(other.get(name)) if select is None or select(f)]
-        progress(f"{name}: {len(faults)} faults")
-        for index, fault in enumerate(faults):
-            verdict = campaign.judge(fault, fixes=fixes)
-            verdicts.append(verdict)
-            mark = "ok " if verdict.agrees and (verdict.fix is None or verdict.fix.ok) \
-                else "BAD"
-            progress(f"  [{index + 1}/{len(faults)}] {mark} {fault.id}: doctor "
-                     f"{verdict.doctor_exit} spark "
-                     f"{'restarts' if verdict.spark_restarted else verdict.spark_error}"
-                     + (f" fix {'ok' if verdict.fix.ok else verdict.fix}" if verdict.fix
-                        else ""))
-    return verdicts

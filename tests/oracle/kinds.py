@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from tests.small_queries import count_until_quiet
 
 EVENT_DDL = "key STRING, bucket INT, ts TIMESTAMP, value LONG, seq LONG"
 FILES = 6
@@ -140,7 +143,7 @@ def stream(spark, kind: Kind, input_dir: Path):
                 .agg(F.count(F.lit(1)).alias("n"))), "append"
     if query == "pandas":
         return (events().withWatermark("ts", "10 minutes").groupBy("key")
-                .applyInPandasWithState(_count_until_quiet(), "key string, n long",
+                .applyInPandasWithState(count_until_quiet(), "key string, n long",
                                         "n long, latest long", "append",
                                         "EventTimeTimeout")), "append"
     if query == "tws":
@@ -161,35 +164,14 @@ def stream(spark, kind: Kind, input_dir: Path):
     raise ValueError(query)
 
 
-def _count_until_quiet():
-    """applyInPandasWithState: a count per key, removed (emitted negated) by an event-time
-    timeout 15 minutes after the key's latest event."""
-    import pandas as pd
-
-    def count(key, frames, state):
-        if state.hasTimedOut:
-            n = state.get[0]
-            state.remove()
-            yield pd.DataFrame({"key": [key[0]], "n": [-n]})
-            return
-        n, latest = state.get if state.exists else (0, 0)
-        for frame in frames:
-            n += len(frame)
-            latest = max(latest, int(frame["ts"].max().timestamp() * 1000))
-        state.update((n, latest))
-        state.setTimeoutTimestamp(latest + 15 * 60_000)
-        yield pd.DataFrame({"key": [key[0]], "n": [n]})
-
-    return count
-
-
 @dataclass(frozen=True)
 class Pristine:
     """A kind's checkpoint as its query wrote it, with the query's input and sink."""
 
     kind: Kind
     root: Path
-    """Holds ``checkpoint/`` and ``sink/`` (copied together for each fault)."""
+    """Holds ``checkpoint/``, ``sink/`` (copied together for each fault) and the query's
+    ``progress.jsonl``."""
     input_dir: Path
     """The pristine run's files and the restart's one more (newest modification time)."""
 
@@ -211,11 +193,14 @@ def build(spark, kind: Kind, base: Path, seed: int = 17, run_in: Path | None = N
 
     files = make_files(seed)
     input_dir = base / "input"
+    if input_dir.exists():  # left by an earlier build: its extra file would be read now
+        shutil.rmtree(input_dir)
     start = time.time() - 3600
     for index, rows in enumerate(files[:FILES]):
         write_file(input_dir, index, rows, start + index)
     root = run_in or base / "pristine"
-    outcome = run_query(spark, kind, root / "checkpoint", root / "sink", input_dir)
+    outcome = run_query(spark, kind, root / "checkpoint", root / "sink", input_dir,
+                        progress_log=root / "progress.jsonl")
     if outcome.error is not None:
         raise AssertionError(f"{kind.name}: the pristine run failed: {outcome.error}")
     write_file(input_dir, FILES, files[FILES], start + FILES)

@@ -52,8 +52,10 @@ def unload_state_stores(spark) -> None:
 
 
 def run_query(spark, kind, checkpoint: Path, sink: Path, input_dir: Path,
-              timeout_s: float = RESTART_TIMEOUT_S) -> Outcome:
-    """Run ``kind``'s query on ``checkpoint`` to the end of ``input_dir``."""
+              timeout_s: float = RESTART_TIMEOUT_S, progress_log: Path | None = None
+              ) -> Outcome:
+    """Run ``kind``'s query on ``checkpoint`` to the end of ``input_dir`` (its progress
+    reports, as JSON lines, into ``progress_log`` when given)."""
     from statekit.jobs.state_reader import session_confs
     from tests.oracle.kinds import stream
 
@@ -73,6 +75,9 @@ def run_query(spark, kind, checkpoint: Path, sink: Path, input_dir: Path,
         return Outcome(_with_causes(error), time.perf_counter() - started, _batches(query))
     finally:
         unload_state_stores(spark)
+    if progress_log is not None:
+        progress_log.write_text("".join(p.json.replace("\n", " ") + "\n"
+                                        for p in query.recentProgress))
     return Outcome(None, time.perf_counter() - started, _batches(query))
 
 
@@ -101,10 +106,12 @@ def _batches(query) -> int:
         return 0
 
 
-def end_state(spark, checkpoint: Path) -> Counter:
-    """Every (operator, store, row) of the checkpoint's last committed batch, as a
-    multiset: keys and values as JSON (transformWithState: the raw rows of every column
-    family, hex)."""
+def end_state(spark, checkpoint: Path, layout: Path | None = None) -> Counter:
+    """Every (operator, store, row) of the checkpoint's last committed batch, as Spark's
+    state data source reads it, as a multiset: keys and values as JSON (transformWithState:
+    the raw rows of every column family, hex). Which operators and stores to read, and the
+    confs to read them with, come from ``layout`` (the undamaged original) when given, so a
+    damaged file statekit itself cannot parse does not stand between Spark and its state."""
     from pyspark.sql import functions as F
 
     from statekit.checkpoint import open_checkpoint
@@ -117,8 +124,9 @@ def end_state(spark, checkpoint: Path) -> Counter:
     )
     from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
 
-    ckpt = open_checkpoint(str(checkpoint))
-    batch = ckpt.last_committed_batch
+    ckpt = open_checkpoint(str(layout or checkpoint))
+    committed = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
+    batch = max(committed)
     rows: Counter = Counter()
     with session_confs(spark, reader_confs(ckpt)):
         for op_id, meta in ckpt.operators.items():
@@ -129,8 +137,13 @@ def end_state(spark, checkpoint: Path) -> Counter:
                                            F.hex("value_bytes"))))
                 else:
                     frame = read_state(spark, StateTarget(
-                        str(checkpoint), op_id, meta.name, store, batch_id=batch)).select(
-                        F.to_json(F.struct("key", "value")))
+                        str(checkpoint), op_id, meta.name, store, batch_id=batch))
+                    key = F.col("key")
+                    if store.endswith("keyWithIndexToValue"):
+                        # a join key's values sit at indexes 0..n-1 in arrival order, which
+                        # the shuffle does not fix from run to run: compare them as a multiset
+                        key = key.dropFields("index")
+                    frame = frame.select(F.to_json(F.struct(key.alias("key"), "value")))
                 for (row,) in frame.collect():
                     rows[(op_id, store, row)] += 1
     unload_state_stores(spark)

@@ -15,7 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from tests.oracle.campaign import statekit, tree_digest
+from tests.oracle.campaign import statekit
+from tests.spark.test_inspect_cli import tree_hash
 
 
 def _json(text: str) -> dict:
@@ -26,7 +27,7 @@ def _json(text: str) -> dict:
 
 def contradictions(ckpt: Path) -> list[str]:
     """Where a surface disagrees with the doctor on ``ckpt`` ([] when none does)."""
-    before = tree_digest(ckpt)
+    before = tree_hash(ckpt)
     found: list[str] = []
     results = {name: statekit(args) for name, args in {
         "doctor": ["doctor", ckpt, "--json"],
@@ -149,7 +150,7 @@ def _tui_model(ckpt: Path, doctor: dict) -> list[str]:
 
 
 def _unchanged(ckpt: Path, before: dict[str, str]) -> list[str]:
-    after = tree_digest(ckpt)
+    after = tree_hash(ckpt)
     if after == before:
         return []
     changed = sorted(set(after.items()) ^ set(before.items()))

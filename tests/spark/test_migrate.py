@@ -19,6 +19,7 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
+from tests.small_queries import count_until_quiet
 from tests.spark.test_inspect_cli import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -73,7 +74,7 @@ def _query(spark, name: str, input_dir: Path):
                 .dropDuplicatesWithinWatermark(["key", "bucket"])), "append"
     if name == "fmgws":
         return (events().withWatermark("ts", "10 minutes").groupBy("key")
-                .applyInPandasWithState(_count_until_quiet(), "key string, n long",
+                .applyInPandasWithState(count_until_quiet(), "key string, n long",
                                         "n long, latest long", "update", "EventTimeTimeout"),
                 "update")
     if name in ("tws", "tws-ttl"):
@@ -97,28 +98,6 @@ def _query(spark, name: str, input_dir: Path):
         "l.key = r.key AND r.ts BETWEEN l.ts - INTERVAL 20 MINUTES AND l.ts"))
     return joined.select(F.col("l.seq").alias("left_seq"), F.col("r.seq").alias("right_seq"),
                          "l.key"), "append"
-
-
-def _count_until_quiet():
-    """applyInPandasWithState: a count per key, removed (and emitted negated) by an
-    event-time timeout 15 minutes after the key's latest event."""
-    import pandas as pd
-
-    def count(key, frames, state):
-        if state.hasTimedOut:
-            n = state.get[0]
-            state.remove()
-            yield pd.DataFrame({"key": [key[0]], "n": [-n]})
-            return
-        n, latest = state.get if state.exists else (0, 0)
-        for frame in frames:
-            n += len(frame)
-            latest = max(latest, int(frame["ts"].max().timestamp() * 1000))
-        state.update((n, latest))
-        state.setTimeoutTimestamp(latest + 15 * 60_000)
-        yield pd.DataFrame({"key": [key[0]], "n": [n]})
-
-    return count
 
 
 def run_by_batch(spark, name: str, input_dir: Path, checkpoint: Path, confs: dict

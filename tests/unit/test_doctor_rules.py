@@ -3,6 +3,8 @@ proves the predictions against Spark restarts)."""
 
 from __future__ import annotations
 
+import json
+
 import fsspec
 import pytest
 
@@ -122,3 +124,38 @@ def test_a_file_source_offset_going_backwards_stops_a_restart(tmp_path, committe
     path.write_text(path.read_text().replace('{"logOffset":2}', '{"logOffset":4}'))
     diagnosis = diagnose(open_checkpoint(str(root)), fix=False)
     assert not [p for p in diagnosis.problems if p.code == "offsets-backwards"]
+
+
+def _progress_line(batch: int, operators: int) -> str:
+    ops = ", ".join('{"operatorName": "stateStoreSave", "numRowsTotal": 4}'
+                    for _ in range(operators))
+    return (f'{{"batchId": {batch}, "durationMs": {{"addBatch": 5, "triggerExecution": 9}}, '
+            f'"stateOperators": [{ops}]}}\n')
+
+
+def test_the_progress_log_finds_the_highest_operator_gone(tmp_path, capsys):
+    """Nothing in a checkpoint records how many stateful operators the query runs: with
+    the highest one's folder deleted there is no gap to see. The progress log says."""
+    from statekit.cli.main import cli
+    from statekit.cli.runner import run_cli
+
+    def doctor(*args: str) -> tuple[int, str, str]:
+        code = run_cli(cli, "statekit", ["doctor", str(root), "--no-decode", *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=6, committed=6)
+    log = tmp_path / "progress.jsonl"
+    log.write_text(_progress_line(4, 1) + _progress_line(5, 2))  # an operator added at 5
+    assert doctor("--json")[::2] == (0, "")
+    code, out, err = doctor("--progress", str(log), "--json")
+    assert (code, err) == (EXIT_DOCTOR_UNFIXABLE, "")
+    [problem] = [p for p in json.loads(out)["problems"] if p["code"] == "operator-missing"]
+    assert problem["path"].endswith("state/1") and "lists 2 stateful operators" in \
+        problem["what"]
+    log.write_text(_progress_line(5, 1))
+    assert doctor("--progress", str(log))[0] == 0
+    log.write_text("not json\n{oops\n")
+    code, _, err = doctor("--progress", str(log))
+    assert code not in (0, 1) and err.count("\n") == 1 and str(log) in err

@@ -147,6 +147,23 @@ def test_spark_json_crc():
     assert "CRC32C" in check_spark_crc(b"State bytes", json.dumps(meta).encode(), "c").message
 
 
+def test_a_spark_checksum_record_missing_a_field_is_named():
+    """Spark reads its checksum file into a record whose fields are all required: a bit flip
+    that renames one (``timestampMs`` → ``uimestampMs``, measured) fails the state load."""
+    from statekit.verify import _checksum_fields_missing
+
+    whole = {"algorithm": "CRC32C", "value": -96707, "mainFileSize": 203,
+             "timestampMs": 1795746555728, "creator": {"executorId": "driver", "taskInfo": ""},
+             "unknown": "ignored"}
+    assert _checksum_fields_missing(whole) is None
+    renamed = {("uimestampMs" if k == "timestampMs" else k): v for k, v in whole.items()}
+    assert _checksum_fields_missing(renamed) == "int field 'timestampMs'"
+    assert _checksum_fields_missing({**whole, "value": "12"}) == "int field 'value'"
+    assert _checksum_fields_missing({**whole, "creator": {"executorId": "driver"}}) == \
+        "str field 'creator.taskInfo'"
+    assert _checksum_fields_missing({**whole, "creator": None}) == "dict field 'creator'"
+
+
 def test_json_output_is_standard():
     text = dumps_json({"a": float("nan"), "b": [float("inf"), 1.5]})
     assert json.loads(text) == {"a": None, "b": [None, 1.5]}

@@ -80,6 +80,13 @@ class Checkpoint:
         self._commits: dict[int, CommitEntry] = {}
         self._listings: dict[str, dict[str, dict[str, Any]]] = {}
         self._prefetched: dict[str, Future[bytes | OSError]] = {}
+        self._log_bytes: dict[str, bytes] = {}
+        """The small files read so far that every reader parses its own way (the query id,
+        offsets, commits, schema and operator metadata): the model, the report and the
+        doctor share one read of each."""
+        self._log_prefixes = tuple(self.fs._strip_protocol(location.path(name)) + suffix
+                                   for name, suffix in (("metadata", ""), ("offsets", "/"),
+                                                        ("commits", "/")))
         self._s3_fast: S3Fast | None = None
         self._s3_fast_known = False
         self.listing_method = "auto"
@@ -105,13 +112,22 @@ class Checkpoint:
         ``fast=False`` reads through the filesystem's own open-and-read, as Spark does (on
         S3 a HEAD, then a GET): what the recovery calibration must time, not statekit's
         single presigned GET."""
+        if fast and path in self._log_bytes:
+            return self._log_bytes[path]
         if fast and self._fast() is not None:  # one GET (s3fs's cat_file sends a HEAD first)
             return self.read_many([path])[path]
         try:
             data: bytes = self.fs.cat_file(path)
-            return data
         except OSError as error:
             raise _io_error(error, self.display(path)) from error
+        self._remember(path, data)
+        return data
+
+    def _remember(self, path: str, data: bytes) -> None:
+        plain = self.fs._strip_protocol(path)
+        if len(data) <= 1 << 20 and (plain.startswith(self._log_prefixes)
+                                     or "/_metadata/" in plain):
+            self._log_bytes[path] = data
 
     def read_chunks(self, path: str, chunk: int = 8 << 20) -> Iterator[bytes]:
         """A file's bytes in pieces of ``chunk`` bytes, for copies: memory stays at one
@@ -158,7 +174,11 @@ class Checkpoint:
 
     def _fetch(self, paths: list[str]) -> dict[str, bytes | StatekitError]:
         """Each path's bytes, or the one-line error reading it failed with."""
-        results: dict[str, bytes | StatekitError] = {}
+        results: dict[str, bytes | StatekitError] = {
+            p: self._log_bytes[p] for p in paths if p in self._log_bytes}
+        paths = [p for p in paths if p not in results]
+        if not paths:
+            return results
         if self._prefetched:
             for path in paths:
                 future = self._prefetched.pop(path, None)
@@ -167,6 +187,8 @@ class Checkpoint:
                         value = future.result()
                         results[path] = (_io_error(value, self.display(path))
                                          if isinstance(value, OSError) else value)
+                        if isinstance(value, bytes):
+                            self._remember(path, value)
             paths = [p for p in paths if p not in results]
             if not paths:
                 return results
@@ -191,6 +213,7 @@ class Checkpoint:
                 results[path] = BadInput(f"cannot read: {value}", path=self.display(path))
             else:
                 results[path] = value
+                self._remember(path, value)
         return results
 
     @property

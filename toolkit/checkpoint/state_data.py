@@ -206,3 +206,21 @@ def zip_metadata(ckpt: Checkpoint, files: list[StateFile]
     data = ckpt.read_many(f.path for f in files)
     return {f.path: metadata_from_zip(io.BytesIO(data[f.path]), path=ckpt.display(f.path))
             for f in files}
+
+
+def readable_zip_metadata(ckpt: Checkpoint, files: list[StateFile]
+                          ) -> dict[str, RocksDBCheckpointMetadata]:
+    """:func:`zip_metadata` of the zips that read: a damaged one is left out (the listing
+    level surfaces go on without it; the doctor and ``--verify`` name it)."""
+    from statekit.errors import StatekitError
+
+    try:
+        return zip_metadata(ckpt, files)
+    except StatekitError:  # one is damaged: read them one by one
+        found: dict[str, RocksDBCheckpointMetadata] = {}
+        for file in files:
+            try:
+                found.update(zip_metadata(ckpt, [file]))
+            except StatekitError:
+                continue
+        return found

@@ -29,27 +29,40 @@ _STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
 @click.option("--file-sink", "file_sink", default=None, metavar="PATH",
               help="The query's file sink output (with _spark_metadata): also say whether "
                    "its log is ahead of or behind the checkpoint.")
+@click.option("--progress", "progress_log", default=None, metavar="FILE",
+              help="The query's progress log (StreamingQueryProgress JSON lines): says how "
+                   "many stateful operators it runs, so a lost highest operator folder is "
+                   "found too.")
 @click.option("--decode/--no-decode", default=True, show_default=True,
               help="Read and decode every state file the restart loads (--no-decode: go by "
                    "the listing and the small files only, as report, metrics and the TUI do "
                    "unless asked to verify).")
 @json_option
 def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
-                   decode: bool, as_json: bool) -> None:
+                   progress_log: str | None, decode: bool, as_json: bool) -> None:
     """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
 
     Exit codes: 0 restarts, 9 restarts with warnings, 11 will not restart (the printed
     command fixes it), 12 will not restart (no statekit fix).
 
-    Example: statekit doctor demo/checkpoint --file-sink demo/output
+    Example: statekit doctor demo/checkpoint --file-sink demo/output --progress
+    demo/progress.jsonl
     """
     from statekit.checkpoint.location import resolve
     from statekit.doctor import diagnose
 
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     sink = resolve(file_sink, parse_storage_options(storage_option)) if file_sink else None
+    operators = None
+    if progress_log is not None:
+        from statekit.progress_log import read_text, stateful_operator_count
+
+        options = parse_storage_options(storage_option)
+        operators = stateful_operator_count(read_text(progress_log, options),
+                                            shown=progress_log)
     with status(not as_json, "reading the checkpoint…") as progress:
-        diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress)
+        diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress,
+                             query_operators=operators)
     if as_json:
         print_json(diagnosis.to_dict())
     else:

@@ -19,11 +19,11 @@ never writes and never starts a JVM.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
-from statekit.doctor.confs import conf_problems
+from statekit.doctor.confs import conf_problems, partitions_before_edit
 from statekit.doctor.fix import find_fix
 from statekit.doctor.operators import (
     operator_metadata_problems,
@@ -60,15 +60,28 @@ __all__ = ["EXIT_DOCTOR_FIXABLE", "EXIT_DOCTOR_UNFIXABLE", "EXIT_DOCTOR_WARNINGS
            "sink_log_end"]
 
 
+def _state_conf(files: QueryFiles, problems: list[Problem]) -> Mapping[str, str]:
+    """The confs the state is checked with: the restart's — except when Spark refuses an
+    unfinished repartition before it loads any state; then the committed batch's, which is
+    what a rollback keeps."""
+    conf = files.newest_conf
+    committed = files.plan.last_committed
+    if committed is None or not any(p.code == "unfinished-repartition" for p in problems):
+        return conf
+    before = files.offsets_of(committed)
+    return {**conf, **before.conf} if before is not None else conf
+
+
 def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: bool = True,
              fix: bool = True, progress: Progress | None = None,
-             runner: GroupRunner | None = None,
+             runner: GroupRunner | None = None, query_operators: int | None = None,
              now: Callable[[], float] = time.perf_counter) -> Diagnosis:
     """Predict what a restart on ``ckpt`` does, and find the safest fix.
 
     ``decode``: read and decode every state file the restart loads (else only their
     presence counts: what a listing shows). ``fix``: search for the rollback that fixes a
-    checkpoint that will not restart.
+    checkpoint that will not restart. ``query_operators``: how many stateful operators the
+    query runs (from its progress log), which finds the highest one's folder gone.
     """
     started = now()
     plan = restart_plan(ckpt)
@@ -78,7 +91,8 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     problems += ledger_problems(ckpt, files)
     problems += stale_checksum_problems(ckpt, plan)
     problems += source_problems(ckpt, plan, files)
-    check = StateCheck(ckpt, plan, files.newest_conf)
+    check = StateCheck(ckpt, plan, _state_conf(files, problems), query_operators,
+                       partitions_before_edit(files))
     found, verification = state_problems(ckpt, check, decode=decode, progress=progress,
                                          runner=runner)
     problems += found

@@ -27,6 +27,13 @@ from statekit.errors import StatekitError
 from statekit.repartition.rollback import rollback_choices
 from statekit.verify import Progress, first_damaged
 
+DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-files-disagree")
+"""Warnings whose restart runs but leaves the output or the state unlike the first run's: a
+rollback that takes them away is printed too."""
+ONLY_WITH_A_BATCH = ("log-changed", "state-files-disagree")
+"""Of those, the ones a rollback fixes only by dropping a batch they name (without one,
+every rollback keeps the damage: they are only reported)."""
+
 
 @dataclass
 class Fix:
@@ -83,7 +90,8 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
              problems: list[Problem], *, file_sink: Location | None,
              good_files: set[str], progress: Progress | None = None) -> Fix:
     fix = Fix()
-    wanted = [p for p in problems if p.severity == FATAL or p.code == "file-sink-behind"]
+    wanted = [p for p in problems if p.severity == FATAL or (
+        p.code in DIVERGING and (p.batch is not None or p.code not in ONLY_WITH_A_BATCH))]
     if not wanted or plan.last_committed is None:
         return fix
     if any(not p.rollback_fixes for p in wanted):
@@ -94,10 +102,11 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
     limit = min([*limits, plan.last_committed])
     decodes = _Decodes(ckpt, good_files)
     logs = list_sources(ckpt)
-    expected = check.expected()
     for choice in rollback_choices(ckpt):  # newest first
         if choice.batch > limit or not choice.possible:
             continue
+        # the restart after the rollback re-plans with the kept entry's partition count
+        expected = check.expected(_pinned_at(ckpt, choice.batch))
         chains = [check.files_at(key, choice.batch + 1) for key in expected]
         if any(c is None for c in chains):
             continue
@@ -130,6 +139,13 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
             "log already has without running them, so a stateful query writes no state for "
             "them and its next batch fails")
     return fix
+
+
+def _pinned_at(ckpt: Checkpoint, batch: int) -> int | None:
+    try:
+        return ckpt.offset(batch).shuffle_partitions
+    except StatekitError:
+        return None
 
 
 def fix_target(ckpt: Checkpoint, batch: int) -> str:

@@ -11,7 +11,8 @@ files replaced by another version's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
@@ -49,16 +50,25 @@ def inconsistent_join_keys(ckpt: Checkpoint, op_id: int, partition: int, chain: 
             row_key_of = make_decoder(rows_schema.key, as_tuple=True)
         except StatekitError:
             continue
-        present: set[tuple[object, ...]] = set()
-        for key_bytes in rows:
-            decoded = tuple(row_key_of(key_bytes))
-            present.add(decoded)
-        for key_bytes, (value, _) in counts.items():
-            key = tuple(key_of(key_bytes))
-            (number, *_) = count_of(value)
-            if not isinstance(number, int):
-                continue
-            missing = next((i for i in range(number) if (*key, i) not in present), None)
-            if missing is not None:
-                return side, f"{key!r} counts {number} rows, row {missing} is missing"
+        try:
+            found = _first_missing_row(rows, counts, key_of, count_of, row_key_of)
+        except StatekitError:  # rows that do not fit the schema: the schema rules name it
+            continue
+        if found is not None:
+            return side, found
+    return None
+
+
+def _first_missing_row(rows: Mapping[bytes, Any], counts: Mapping[bytes, tuple[bytes, Any]],
+                       key_of: Callable[[bytes], Any], count_of: Callable[[bytes], Any],
+                       row_key_of: Callable[[bytes], Any]) -> str | None:
+    present = {tuple(row_key_of(key_bytes)) for key_bytes in rows}
+    for key_bytes, (value, _) in counts.items():
+        key = tuple(key_of(key_bytes))
+        (number, *_) = count_of(value)
+        if not isinstance(number, int):
+            continue
+        missing = next((i for i in range(number) if (*key, i) not in present), None)
+        if missing is not None:
+            return f"{key!r} counts {number} rows, row {missing} is missing"
     return None

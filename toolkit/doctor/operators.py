@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.operators import JOIN_STORES
 from statekit.checkpoint.spark_reads import SparkReadError, jackson_value, java_lines, java_text
 from statekit.doctor.problems import FATAL, INFO, WARNING, Problem
 from statekit.errors import CorruptFile, StatekitError
@@ -91,6 +92,7 @@ def schema_problems(ckpt: Checkpoint) -> list[Problem]:
     found: list[Problem] = []
     if not ckpt.has_state:
         return found
+    joins: dict[int, dict[str, tuple[str, object]]] = {}
     for meta in ckpt.inventory.meta("schema"):
         shown = ckpt.display(meta.path)
         data = b""
@@ -104,6 +106,9 @@ def schema_problems(ckpt: Checkpoint) -> list[Problem]:
                 if problem:
                     raise CorruptFile(f"the {part} schema does not parse as Spark reads it: "
                                       f"{problem}", path=shown)
+            if meta.store in JOIN_STORES and meta.operator_id is not None and \
+                    meta.partition == 0:
+                joins.setdefault(meta.operator_id, {})[meta.store] = (shown, parsed)
             mismatch = _schema_of_another_operator(ckpt, meta.operator_id, meta.store, parsed)
             if mismatch:
                 found.append(Problem(
@@ -127,6 +132,75 @@ def schema_problems(ckpt: Checkpoint) -> list[Problem]:
                 "(measured)", rollback_fixes=False,
                 lost="nothing once the file is rewritten; the schema check of that first "
                      "restart is skipped"))
+    for stores in joins.values():
+        for shown, mismatch in _join_schema_mismatches(stores):
+            found.append(Problem(
+                "schema-mismatch", FATAL, shown, mismatch,
+                "Spark compares the join's state schemas with these files and refuses to "
+                "start", "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE / "
+                "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                "none from statekit (a rollback copies the file): restore it from a backup, "
+                "or in a copy of the checkpoint delete it (Spark writes the query's schema "
+                "again, unchecked)", rollback_fixes=False,
+                lost="nothing once the file is right"))
+    return found
+
+
+def _types(struct: object) -> tuple[str, ...] | None:
+    """A schema's field types without names (Spark's check ignores names)."""
+    from statekit.formats.schema import ArrayType, MapType, StructType, simple_string
+
+    def shape(t: object) -> str:
+        if isinstance(t, StructType):
+            return "struct<" + ",".join(shape(f.data_type) for f in t.fields) + ">"
+        if isinstance(t, ArrayType):
+            return f"array<{shape(t.element_type)}>"
+        if isinstance(t, MapType):
+            return f"map<{shape(t.key_type)},{shape(t.value_type)}>"
+        return simple_string(t)  # type: ignore[arg-type]
+
+    if not isinstance(struct, StructType):
+        return None
+    return tuple(shape(f.data_type) for f in struct.fields)
+
+
+def _join_schema_mismatches(stores: dict[str, tuple[str, object]]) -> list[tuple[str, str]]:
+    """A stream-stream join's four schema files against each other: every count store's
+    value is one long, every row store's key is its join key plus a long index, and the
+    join key has the same types in all four (the one that disagrees with the others is
+    the copy). Decisive shapes only."""
+    found: list[tuple[str, str]] = []
+    join_keys: dict[str, tuple[str, ...]] = {}
+    for store, (shown, parsed) in stores.items():
+        key = _types(getattr(parsed, "key_schema", None))
+        value = _types(getattr(parsed, "value_schema", None))
+        if key is None or value is None:
+            continue
+        if store.endswith("keyToNumValues"):
+            if value != ("bigint",):
+                found.append((shown, f"{store}'s value schema is ({', '.join(value)}), not "
+                                     "the one count (bigint) a join keeps there (copied from "
+                                     "another store or query?)"))
+                continue
+            join_keys[store] = key
+        else:
+            if not key or key[-1] != "bigint":
+                found.append((shown, f"{store}'s key schema ({', '.join(key)}) does not end "
+                                     "with the join's bigint row index (copied from another "
+                                     "store or query?)"))
+                continue
+            join_keys[store] = key[:-1]
+    if len(join_keys) >= 3:
+        votes: dict[tuple[str, ...], int] = {}
+        for key in join_keys.values():
+            votes[key] = votes.get(key, 0) + 1
+        common, count = max(votes.items(), key=lambda item: item[1])
+        if count >= len(join_keys) - 1 and count > 1:
+            for store, key in join_keys.items():
+                if key != common:
+                    found.append((stores[store][0], (
+                        f"{store}'s join key is ({', '.join(key)}), the join's other stores "
+                        f"say ({', '.join(common)}) (copied from another store or query?)")))
     return found
 
 

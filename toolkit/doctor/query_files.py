@@ -9,12 +9,9 @@ older ones is history (the report lists it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.checkpoint.logs import batch_id_of
 from statekit.checkpoint.spark_reads import (
     SparkOffsets,
     SparkReadError,
@@ -23,6 +20,7 @@ from statekit.checkpoint.spark_reads import (
     offsets_entry,
     query_id,
 )
+from statekit.doctor.changed_files import changed_since_written, log_changed
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
@@ -57,6 +55,8 @@ class QueryFiles:
         self.offsets: dict[int, SparkOffsets] = {}
         self.offset_errors: dict[int, str] = {}
         self.commit_errors: dict[int, str] = {}
+        self.changed: dict[tuple[str, int], str] = {}
+        """``{(folder, batch): how}`` for entries whose checksum file disagrees with them."""
         wanted = [b for b in (plan.last_planned, (plan.last_planned or 0) - 1)
                   if b is not None and b >= 0]
         for batch in dict.fromkeys(wanted):
@@ -74,9 +74,13 @@ class QueryFiles:
         if entry.get("type") != "file":
             return f"is not a regular file ({entry.get('type')}): Spark cannot open it"
         try:
-            return self.ckpt.read_bytes(entry["name"])
+            data = self.ckpt.read_bytes(entry["name"])
         except StatekitError as error:
             return error.message
+        changed = changed_since_written(self.ckpt, entry["name"], data, entries)
+        if changed is not None:
+            self.changed[(folder, batch)] = changed
+        return data
 
     def _read_offsets(self, batch: int) -> SparkOffsets | None:
         if batch in self.offsets:
@@ -145,7 +149,8 @@ def metadata_problems(ckpt: Checkpoint) -> list[Problem]:
             "Spark fails opening it", "an I/O error (is a directory)",
             "roll back with --new-query-id (the new checkpoint gets a new query id)")]
     try:
-        query_id(ckpt.read_bytes(entry["name"]))
+        data = ckpt.read_bytes(entry["name"])
+        query_id(data)
     except (SparkReadError, StatekitError) as error:
         message = error.message if isinstance(error, StatekitError) else str(error)
         return [Problem(
@@ -154,6 +159,11 @@ def metadata_problems(ckpt: Checkpoint) -> list[Problem]:
             "Spark fails reading it when the query starts", message,
             "roll back with --new-query-id: the new checkpoint gets a new query id "
             "(dashboards keyed by query id see a new query); nothing else changes")]
+    changed = changed_since_written(ckpt, entry["name"], data, ckpt.root_entries)
+    if changed is not None:
+        return [log_changed(ckpt, entry["name"], changed,
+                            reads="the query runs under the query id it reads now",
+                            rollback_to=None)]
     return []
 
 
@@ -222,6 +232,7 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles) -> list[Problem]:
             f"the newest commit is batch {committed}, the newest offsets entry {last}",
             f"Spark runs batch {last} again on state version {last} (it warns that the "
             "logs are inconsistent); the batches in between are not run again", None))
+    found += _changed_entries(files)
     found += _offsets_source_problems(files)
     found += _unfinished_repartition(ckpt, files)
     if plan.batch == last and committed == last - 1 and _format_v2(ckpt) and \
@@ -241,6 +252,21 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles) -> list[Problem]:
             f"batch {last} was planned but not committed (a crash, or the query is running)",
             f"Spark runs batch {last} again with the same offsets; sinks that are not "
             "idempotent per batch id may get its rows twice", None))
+    return found
+
+
+def _changed_entries(files: QueryFiles) -> list[Problem]:
+    """Entries the restart reads that parse but differ from their checksum files."""
+    found = []
+    for (folder, batch), how in sorted(files.changed.items()):
+        parsed = batch in files.offsets if folder == "offsets" else \
+            batch not in files.commit_errors
+        if not parsed:
+            continue
+        reads = ("the sources' positions and the confs it logs" if folder == "offsets" else
+                 "the watermark it logs for the next batch")
+        found.append(log_changed(files.ckpt, files.ckpt.location.path(folder, str(batch)),
+                                 how, reads=reads, rollback_to=batch - 1 if batch else None))
     return found
 
 
@@ -372,25 +398,4 @@ def stale_checksum_problems(ckpt: Checkpoint, plan: RestartPlan) -> list[Problem
                 "into place finds the checksum file", SPARK_CONCURRENT_LOG,
                 "roll back into a new checkpoint (it has no stale checksum files); or delete "
                 f"the file {folder}/.{batch}.crc by hand", None))
-    return found
-
-
-def read_json_lines(data: bytes) -> list[Any]:
-    """Every JSON line after the version line (statekit's own, strict reading)."""
-    out = []
-    for line in data.decode("utf-8", "replace").split("\n")[1:]:
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                out.append(None)
-    return out
-
-
-def batch_names(entries: Mapping[str, Any]) -> dict[int, str]:
-    found: dict[int, str] = {}
-    for name in entries:
-        batch = batch_id_of(name)
-        if batch is not None:
-            found[batch] = name
     return found

@@ -25,6 +25,7 @@ from statekit.checkpoint.spark_reads import (
     file_source_offset,
     source_log_entry,
 )
+from statekit.doctor.changed_files import changed_since_written, log_changed
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import FATAL, SPARK_CONCURRENT_LOG, WARNING, Problem
 from statekit.doctor.query_files import QueryFiles
@@ -145,6 +146,7 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     shown_folder = ckpt.display(log.folder)
     found: list[Problem] = []
     parsed: dict[int, list[SourceFileEntry]] = {}
+    changed: dict[int, tuple[str, str]] = {}
     read = entries_read(log)
     for batch in read:
         path = log.entries.get(batch)
@@ -159,7 +161,11 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
                 "roll back to a batch before the gap", _query_batch_before(plan, batch)))
             continue
         try:
-            parsed[batch] = source_log_entry(ckpt.read_bytes(path))
+            data = ckpt.read_bytes(path)
+            parsed[batch] = source_log_entry(data)
+            how = changed_since_written(ckpt, path, data, log.others)
+            if how is not None:
+                changed[batch] = (path, how)
         except (SparkReadError, StatekitError) as error:
             message = error.message if isinstance(error, StatekitError) else str(error)
             found.append(Problem(
@@ -203,8 +209,16 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             f"Spark restarts; the files of entry {end} look new to the file source and are "
             "logged again, and the query's input after the restart no longer matches its "
             "first run (files read twice or skipped)", None,
-            "roll back to a batch whose source log entries are all there"))
+            "roll back to the newest batch that read no further than the entries left: the "
+            "query reads the lost entry's files again, once", _batch_reading_up_to(
+                ckpt, log, newest)))
+    warned = len(found)
     found += _entry_content_warnings(ckpt, log, parsed)
+    named = {p.path for p in found[warned:]}
+    for batch, (path, how) in sorted(changed.items()):
+        if ckpt.display(path) not in named:
+            found.append(log_changed(ckpt, path, how, reads="the input files it lists",
+                                     rollback_to=_query_batch_before(plan, batch)))
     next_batch = newest + 1
     for name in (str(next_batch), f"{next_batch}.compact"):
         if f".{name}.crc" in log.others and name not in log.others:
@@ -263,6 +277,28 @@ def _exists(ckpt: Checkpoint, path: str) -> bool:
 
     local = unquote(urlparse(path).path) if path.startswith("file:") else path
     return os.path.exists(local)
+
+
+def _batch_reading_up_to(ckpt: Checkpoint, log: SourceLog, entry: int) -> int | None:
+    """The newest planned batch whose offsets reach no further than ``entry`` of this
+    source's log (``None``: none does)."""
+    try:
+        offsets = ckpt.ledger.offsets
+    except StatekitError:
+        return None
+    index = int(log.index) if log.index.isdigit() else -1
+    best = None
+    for batch, entry_of in sorted(offsets.items()):
+        if index < 0 or index >= len(entry_of.sources):
+            continue
+        raw = entry_of.sources[index].offset
+        try:
+            reached = file_source_offset(raw) if raw else -1
+        except SparkReadError:
+            continue
+        if reached <= entry:
+            best = batch
+    return best
 
 
 def _query_batch_before(plan: RestartPlan, source_batch: int) -> int | None:

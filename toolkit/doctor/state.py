@@ -30,10 +30,12 @@ from statekit.doctor.problems import (
     SPARK_LOAD_CORRUPT,
     SPARK_LOAD_MISSING_HDFS,
     SPARK_LOAD_MISSING_ROCKSDB,
+    SPARK_OPERATOR_GONE,
     SPARK_RENAME_EXISTS,
     WARNING,
     Problem,
 )
+from statekit.doctor.twins import twin_problems
 from statekit.errors import StatekitError
 from statekit.partition_workers import GroupRunner
 from statekit.repartition.rollback import StateChain, state_chain
@@ -108,20 +110,28 @@ def _first_missing(instance: StoreInstance, version: int, provider: str) -> str:
 class StateCheck:
     """The state a restart loads, checked once; the fix search asks about older versions."""
 
-    def __init__(self, ckpt: Checkpoint, plan: RestartPlan, conf: Mapping[str, str]) -> None:
+    def __init__(self, ckpt: Checkpoint, plan: RestartPlan, conf: Mapping[str, str],
+                 query_operators: int | None = None, partitions_before: int | None = None
+                 ) -> None:
         self.ckpt = ckpt
         self.plan = plan
         self.conf = conf
+        self.query_operators = query_operators
+        """How many stateful operators the query runs (its progress log), when known."""
+        self.partitions_before = partitions_before
+        """The partition count the entry before the newest pins, when the newest (committed)
+        entry pins another: a hand edit, or an entry copied from another query."""
         self.partitions = pinned_partitions(conf)
         self.names = operator_names(ckpt) if ckpt.has_state else {}
         self.chain: StateChain | None = state_chain(ckpt) if ckpt.has_state else None
 
-    def expected(self) -> list[tuple[int, str, int]]:
-        """Every (operator, store, partition) the restart loads."""
+    def expected(self, partitions: int | None = None) -> list[tuple[int, str, int]]:
+        """Every (operator, store, partition) the restart loads (with ``partitions``
+        pinned: what a restart after a rollback to an entry pinning them loads)."""
         keys: list[tuple[int, str, int]] = []
         for op_id, name in sorted(self.names.items()):
             present = {k[2] for k in self.ckpt.inventory.instances if k[0] == op_id}
-            count = self.partitions or (max(present) + 1 if present else 0)
+            count = partitions or self.partitions or (max(present) + 1 if present else 0)
             for store in expected_stores(self.ckpt, op_id, name):
                 keys += [(op_id, store, p) for p in range(count)]
         return keys
@@ -163,6 +173,8 @@ def state_problems(ckpt: Checkpoint, check: StateCheck, *, decode: bool,
         found += _damaged(ckpt, verification.damaged)
         if not verification.fatal:
             found += join_problems(ckpt, check, version)
+            found += twin_problems(ckpt, [check.files_at(key, version) or []
+                                          for key in check.expected()])
     found += _extra_partitions(ckpt, check)
     return found, verification
 
@@ -217,14 +229,23 @@ def _state_folder_missing(ckpt: Checkpoint, plan: RestartPlan) -> list[Problem]:
 
 
 def _missing_operators(ckpt: Checkpoint, check: StateCheck) -> list[Problem]:
-    """Operator ids are numbered from 0: a gap is an operator whose folder is gone."""
+    """Operator ids are numbered from 0: a gap is an operator whose folder is gone. The
+    highest one gone leaves no gap; the query's progress log, when given, says how many
+    operators there are."""
     ids = sorted(check.names)
-    gone = [op for op in range(ids[-1] + 1) if op not in check.names] if ids else []
+    if not ids:
+        return []
+    known = check.query_operators or 0
+    gone = [op for op in range(max(ids[-1] + 1, known)) if op not in check.names]
+    there = f"operators {', '.join(map(str, ids))} are there"
+    if known > ids[-1] + 1:
+        there += f"; the query's progress log lists {known} stateful operators"
     return [Problem(
         "operator-missing", FATAL, ckpt.display(ckpt.location.path("state", str(op))),
-        f"operator {op}'s state folder is gone (operators {', '.join(map(str, ids))} are "
-        "there)", "Spark fails loading that operator's state",
-        SPARK_LOAD_MISSING_HDFS, "none from statekit: no file of that operator is left",
+        f"operator {op}'s state folder is gone ({there})",
+        "Spark fails: its operators no longer match the state metadata left, or it cannot "
+        "load that operator's state", SPARK_OPERATOR_GONE,
+        "none from statekit: no file of that operator is left",
         rollback_fixes=False, lost=f"all state of operator {op}") for op in gone]
 
 
@@ -264,6 +285,22 @@ def _missing_instances(ckpt: Checkpoint, check: StateCheck, version: int) -> lis
         folder = ckpt.location.path("state", str(op_id), str(partitions[0]),
                                     *([] if store == "default" else [store]))
         provider = _provider_of(None, check.conf)
+        before = check.partitions_before
+        if before is not None and min(partitions) >= before and check.plan.last_committed:
+            last = check.plan.last_committed
+            found.append(Problem(
+                "partition-missing", FATAL, ckpt.display(folder),
+                f"operator {op_id} store {store}: partition{'s' * (len(partitions) > 1)} "
+                f"{shown_parts} never had state: the newest offsets entry pins "
+                f"{check.partitions} partitions, the entry before {before} (edited by hand, or "
+                "copied from another query)",
+                "Spark fails loading the state of the partitions the edit added",
+                SPARK_LOAD_MISSING_ROCKSDB if provider == "rocksdb" else
+                SPARK_LOAD_MISSING_HDFS,
+                f"roll back to batch {last - 1}: the re-planned batch takes that entry's "
+                f"{before} partitions (statekit repartition changes the count safely)",
+                last - 1))
+            continue
         share = f"{len(partitions)} of {count} partition{'s' * (count != 1)}"
         kept = _kept_bytes(ckpt, op_id, store)
         found.append(Problem(
@@ -309,6 +346,15 @@ def _damaged(ckpt: Checkpoint, damaged: tuple[DamagedFile, ...]) -> list[Problem
                 "versions fail)", None,
                 "nothing needed on Spark 4.3; on older Spark roll back to a batch before the "
                 "damaged file"))
+        elif d.after_load:
+            found.append(Problem(
+                "state-block-damaged", FATAL, d.path, d.message,
+                "RocksDB opens the version (it reads data blocks only when keys are read): "
+                "a batch that reads a key in the damaged block fails, and every scan — "
+                "watermark eviction, session merging, Spark's state reader — silently stops "
+                "at it, so the query fails or runs on with rows missing",
+                "RocksDBException: Corruption: block checksum mismatch",
+                "roll back to the newest batch whose state does not use this SST", None))
         else:
             found.append(Problem(
                 "state-file-corrupt", FATAL, d.path, d.message,

@@ -19,8 +19,9 @@ column family). All are ``DataOutputStream`` writes:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.jsontext import loads_json
@@ -146,18 +147,27 @@ def parse_schema_bytes(data: bytes, *, path: str) -> StateSchemaFile:
 
 
 def _parse_v3(cur: _Bytes) -> StateSchemaFile:
+    return _v3_result(_with_or_without_ids(cur, _v3_entries))
+
+
+_Entries = TypeVar("_Entries")
+
+
+def _with_or_without_ids(cur: _Bytes, read: Callable[..., _Entries]) -> _Entries:
+    """The column family entries read with schema ids (Spark 4.0+) and, when that does not
+    fit the file exactly, without (the error of the first reading if neither fits)."""
     start = cur.pos
     try:
-        families = _v3_entries(cur, with_ids=True)
+        entries = read(cur, with_ids=True)
         if cur.pos != len(cur.data):
             raise cur.corrupt("unexpected data after the last column family")
     except CorruptFile as first:
         cur.pos = start
         try:
-            families = _v3_entries(cur, with_ids=False)
+            entries = read(cur, with_ids=False)
         except CorruptFile:
             raise first from None
-    return _v3_result(families)
+    return entries
 
 
 def v3_raw_entries(data: bytes, *, path: str) -> list[dict[str, Any]]:
@@ -167,18 +177,7 @@ def v3_raw_entries(data: bytes, *, path: str) -> list[dict[str, Any]]:
     tag = cur.utf("version tag")
     if tag != "v3":
         raise CorruptFile(f"not a v3 state schema file (version tag {tag[:20]!r})", path=path)
-    start = cur.pos
-    try:
-        entries = _v3_framing(cur, with_ids=True)
-        if cur.pos != len(cur.data):
-            raise cur.corrupt("unexpected data after the last column family")
-    except CorruptFile as first:
-        cur.pos = start
-        try:
-            entries = _v3_framing(cur, with_ids=False)
-        except CorruptFile:
-            raise first from None
-    return entries
+    return _with_or_without_ids(cur, _v3_framing)
 
 
 def _v3_framing(cur: _Bytes, *, with_ids: bool) -> list[dict[str, Any]]:
@@ -203,23 +202,7 @@ def _v3_framing(cur: _Bytes, *, with_ids: bool) -> list[dict[str, Any]]:
 
 def _v3_entries(cur: _Bytes, *, with_ids: bool
                 ) -> list[tuple[ColumnFamilySchema, dict[str, Any]]]:
-    at = cur.pos
-    count = cur.int(4, "column family count")
-    if count < 0 or count > len(cur.data):
-        raise cur.corrupt(f"bad column family count {count}", at)
-    out: list[tuple[ColumnFamilySchema, dict[str, Any]]] = []
-    for _ in range(count):
-        name = cur.utf("column family name")
-        key_id = cur.int(2, "key schema id") if with_ids else None
-        key = cur.chunked("key schema")
-        value_id = cur.int(2, "value schema id") if with_ids else None
-        value = cur.chunked("value schema")
-        spec = cur.chunked("key encoder spec")
-        user_key = cur.chunked("user key encoder schema")
-        raw = {"name": name, "keySchemaId": key_id, "keySchema": key, "valueSchemaId": value_id,
-               "valueSchema": value, "keyStateEncoderSpec": spec, "userKeyEncoderSchema": user_key}
-        out.append((_family(raw, cur.path), raw))
-    return out
+    return [(_family(raw, cur.path), raw) for raw in _v3_framing(cur, with_ids=with_ids)]
 
 
 def _family(raw: dict[str, Any], path: str) -> ColumnFamilySchema:

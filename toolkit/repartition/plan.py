@@ -223,6 +223,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
     if committed is None:
         raise UnsafeOperation("has no committed batch: there is no state to repartition",
                               path=url)
+    _ = ckpt.query_id  # copied verbatim into the target: a damaged one would not restart
     entry = ckpt.offset(committed)
     current = entry.shuffle_partitions
     if current is None:

@@ -1,0 +1,92 @@
+"""A snapshot and the delta of the same version must agree; when they do not, one of them is
+not what Spark wrote.
+
+The HDFS provider writes ``N.delta`` when batch N-1 commits and, later, ``N.snapshot`` from
+the same in-memory map, so every key the delta puts last is in the snapshot with the same
+value and every key it removes last is absent. A restart loads the newest snapshot and the
+deltas after it, so a snapshot overwritten by another version's bytes (a restore from the
+wrong backup, a copy script) decodes cleanly and restarts on other state — measured with
+pyspark 4.3: the query runs on and ends in another state than its first run. Comparing the
+base snapshot of each restart chain with its twin delta catches that without replaying
+anything: the delta is one batch's changes, and only its keys are looked up in the
+snapshot. A delta with very many keys is checked on its first :data:`SAMPLE_KEYS` keys.
+
+Which of the two is wrong cannot be told from them alone, so this is a warning: the restart
+runs either way, on the snapshot. The fix, when a rollback can keep a batch before both
+files, plans the batches after it again from the sources.
+"""
+
+from __future__ import annotations
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.state_data import file_records
+from statekit.doctor.problems import WARNING, Problem
+from statekit.errors import StatekitError
+
+SAMPLE_KEYS = 200_000
+"""The most delta keys looked up in the snapshot (memory: one key and value each)."""
+
+
+def twin_problems(ckpt: Checkpoint, chains: list[list[StateFile]]) -> list[Problem]:
+    """A warning for each chain whose base snapshot disagrees with the delta of its
+    version."""
+    found: list[Problem] = []
+    for chain in chains:
+        base = chain[0] if chain else None
+        if base is None or base.kind != "snapshot" or base.version is None:
+            continue
+        instance = ckpt.inventory.instances.get((base.operator_id, base.store, base.partition))
+        twin = next((f for f in instance.of_kind("delta") if f.version == base.version),
+                    None) if instance is not None else None
+        if twin is None:
+            continue
+        difference = _difference(ckpt, base, twin)
+        if difference is not None:
+            found.append(_problem(ckpt, base, twin, difference))
+    return found
+
+
+def _difference(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile) -> str | None:
+    """How the snapshot contradicts the delta's changes (``None``: it does not, or one of
+    them does not decode — the verification reports that)."""
+    try:
+        wanted: dict[bytes, bytes | None] = {}
+        for record in file_records(ckpt, delta, check_end=False):
+            if record.key in wanted or len(wanted) < SAMPLE_KEYS:
+                wanted[record.key] = record.value if record.op == "put" else None
+        if not wanted:
+            return None
+        seen: set[bytes] = set()
+        for record in file_records(ckpt, snapshot, check_end=False):
+            if record.key not in wanted:
+                continue
+            expected = wanted[record.key]
+            if expected is None:
+                return "holds a key the delta of the same version removes"
+            if record.value != expected:
+                return "holds another value for a key the delta of the same version writes"
+            seen.add(record.key)
+    except StatekitError:
+        return None
+    missing = sum(1 for key, value in wanted.items() if value is not None and key not in seen)
+    if missing:
+        return (f"lacks {missing} of the {sum(v is not None for v in wanted.values())} keys "
+                "the delta of the same version writes")
+    return None
+
+
+def _problem(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile, difference: str
+             ) -> Problem:
+    version = snapshot.version or 0
+    before = version - 2  # a rollback to batch B loads version B + 1
+    return Problem(
+        "state-files-disagree", WARNING, ckpt.display(snapshot.path),
+        f"{difference} ({ckpt.display(delta.path)}): one of the two is not what Spark wrote "
+        "(a file copied over another?)",
+        "Spark restarts on the snapshot: if it is the wrong one, the query runs on other "
+        "state than its first run's, silently", None,
+        "roll back to a batch before both files: the new checkpoint plans the batches "
+        "after it again from the sources" if before >= 0 else
+        "compare with a backup of the checkpoint",
+        before if before >= 0 else None)
