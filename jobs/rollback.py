@@ -76,6 +76,11 @@ def _has_schema(ckpt: Checkpoint, op_id: int, store: str) -> bool:
     return all(s in have for s in stores)
 
 
+def _has_operator_metadata(ckpt: Checkpoint, op_id: int) -> bool:
+    return bool(ckpt.inventory.meta("operator-metadata", op_id)
+                or ckpt.inventory.meta("operator-metadata-v2", op_id))
+
+
 def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: int
                ) -> tuple[StoreCheck, ...]:
     """Every store's rows at ``batch``, source against target, as multisets."""
@@ -104,9 +109,12 @@ def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: i
     with session_confs(spark, reader_confs(ckpt)):
         for op_id, meta in sorted(ckpt.operators.items()):
             for store in ckpt.inventory.stores(op_id):
-                if not _has_schema(ckpt, op_id, store):
-                    # Spark's reader needs the schema file; the restart writes it again.
-                    # The store's files were copied byte for byte: nothing to compare.
+                if not _has_schema(ckpt, op_id, store) or not _has_operator_metadata(
+                        ckpt, op_id):
+                    # Spark's reader needs the schema and operator metadata files (without
+                    # them it reads a session window's keys in another format); the restart
+                    # writes them again. The store's files were copied byte for byte:
+                    # nothing to compare.
                     continue
                 src = rows(source_path, op_id, meta.name, store)
                 tgt = rows(target_path, op_id, meta.name, store)
