@@ -159,3 +159,26 @@ def test_the_progress_log_finds_the_highest_operator_gone(tmp_path, capsys):
     log.write_text("not json\n{oops\n")
     code, _, err = doctor("--progress", str(log))
     assert code not in (0, 1) and err.count("\n") == 1 and str(log) in err
+
+
+def test_operator_metadata_naming_another_operator_id(tmp_path):
+    """Spark maps operator ids to names from the ids inside the metadata files: a file that
+    names another id leaves its own operator out, and the restart fails (measured with two
+    operators: the campaign's ``replace-other`` of ``state/0/_metadata/metadata``)."""
+    import shutil
+    from pathlib import Path
+
+    from statekit.doctor import diagnose
+
+    golden = Path(__file__).resolve().parents[1] / "data/golden/spark-4.1.4/aggregation_hdfs"
+    root = tmp_path / "ck"
+    shutil.copytree(golden / "checkpoint", root)
+    path = root / "state/0/_metadata/metadata"
+    assert not [p for p in diagnose(open_checkpoint(str(root)), decode=False, fix=False)
+                .problems if p.code == "operator-metadata-mismatch"]
+    path.write_text(path.read_text().replace('"operatorId":0', '"operatorId":1'))
+    (root / "state/0/_metadata/.metadata.crc").unlink(missing_ok=True)
+    diagnosis = diagnose(open_checkpoint(str(root)), decode=False, fix=False)
+    [problem] = [p for p in diagnosis.problems if p.code == "operator-metadata-mismatch"]
+    assert problem.severity == FATAL and "finds no operator 0" in problem.what
+    assert diagnosis.exit_code == EXIT_DOCTOR_UNFIXABLE

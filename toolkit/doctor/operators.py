@@ -34,6 +34,7 @@ def _spark_names(ckpt: Checkpoint) -> list[Problem]:
     (``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``); one it cannot parse is
     skipped."""
     found: list[Problem] = []
+    named: dict[str, object] = {}  # file -> the operator id inside it
     for meta in ckpt.inventory.meta("operator-metadata"):
         shown = ckpt.display(meta.path)
         try:
@@ -43,6 +44,8 @@ def _spark_names(ckpt: Checkpoint) -> list[Problem]:
             continue
         info = value.get("operatorInfo") if isinstance(value, dict) else None
         name = info.get("operatorName") if isinstance(info, dict) else None
+        if isinstance(info, dict):
+            named[shown] = info.get("operatorId")
         if isinstance(info, dict) and info.get("operatorId") != meta.operator_id:
             continue  # Spark compares the metadata of the operator it names, not this one
         if isinstance(name, str) and name not in SPARK_OPERATOR_NAMES:
@@ -55,7 +58,36 @@ def _spark_names(ckpt: Checkpoint) -> list[Problem]:
                 "none from statekit (a rollback copies the file): in a copy of the "
                 "checkpoint, delete this file — Spark writes it again on restart",
                 rollback_fixes=False, lost="nothing once the file is rewritten"))
-    return found
+    return found + _ids_that_miss_an_operator(ckpt, named)
+
+
+def _ids_that_miss_an_operator(ckpt: Checkpoint, named: dict[str, object]) -> list[Problem]:
+    """Spark maps operator id → name from the ids *inside* the v1 metadata files (when every
+    operator's file reads; one that does not read skips the check) and fails when an
+    operator of the query is not in the map: a file copied from another operator's folder
+    leaves its own operator out (measured on a query with two operators)."""
+    operators = {op for op in ckpt.inventory.operator_ids if ckpt.inventory.stores(op)}
+    files = ckpt.inventory.meta("operator-metadata")
+    if (len(named) != len(files) or {m.operator_id for m in files} != operators
+            or ckpt.inventory.meta("operator-metadata-v2")):
+        return []
+    ids = set(named.values())
+    missing = sorted(operators - {i for i in ids if isinstance(i, int)})
+    if not missing:
+        return []
+    return [Problem(
+        "operator-metadata-mismatch", FATAL, shown,
+        f"this operator metadata names operator {op_id!r}, but sits in operator "
+        f"{meta.operator_id}'s folder: Spark reads the operator ids from the files and finds "
+        f"no operator {', '.join(map(str, missing))}",
+        "Spark compares the query's operators with the ids in the metadata files and "
+        "refuses to start", "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+        "none from statekit (a rollback copies the file): in a copy of the checkpoint, "
+        "delete this file — Spark writes it again on restart",
+        rollback_fixes=False, lost="nothing once the file is rewritten")
+        for meta in files
+        for shown, op_id in [(ckpt.display(meta.path), named.get(ckpt.display(meta.path)))]
+        if op_id != meta.operator_id]
 
 
 def operator_metadata_problems(ckpt: Checkpoint) -> list[Problem]:
