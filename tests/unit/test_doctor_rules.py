@@ -182,3 +182,23 @@ def test_operator_metadata_naming_another_operator_id(tmp_path):
     [problem] = [p for p in diagnosis.problems if p.code == "operator-metadata-mismatch"]
     assert problem.severity == FATAL and "finds no operator 0" in problem.what
     assert diagnosis.exit_code == EXIT_DOCTOR_UNFIXABLE
+
+
+@pytest.mark.parametrize(("spec", "wrong"), [
+    ({"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}, None),
+    ({"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": 1}, None),
+    ({"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [0]}, None),
+    ({"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKez": 1},
+     "key not found: numColsPrefixKey"),  # a flipped bit in the name (measured: Spark fails)
+    ({"keyStateEncoderType": "RangeKeyScanStateEncoderSpeb", "orderingOrdinals": [0]},
+     "does not know"),
+])
+def test_transform_with_state_key_encoder_specs_as_spark_reads_them(spec, wrong):
+    from statekit.doctor.operators import _check_encoder_spec
+    from statekit.errors import CorruptFile
+
+    if wrong is None:
+        _check_encoder_spec(spec, "schema")
+    else:
+        with pytest.raises(CorruptFile, match=wrong):
+            _check_encoder_spec(spec, "schema")

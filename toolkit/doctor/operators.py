@@ -349,8 +349,10 @@ def _tws_schema(ckpt: Checkpoint, op_id: int, uri: str) -> list[Problem]:
                 if problem:
                     raise CorruptFile(f"a {part} does not parse as Spark reads it: {problem}",
                                       path=uri)
-            if not isinstance(jackson_value(family["keyStateEncoderSpec"]), dict):
+            spec = jackson_value(family["keyStateEncoderSpec"])
+            if not isinstance(spec, dict):
                 raise CorruptFile("a key encoder spec is not a JSON object", path=uri)
+            _check_encoder_spec(spec, uri)
     except (StatekitError, SparkReadError) as error:
         message = error.message if isinstance(error, StatekitError) else str(error)
         return [Problem(
@@ -360,6 +362,27 @@ def _tws_schema(ckpt: Checkpoint, op_id: int, uri: str) -> list[Problem]:
             "none from statekit: restore the file from a backup", rollback_fixes=False,
             lost=f"operator {op_id}'s state schema")]
     return []
+
+
+# Spark's KeyStateEncoderSpec.fromJson: the type, and the field each type reads
+_ENCODER_FIELDS = {"NoPrefixKeyStateEncoderSpec": None,
+                   "PrefixKeyScanStateEncoderSpec": ("numColsPrefixKey", int),
+                   "RangeKeyScanStateEncoderSpec": ("orderingOrdinals", list)}
+
+
+def _check_encoder_spec(spec: dict[str, object], uri: str) -> None:
+    """A key encoder spec as Spark reads it: a known type and the field that type needs
+    (a flipped bit in a name fails the restart: ``key not found: numColsPrefixKey``)."""
+    kind = spec.get("keyStateEncoderType")
+    if kind not in _ENCODER_FIELDS:
+        raise CorruptFile(f"a key encoder spec has type {kind!r}, which Spark does not know",
+                          path=uri)
+    needed = _ENCODER_FIELDS[str(kind)]
+    if needed is not None:
+        name, wanted = needed
+        value = spec.get(name)
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            raise CorruptFile(f"key not found: {name} (the {kind} needs it)", path=uri)
 
 
 def schema_error(data: bytes) -> str:
