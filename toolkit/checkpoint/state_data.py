@@ -214,13 +214,13 @@ def readable_zip_metadata(ckpt: Checkpoint, files: list[StateFile]
     level surfaces go on without it; the doctor and ``--verify`` name it)."""
     from statekit.errors import StatekitError
 
-    try:
-        return zip_metadata(ckpt, files)
-    except StatekitError:  # one is damaged: read them one by one
-        found: dict[str, RocksDBCheckpointMetadata] = {}
-        for file in files:
+    data, _unreadable = ckpt.read_many_lenient(f.path for f in files)
+    found: dict[str, RocksDBCheckpointMetadata] = {}
+    for file in files:
+        if file.path in data:
             try:
-                found.update(zip_metadata(ckpt, [file]))
+                found[file.path] = metadata_from_zip(io.BytesIO(data[file.path]),
+                                                     path=ckpt.display(file.path))
             except StatekitError:
                 continue
-        return found
+    return found

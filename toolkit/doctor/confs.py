@@ -57,16 +57,10 @@ def _changes(files: QueryFiles) -> dict[str, tuple[str | None, str | None]]:
 def partitions_before_edit(files: QueryFiles) -> int | None:
     """The partition count the entry before the newest pins, when the newest entry (its
     batch committed) pins another count."""
-    last = files.plan.last_planned
-    if last is None or last < 1 or files.plan.last_committed != last:
+    if files.plan.last_committed != files.plan.last_planned:
         return None
-    now, before = files.offsets.get(last), files.offsets.get(last - 1)
-    if now is None or before is None or now.metadata is None or before.metadata is None:
-        return None
-    was, pinned = before.conf.get(PARTITIONS), files.newest_conf.get(PARTITIONS)
-    if was == pinned or was is None or not str(was).isdigit():
-        return None
-    return int(was)
+    was, _now = _changes(files).get(PARTITIONS, (None, None))
+    return int(was) if was is not None and str(was).isdigit() else None
 
 
 def conf_problems(ckpt: Checkpoint, files: QueryFiles, check: StateCheck) -> list[Problem]:
