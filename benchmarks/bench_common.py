@@ -80,7 +80,8 @@ def slim_progress(p: dict) -> dict:
     return {"batchId": p["batchId"], "rows": p.get("numInputRows", 0),
             "epoch": epoch(p["timestamp"]), "durationMs": p.get("durationMs", {}),
             "numRowsTotal": op.get("numRowsTotal"), "allUpdatesTimeMs": op.get("allUpdatesTimeMs"),
-            "commitTimeMs": op.get("commitTimeMs"), "customMetrics": op.get("customMetrics", {})}
+            "commitTimeMs": op.get("commitTimeMs"), "customMetrics": op.get("customMetrics", {}),
+            "memoryUsedBytes": sum(o.get("memoryUsedBytes") or 0 for o in ops)}
 
 
 def epoch(timestamp: str) -> float:

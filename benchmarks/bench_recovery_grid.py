@@ -1,19 +1,21 @@
 """Benchmark: the recovery estimate against measured restarts, at production scale.
 
 The question. ``statekit recovery`` estimates from a checkpoint's files alone how long a
-restart spends getting its state back. Its cost model must hold from ten thousand keys to
-millions, for small and large values, for every load path (HDFS snapshot + deltas; RocksDB
-zip + SSTs; RocksDB changelog replay; checkpoint format v2) and with more partitions than
-cores. This script measures real restarts over a grid, fits the model's constants on one
+restart takes until its first batch completes (beyond that batch on an empty checkpoint).
+Its model must hold from a hundred thousand keys to millions, for small and large values,
+for every load path (HDFS snapshot + deltas; RocksDB zip + SSTs; RocksDB changelog replay;
+checkpoint format v2) and with more partitions than cores. This script measures real
+restarts over a grid, fits the model's constants on one
 half of it and reports the error on the other half only.
 
 Data. A streaming aggregation — ``groupBy(key).agg(max(payload), count(*))``, update mode,
 a ``noop`` sink, the JVM only (no Python workers in the measured batch) — reads Parquet files
 one per micro-batch (16 batches, ``maxFilesPerTrigger`` 1). Batch ``b`` brings ``K/16`` new
 keys and updates ``K/32`` random older ones (≈ 1.47 K delta records in all); the payload is
-hex (compresses like real text, ≈ 0.6 with LZ4) of ~50 B or ~1 KB. Spark generates the files
-itself (``spark.range``), one dataset per (keys, value size), shared by every configuration.
-The grid: keys 10k / 100k / 1M / 3M × value ~50 B / ~1 KB × 4 / 16 partitions × load paths
+hex (compresses like real text, ≈ 0.6 with LZ4) of ~50 B or ~400 B. Spark generates the files
+itself (``spark.range``), one dataset per (keys, value size, batches), shared by every
+configuration. The grid: keys 100k / 1M / 3M × value ~50 B / ~400 B × 4 / 16 partitions ×
+load paths
 
 * ``hdfs-nosnap``: HDFS, ``minDeltasForSnapshot`` 1000 — every delta replayed;
 * ``hdfs-snap5``: HDFS, ``minDeltasForSnapshot`` 5, maintenance every 1 s — a snapshot lag
@@ -25,17 +27,14 @@ The grid: keys 10k / 100k / 1M / 3M × value ~50 B / ~1 KB × 4 / 16 partitions 
   ``<v>_<uuid>``), ``minDeltasForSnapshot`` 5 (two configurations only);
 
 as a fractional design (``grid()``): every (load path, keys) has two (value, partitions)
-combinations, one in each half; 3M keys only with ~50 B values (3 GB of 1 KB values is past
-what 2 cores write in a benchmark's time). Each half therefore covers every load path and
-every key count, ≥ 1M keys included. Eight more configurations write 64 batches instead of
-16 (HDFS without snapshot and RocksDB changelog, 10k and 100k keys, 4 partitions in the fit
-half and 16 in the held-out one): long chains of small change files, as a small state without
-snapshots replays, so that the cost per file is told apart from the cost per task.
+combinations, one in each half; 3M keys only with ~50 B values. Each half therefore covers
+every load path and every key count, ≥ 1M keys included. Four "unseen" configurations are of
+kinds the fit never saw: 150 B values, 8 partitions, 32 batches.
 
 Measured, each in a fresh process (a cold JVM, like a restarted driver), ``--repeats``
-times interleaved: **restart** — a hard-linked copy of the configuration's checkpoint (Spark
-never rewrites a file: new versions are new files) restarts with one new input file (2,000
-keys, updates) and runs its first batch; **baseline** — an empty checkpoint with the same
+times interleaved: **restart** — a full copy of the configuration's checkpoint (hard-linked
+copies made 3M-key RocksDB zip restarts hang) restarts with one new input file (2,000 keys,
+updates) and runs its first batch; **baseline** — an empty checkpoint with the same
 confs reads only that file. Two measures, restart − baseline per repeat:
 
 * **D, Spark's load**: Spark's own per-partition load times from the state store's DEBUG log
@@ -43,24 +42,28 @@ confs reads only that file. Two measures, restart − baseline per repeat:
   combined over the cores as the critical path (the slowest partition of each wave);
 * **A, user-visible**: the first batch's ``triggerExecution`` — what the restart adds to it.
 
-The estimate is compared with D (low-noise: the load itself) and shown beside A.
-
-Fit. Per load path, non-negative least squares of Spark's per-partition load time (restart −
-baseline, the median over repeats) on the features statekit computes from the files
-(``statekit.recovery.load_features``): per task, per base file (snapshot / zip / SST), per
-change file, per base byte, per change byte, per replayed record, and a first-wave indicator
-(the load path's one-time JVM warm-up), over the fit half's partitions. The validation half
-is predicted with ``statekit.recovery.estimate_recovery`` and the fitted model — the same
-code ``statekit recovery`` runs — then ``statekit recovery --json`` with the built-in
-constants is run on every configuration as a check. The script prints the constants as
-Python (paste into ``statekit.recovery.DEFAULT_MODELS``) and the error ranges per path.
+Fit, in two stages. (1) The load terms, per provider: non-negative least squares of
+Spark's per-partition load time (restart − baseline, the median over repeats) on the features
+statekit computes from the files (``statekit.recovery.load_features``: per task, per base
+file, per change file, per base byte, per change byte, per replayed record, first-wave
+warm-up), over the fit half's partitions. (2) The first-batch terms, per provider, on A of
+the fit half's configurations: factors on the load's replay and base parts, per row held on
+the busiest core, garbage collection, a fixed part of either sign — the variant (which of
+those terms) with the least leave-one-out error on the fit half is kept. Memory: Spark's
+``memoryUsedBytes`` of the restart's first batch against ``statekit.restart_memory``. The
+held-out half and the unseen configurations are predicted with
+``statekit.recovery.estimate_recovery`` — the code ``statekit recovery`` runs — then
+``statekit recovery --json`` with the built-in constants is run on every configuration as a
+check. The script prints the constants to paste into ``statekit.recovery`` and
+``statekit.restart_memory``; ``--docs FILE`` writes the table there.
 
 Caveats: the machine may be shared (CPU busy before each process is printed); the
 checkpoints are in the page cache (a cold disk or an object store pays more per file and per
 byte: that is what ``--calibrate`` and ``--measure`` are for). Not a test: nothing asserted.
 
-Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 2]
-[--quick] [--only NAME,...] [--report]`` (``--quick``: 10k and 100k keys only).
+Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 4]
+[--quick] [--only NAME,...] [--report] [--no-check] [--docs docs/recovery.md]``
+(``--quick``: up to 1M keys).
 """
 
 from __future__ import annotations
@@ -98,7 +101,9 @@ LONG_CHAIN = 64
 NEW_KEYS = 2000
 DRIVER_MEMORY = "8g"
 KEYS = (10_000, 100_000, 1_000_000, 3_000_000)
-VALUES = (50, 1000)
+"""10k keys sit in the design (the halves alternate over them) but are not measured: a
+restart of 10k keys costs less than a cold first batch's run-to-run noise."""
+VALUES = (50, 400)
 PATHS = ("hdfs-nosnap", "hdfs-snap5", "rocksdb-zip", "rocksdb-changelog")
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -153,27 +158,26 @@ def grid(quick: bool = False) -> list[Config]:
     configs = []
     for i, path in enumerate(PATHS):
         for j, keys in enumerate(KEYS):
-            if quick and keys > 100_000:
+            if keys < 100_000 or (quick and keys > 1_000_000):
                 continue
             if keys >= 3_000_000:
                 pair = [(50, 4), (50, 16)]
             elif (i + j) % 2 == 0:
-                pair = [(50, 4), (1000, 16)]
+                pair = [(50, 4), (VALUES[1], 16)]
             else:
-                pair = [(50, 16), (1000, 4)]
+                pair = [(50, 16), (VALUES[1], 4)]
             for n, (value, partitions) in enumerate(pair):
                 half = "fit" if (i + j + n) % 2 == 0 else "held-out"
                 configs.append(Config(path, keys, value, partitions, half))
     configs.append(Config("rocksdb-v2", 100_000, 50, 4, "fit"))
     if not quick:
         configs.append(Config("rocksdb-v2", 1_000_000, 50, 16, "held-out"))
-    # long chains of small change files (what a small state without snapshots replays): they
-    # separate the per-file cost from the per-task one, which 16 files everywhere cannot;
-    # 10k and 100k keys each, on 4 partitions (fit) and on 16 (held-out)
-    for path in ("hdfs-nosnap", "rocksdb-changelog"):
-        for keys in (10_000, 100_000):
-            for partitions, half in ((4, "fit"), (16, "held-out")):
-                configs.append(Config(path, keys, 50, partitions, half, LONG_CHAIN))
+    if not quick:
+        # what the fit never saw in kind: another value size, partition count, batch count
+        configs += [Config("hdfs-nosnap", 1_000_000, 150, 8, "unseen"),
+                    Config("rocksdb-zip", 1_000_000, 150, 8, "unseen"),
+                    Config("hdfs-snap5", 1_000_000, 50, 16, "unseen", 32),
+                    Config("rocksdb-changelog", 1_000_000, 50, 4, "unseen", 32)]
     return configs
 
 
@@ -299,20 +303,34 @@ def child_measure(spec: dict) -> dict:
 
 # -- plumbing ---------------------------------------------------------------------------------
 
-def run_child(mode: str, spec: dict, what: str) -> tuple[dict, float]:
+def run_child(mode: str, spec: dict, what: str, timeout: float | None = None
+              ) -> tuple[dict, float]:
+    """Run ``child_<mode>`` in a fresh process (its own session: a hung JVM is killed with
+    it after ``timeout`` seconds)."""
+    import signal
+
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--child", mode, json.dumps(spec)],
-                          stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    child = subprocess.Popen([sys.executable, __file__, "--child", mode, json.dumps(spec)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             start_new_session=True)
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise SystemExit(f"{what} hung (killed after {timeout:.0f} s)") from None
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{what} failed (exit {done.returncode})")
-    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+    if child.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {child.returncode})")
+    return json.loads(out.strip().splitlines()[-1]), wall
 
 
 def link_copy(source: Path, target: Path) -> None:
-    """A hard-linked copy: instant, and Spark only ever adds files to a checkpoint."""
+    """A full copy for each restart: hard links looked safe (Spark adds files to a
+    checkpoint, it does not rewrite them) but every cold restart after the first of a
+    3M-key RocksDB checkpoint restored from zips hung on hard-linked copies."""
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target, copy_function=os.link)
+    shutil.copytree(source, target)
 
 
 def setup(work: Path, configs: list[Config]) -> None:
@@ -352,7 +370,10 @@ def measure_one(work: Path, config: Config, role: str, repeat: int, timeout: flo
             "confs": config.confs(), "log4j": str(work / "log4j2-bench.properties"),
             "state_log": str(run / "state.log"), "timeout_s": timeout}
     busy = cpu_busy()
-    result, wall = run_child("measure", spec, tag)
+    try:
+        result, wall = run_child("measure", spec, tag, timeout + 120)
+    except SystemExit as failed:  # a hung or crashed run: recorded, and not a measurement
+        result, wall = {"jvm_s": 0.0, "failure": str(failed), "batches": [], "loads": []}, 0.0
     shutil.rmtree(run, ignore_errors=True)
     result.update(role=role, repeat=repeat, tag=tag, busy=busy, wall=wall)
     per_part: dict[str, int] = defaultdict(int)
@@ -433,14 +454,16 @@ def features(work: Path, config: Config) -> tuple[list, object]:
     return load_features(ckpt), ckpt
 
 
-def fit(rows: list[tuple[list[float], float]], names: list[str]) -> dict[str, float]:
+def fit(rows: list[tuple[list[float], float]], names: list[str], floor: float = 0.01
+        ) -> dict[str, float]:
     """Non-negative least squares (Lawson–Hanson active set), relative: every row weighted
-    by 1 / max(y, 10 ms) so small loads count as much as large ones."""
+    by 1 / max(y, ``floor``) so small loads count as much as large ones (``floor``: below it
+    a value is noise, not a size)."""
     import numpy as np
 
     x = np.array([r[0] for r in rows], dtype=float)
     y = np.array([r[1] for r in rows], dtype=float)
-    w = 1.0 / np.maximum(np.abs(y), 0.01)
+    w = 1.0 / np.maximum(np.abs(y), floor)
     a, b = x * w[:, None], y * w
     scale = np.maximum(np.abs(a).max(axis=0), 1e-30)
     a = a / scale
@@ -546,23 +569,10 @@ def describe(config: Config) -> str:
     return f"{label} | {keys} | {config.value} B | {config.partitions}"
 
 
-def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -> None:
-    """Fit on the fit half, validate on the held-out half; print tables and constants."""
-    from dataclasses import replace
-
-    from statekit.recovery import estimate_recovery
-
-    rows: dict[str, dict] = {}
-    feats: dict[str, tuple] = {}
-    for config in configs:
-        row = measured_rows(config, measured)
-        if row is None:
-            print(f"{config.name}: not measured")
-            continue
-        rows[config.name] = row
-        feats[config.name] = features(work, config)
-    readers = json.loads((work / "reader.json").read_text()) \
-        if (work / "reader.json").exists() else {}
+def fit_load_models(configs: list[Config], rows: dict[str, dict], feats: dict[str, tuple]
+                    ) -> dict[str, object]:
+    """Stage 1: per provider, the load terms on Spark's per-partition load times (D) of the
+    fit half — many points per configuration, each a partition's load."""
     models = {}
     for provider in ("hdfs", "rocksdb"):
         fit_rows = []
@@ -580,28 +590,289 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -
             continue
         coef = fit(fit_rows, FEATURES)
         models[provider] = model_from(provider, coef)
-        print(f"\n{provider}: {len(fit_rows)} partitions fitted: " + ", ".join(
+        print(f"\n{provider} load (D): {len(fit_rows)} partitions fitted: " + ", ".join(
             f"{k} {v:.3g}" for k, v in coef.items()))
-    # held-out predictions with the fitted model, through statekit's own estimate
+    return models
+
+
+RESTART_FEATURES = ["load_factor", "base_factor", "row", "gc_row", "restart",
+                    "restart_negative"]
+"""The fixed part takes either sign: the empty checkpoint's first batch (a new query) pays
+costs a restarted query's does not, so a small state restarts faster than the baseline."""
+FIT_FLOOR_S = 2.0
+"""The fit weighs each configuration by 1 / max(measured, this): a cold first batch varies by
+seconds between runs, so a smaller difference is mostly noise and must not steer the fit."""
+JUDGE_FLOOR_S = 1.0
+"""An error is judged against max(measured, this): below it, the median of five cold runs
+cannot tell the restart's cost from noise (their spread reaches seconds)."""
+
+
+def restart_features(ckpt, model) -> list[float]:
+    """What the user-visible restart grows with under a load-only ``model``: the load's
+    makespan, the rows on the busiest core, those × million rows on the heap, once."""
+    from statekit.recovery import estimate_recovery, heap_rows_per_executor
+
+    estimate = estimate_recovery(ckpt, cores=CORES, model=model)
+    heap = heap_rows_per_executor(estimate.instances)
+    rows = sum(s.rows for s in estimate.stages)
+    base = sum(s.load_s * s.base_share for s in estimate.stages)
+    return [estimate.state_load_s - base, base, rows, rows * heap / 1e6, 1.0, -1.0]
+
+
+VARIANTS = {"load": ["load_factor", "restart", "restart_negative"],
+            "replay + base": ["load_factor", "base_factor", "restart", "restart_negative"],
+            "replay + base + rows": ["load_factor", "base_factor", "row", "restart",
+                                     "restart_negative"],
+            "replay + base + rows + gc": RESTART_FEATURES}
+"""The first-batch models tried, simplest first; leave-one-out on the fit half picks one."""
+
+
+def _coef_for(names: list[str], coef: dict[str, float]) -> dict[str, float]:
+    return {name: coef.get(name, 0.0) for name in RESTART_FEATURES}
+
+
+def _predict(feature: list[float], coef: dict[str, float]) -> float:
+    return max(0.0, sum(f * coef[n] for f, n in zip(feature, RESTART_FEATURES, strict=True)))
+
+
+def _fit_variant(points: list[tuple[list[float], float]], names: list[str]) -> dict[str, float]:
+    """NNLS of the variant's features; without ``base_factor`` the base part of the load
+    takes the replay's factor (one factor on the whole load)."""
+    one_factor = "base_factor" not in names
+    keep = [RESTART_FEATURES.index(n) for n in names]
+    base = RESTART_FEATURES.index("base_factor")
+    rows = []
+    for x, y in points:
+        merged = list(x)
+        if one_factor:
+            merged[0] += merged[base]
+        rows.append(([merged[i] for i in keep], y))
+    coef = _coef_for(names, fit(rows, names, floor=FIT_FLOOR_S))
+    if one_factor:
+        coef["base_factor"] = coef["load_factor"]
+    return coef
+
+
+def relative_error(estimate: float, measured: float) -> float:
+    """estimate ÷ measured − 1, a measurement under the noise floor taken as the floor."""
+    return (estimate - measured) / max(abs(measured), JUDGE_FLOOR_S)
+
+
+def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict[str, tuple],
+                       load_models: dict) -> dict[str, object]:
+    """Stage 2: per provider, the first batch's extra time (A, the median over repeats of
+    restart − baseline) on the load model's makespan and the rows held, fit half only; the
+    variant with the smallest leave-one-out error on the fit half is kept."""
+    from dataclasses import replace
+
+    models = {}
+    for provider, load_model in load_models.items():
+        points = [(restart_features(feats[c.name][1], load_model), rows[c.name]["A"])
+                  for c in configs if c.half == "fit" and provider_of(c) == provider
+                  and c.name in rows]
+        scores = {}
+        for label, names in VARIANTS.items():
+            errors = []
+            for i, (x, y) in enumerate(points):
+                rest = points[:i] + points[i + 1:]
+                errors.append(abs(relative_error(_predict(x, _fit_variant(rest, names)), y)))
+            scores[label] = statistics.median(errors) if errors else float("inf")
+        best = min(scores, key=lambda label: scores[label])
+        coef = _fit_variant(points, VARIANTS[best])
+        models[provider] = replace(load_model, load_factor=coef["load_factor"],
+                                   base_factor=coef["base_factor"],
+                                   row_s=coef["row"], gc_row_s=coef["gc_row"],
+                                   restart_s=coef["restart"] - coef["restart_negative"])
+        print(f"{provider} first batch (A): {len(points)} configurations; leave-one-out "
+              "median |error| " + ", ".join(f"{k} {v:.0%}" for k, v in scores.items())
+              + f"; kept {best}: " + ", ".join(f"{k} {v:.3g}" for k, v in coef.items()))
+    return models
+
+
+def memory_rows(config: Config, measured: dict[str, list[dict]]) -> float | None:
+    """Spark's own ``memoryUsedBytes`` of the restart's first batch, median over repeats."""
+    values = [r["batches"][0].get("memoryUsedBytes") for r in
+              measured.get(f"restart-{config.name}", []) if r["batches"]]
+    values = [v for v in values if v]
+    return statistics.median(values) if values else None
+
+
+def fit_memory(configs: list[Config], measured: dict[str, list[dict]],
+               feats: dict[str, tuple]) -> dict[str, tuple[float, float]]:
+    """Spark's ``memoryUsedBytes`` of the restart's first batch, fit half. HDFS: bytes per
+    row = overhead + factor × decoded row bytes, on the rows Spark counted; RocksDB: bytes
+    per instance + factor × the changelog bytes replayed into its memtables (capped)."""
+    from statekit.recovery import sample_bytes_per_record
+    from statekit.restart_memory import ROCKSDB_MEMTABLE_CAP_BYTES
+
+    out = {}
+    for provider in ("hdfs", "rocksdb"):
+        points = []
+        for c in configs:
+            used = memory_rows(c, measured)
+            runs = [r for r in measured.get(f"restart-{c.name}", []) if r["batches"]]
+            if c.half != "fit" or provider_of(c) != provider or not used or not runs:
+                continue
+            counted = runs[0]["batches"][0].get("numRowsTotal") or 0
+            ckpt = feats[c.name][1]
+            works = feats[c.name][0][1]
+            row_bytes = sample_bytes_per_record(
+                ckpt, list(ckpt.inventory.instances.values())).row_bytes
+            if provider == "hdfs" and counted:
+                points.append(([1.0, row_bytes], used / counted))
+            elif provider == "rocksdb":
+                replay = sum(min(ROCKSDB_MEMTABLE_CAP_BYTES, w.records * row_bytes)
+                             for w in works)
+                points.append(([float(len(works)), replay], used))
+        if points:
+            coef = fit(points, ["a", "b"])
+            out[provider] = (coef["a"], coef["b"])
+            print(f"{provider} memory: {len(points)} configurations: {coef}")
+    return out
+
+
+def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
+    """Put fitted memory constants into statekit's module (for the held-out check)."""
+    import statekit.restart_memory as constants
+
+    if "hdfs" in memory:
+        constants.HDFS_ROW_OVERHEAD_BYTES, constants.HDFS_ROW_BYTE_FACTOR = memory["hdfs"]
+    if "rocksdb" in memory:
+        constants.ROCKSDB_INSTANCE_BYTES, constants.ROCKSDB_REPLAY_FACTOR = memory["rocksdb"]
+
+
+def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
+           docs: Path | None = None, check: bool = True, keep_load: bool = False) -> None:
+    """Fit on the fit half, validate on the held-out half and the unseen configurations;
+    print tables and constants (and write the table into ``docs``)."""
+    from dataclasses import replace
+
+    from statekit.recovery import estimate_recovery
+
+    rows: dict[str, dict] = {}
+    feats: dict[str, tuple] = {}
+    for config in configs:
+        row = measured_rows(config, measured)
+        if row is None:
+            print(f"{config.name}: not measured")
+            continue
+        rows[config.name] = row
+        feats[config.name] = features(work, config)
+    readers = json.loads((work / "reader.json").read_text()) \
+        if (work / "reader.json").exists() else {}
+    if keep_load:  # the built-in load terms (fitted with long chains of change files)
+        from statekit.recovery import DEFAULT_MODELS
+
+        load_models = {p: replace(m, load_factor=1.0, base_factor=1.0, row_s=0.0,
+                                  gc_row_s=0.0, restart_s=0.0, source="fitted")
+                       for p, m in DEFAULT_MODELS.items()}
+    else:
+        load_models = fit_load_models(configs, rows, feats)
+    models = fit_restart_models(configs, rows, feats, load_models)
+    memory = fit_memory(configs, measured, feats)
+    use_memory_constants(memory)
     results = []
     for config in configs:
         if config.name not in rows or provider_of(config) not in models:
             continue
-        (_, _works), ckpt = feats[config.name]
-        model = models[provider_of(config)]
-        estimate = estimate_recovery(ckpt, cores=CORES, model=model)
-        results.append((config, rows[config.name], estimate))
+        ckpt = feats[config.name][1]
+        estimate = estimate_recovery(ckpt, cores=CORES, model=models[provider_of(config)])
+        load_only = estimate_recovery(ckpt, cores=CORES,
+                                      model=load_models[provider_of(config)])
+        results.append((config, rows[config.name], estimate, load_only))
     ratios: dict[str, list[float]] = defaultdict(list)
-    for config, row, estimate in results:
-        if config.half == "held-out" and estimate.state_load_s > 0:
-            ratios[provider_of(config)].append(row["D"] / estimate.state_load_s)
+    for config, row, estimate, _ in results:
+        if config.half == "held-out" and estimate.restart_s > 0:
+            ratios[provider_of(config)].append(row["A"] / estimate.restart_s)
     for provider, values in ratios.items():
         models[provider] = replace(models[provider], low=min(values), high=max(values))
-    # --measure: the reader's time against the fitted model's prediction for the same
-    # partitions: net = fixed × reads + ratio × predicted, fitted on the fit half
+    overhead = fit_reader_overhead(results, readers, models)
+    lines = ["| load path | keys | value | partitions | batches | half | measured [spread] | "
+             "estimate [range] | error | Spark's load log D | load estimate | error |",
+             "|" + "---|" * 12]
+    errors: dict[str, list[float]] = defaultdict(list)
+    for config, row, estimate, load_only in results:
+        model = models[provider_of(config)]
+        est = estimate.restart_s
+        low, high = est * model.low, est * model.high
+        error = relative_error(est, row["A"])
+        errors[config.half].append(error)
+        if config.keys >= 1_000_000:
+            errors[f"{config.half}, ≥ 1M keys"].append(error)
+        load_error = load_only.state_load_s / row["D"] - 1 if row["D"] > 0 else float("nan")
+        lines.append(
+            f"| {describe(config)} | {config.batches} | {config.half} | {fmt_s(row['A'])} "
+            f"[{fmt_s(row['A_spread'])}] | {fmt_s(est)} [{fmt_s(low)} – {fmt_s(high)}] | "
+            f"{error:+.0%} | {fmt_s(row['D'])} | {fmt_s(load_only.state_load_s)} | "
+            f"{load_error:+.0%} |")
+    summary = []
+    for half, values in sorted(errors.items()):
+        absolute = sorted(abs(v) for v in values)
+        worst = max(max(1 + v, 1 / (1 + v)) if v > -1 else float("inf") for v in values)
+        summary.append(f"- {half}: {len(values)} configurations, median |error| "
+                       f"{statistics.median(absolute):.0%}, worst factor {worst:.2f}×")
+    memory_lines = memory_table(results, measured, memory)
+    print("\n" + "\n".join(lines) + "\n\n" + "\n".join(summary))
+    print("\n" + "\n".join(memory_lines))
+    print("\n# paste into statekit.recovery.DEFAULT_MODELS:")
+    for provider, model in models.items():
+        print(f'    "{provider}": CostModel("{provider}", per_task_s={model.per_task_s:.4g}, '
+              f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "
+              f"base_byte_s={model.base_byte_s:.4g}, change_byte_s={model.change_byte_s:.4g}, "
+              f"record_s={model.record_s:.4g}, first_wave_s={model.first_wave_s:.4g}, "
+              f"first_wave_base_s={model.first_wave_base_s:.4g}, "
+              f"first_wave_record_s={model.first_wave_record_s:.4g}, "
+              f"load_factor={model.load_factor:.4g}, base_factor={model.base_factor:.4g}, "
+              f"row_s={model.row_s:.4g}, "
+              f"gc_row_s={model.gc_row_s:.4g}, restart_s={model.restart_s:.4g}, "
+              f"low={model.low:.3g}, high={model.high:.3g}),")
+    print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g})"
+                                            for k, v in overhead.items()) + "}")
+    print("memory constants:", memory)
+    if docs is not None:
+        write_docs(docs, lines, summary, memory_lines)
+    if check:
+        statekit_check(work, results)
+
+
+def memory_table(results: list, measured: dict[str, list[dict]],
+                 memory: dict[str, tuple[float, float]]) -> list[str]:
+    """Spark's ``memoryUsedBytes`` against statekit's estimate (the fitted constants)."""
+    from statekit.presentation import human_bytes
+
+    lines = ["| configuration | half | rows (Spark) | Spark's memoryUsedBytes | statekit "
+             "estimate | error |", "|---|---|---:|---:|---:|---:|"]
+    for config, _row, estimate, _ in results:
+        used = memory_rows(config, measured)
+        mem = estimate.memory
+        if not used or mem is None or provider_of(config) not in memory:
+            continue
+        runs = [r for r in measured.get(f"restart-{config.name}", []) if r["batches"]]
+        counted = runs[0]["batches"][0].get("numRowsTotal") or 0
+        lines.append(f"| {config.name} | {config.half} | {counted:,} | "
+                     f"{human_bytes(int(used))} | {human_bytes(int(mem.bytes))} | "
+                     f"{mem.bytes / used - 1:+.0%} |")
+    return lines
+
+
+def write_docs(path: Path, lines: list[str], summary: list[str], memory: list[str]) -> None:
+    """Replace the table between the grid markers of ``path``."""
+    start, end = "<!-- recovery-grid -->", "<!-- /recovery-grid -->"
+    text = path.read_text() if path.exists() else f"{start}\n{end}\n"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    block = "\n".join([start, *lines, "", *summary, "", "Memory of the loaded state:", "",
+                        *memory, end])
+    path.write_text(head + block + tail)
+
+
+def fit_reader_overhead(results: list, readers: dict, models: dict
+                        ) -> dict[str, tuple[float, float, float]]:
+    """``--measure``: the reader's time against the load model's prediction for the same
+    partitions: net = fixed × reads + ratio × predicted + per_row × rows (fit half)."""
     overhead: dict[str, tuple[float, float, float]] = {}
-    reads: dict[str, tuple[float, float, int, float]] = {}  # (net, predicted, reads, rows)
-    for config, _row, estimate in results:
+    reads: dict[str, tuple[float, float, int, float]] = {}
+    for config, _row, estimate, _ in results:
         data = readers.get(config.name)
         if not data:
             continue
@@ -611,61 +882,21 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]]) -
         net = sum(max(0.0, s - data["empty_job_s"]) for s in data["seconds"])
         reads[config.name] = (net, predicted, len(data["targets"]), rows)
     for provider in models:
-        pts = [reads[c.name] for c, _, _ in results if c.half == "fit"
+        pts = [reads[c.name] for c, _, _, _ in results if c.half == "fit"
                and provider_of(c) == provider and c.name in reads]
         if pts:
             coef = fit([([n, pred, rows], net) for net, pred, n, rows in pts],
                        ["fixed", "ratio", "per_row"])
             overhead[provider] = (coef["fixed"], coef["ratio"], coef["per_row"])
-
-    def measure_factor(name: str, provider: str) -> float:
-        net, predicted, n, rows = reads[name]
-        fixed, ratio, per_row = overhead[provider]
-        return net / (fixed * n + ratio * predicted + per_row * rows)
-    header = ("| load path | keys | value | partitions | half | measured D [spread] | "
-              "user-visible A [spread] | estimate [range] | error | with --measure | error |")
-    print("\n" + header)
-    print("|" + "---|" * 11)
-    errors: dict[str, list[float]] = defaultdict(list)
-    for config, row, estimate in results:
-        est = estimate.state_load_s
-        low, high = est * models[provider_of(config)].low, est * models[provider_of(config)].high
-        error = est / row["D"] - 1 if row["D"] > 0 else float("nan")
-        errors[config.half].append(error)
-        measured_est = float("nan")
-        if config.name in reads and provider_of(config) in overhead:
-            measured_est = est * measure_factor(config.name, provider_of(config))
-            errors[f"{config.half} --measure"].append(measured_est / row["D"] - 1)
-        print(f"| {describe(config)} | {config.half} | {fmt_s(row['D'])} "
-              f"[{fmt_s(row['D_spread'])}] | {fmt_s(row['A'])} [{fmt_s(row['A_spread'])}] | "
-              f"{fmt_s(est)} [{fmt_s(low)} – {fmt_s(high)}] | {error:+.0%} | "
-              + (f"{fmt_s(measured_est)} | {measured_est / row['D'] - 1:+.0%} |"
-                 if measured_est == measured_est else "- | - |"))
-    for half, values in errors.items():
-        absolute = sorted(abs(v) for v in values)
-        worst = max(max(1 + v, 1 / (1 + v)) if v > -1 else float("inf") for v in values)
-        print(f"{half}: {len(values)} configurations, median |error| "
-              f"{statistics.median(absolute):.0%}, worst factor {worst:.2f}×")
-    print("\n# paste into statekit.recovery.DEFAULT_MODELS:")
-    for provider, model in models.items():
-        print(f'    "{provider}": CostModel("{provider}", per_task_s={model.per_task_s:.4g}, '
-              f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "
-              f"base_byte_s={model.base_byte_s:.4g}, change_byte_s={model.change_byte_s:.4g}, "
-              f"record_s={model.record_s:.4g}, first_wave_s={model.first_wave_s:.4g}, "
-              f"first_wave_base_s={model.first_wave_base_s:.4g}, "
-              f"first_wave_record_s={model.first_wave_record_s:.4g}, low={model.low:.3g}, "
-              f"high={model.high:.3g}),")
-    print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g})"
-                                            for k, v in overhead.items()) + "}")
-    statekit_check(work, results)
+    return overhead
 
 
 def statekit_check(work: Path, results: list) -> None:
     """``statekit recovery --json`` with its built-in constants, on every configuration."""
-    print("\n| configuration | half | measured D | statekit recovery (built-in) | error | "
+    print("\n| configuration | half | measured A | statekit recovery (built-in) | error | "
           "time |")
     print("|---|---|---:|---:|---:|---:|")
-    for config, row, _ in results:
+    for config, row, _, _ in results:
         started = time.perf_counter()
         done = subprocess.run([STATEKIT, "recovery", str(work / "ckpt" / config.name / "ckpt"),
                                "--json", "--cores", str(CORES)], capture_output=True, text=True)
@@ -673,9 +904,9 @@ def statekit_check(work: Path, results: list) -> None:
         if done.returncode:
             print(f"| {config.name} | {config.half} | - | failed: {done.stderr.strip()} | | |")
             continue
-        est = json.loads(done.stdout)["state_load_s"]
-        print(f"| {config.name} | {config.half} | {fmt_s(row['D'])} | {fmt_s(est)} | "
-              f"{est / row['D'] - 1:+.0%} | {took:.2f} s |")
+        est = json.loads(done.stdout)["estimate_s"]
+        print(f"| {config.name} | {config.half} | {fmt_s(row['A'])} | {fmt_s(est)} | "
+              f"{est / row['A'] - 1:+.0%} | {took:.2f} s |")
 
 
 def main() -> None:
@@ -694,6 +925,12 @@ def main() -> None:
     parser.add_argument("--report", action="store_true",
                         help="no measuring: report on what --workdir holds")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--keep-load", action="store_true",
+                        help="keep statekit's built-in load terms; fit the first batch only")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip running `statekit recovery` on every configuration")
+    parser.add_argument("--docs", type=Path,
+                        help="write the held-out table into this markdown file")
     args = parser.parse_args()
     configs = grid(args.quick)
     if args.only:
@@ -708,7 +945,7 @@ def main() -> None:
         setup(work, configs)
         measure_readers(work, configs)
         measure_all(work, measured_configs, args.repeats, args.timeout)
-    report(work, configs, load_measured(work))
+    report(work, configs, load_measured(work), args.docs, not args.no_check, args.keep_load)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

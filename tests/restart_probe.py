@@ -9,7 +9,9 @@ partitionId=<p> …]``), which a log4j configuration sends to a file here, logge
 ``batches`` micro-batches (``keys / batches`` new keys and ``keys / (2 × batches)`` random
 updates each), ~50-byte hex values, HDFS-backed, no snapshot — every delta is replayed.
 
-Run: ``python -m tests.restart_probe '{"checkpoint": …, "landing": …, "partitions": 4}'``.
+Run: ``python -m tests.restart_probe '{"checkpoint": …, "landing": …, "partitions": 4}'``
+(``"driver_memory": "8g"`` for a larger heap); ``{"mode": "write", "root": …, "keys": …,
+"batches": …, "partitions": …, "driver_memory": …}`` writes the state in its own JVM.
 """
 
 from __future__ import annotations
@@ -107,8 +109,10 @@ def _probe(spec: dict, folder: Path) -> dict:
 
     log = folder / "state.log"
     (folder / "log4j2.properties").write_text(LOG4J.format(log=log))
+    memory = {"spark.driver.memory": spec["driver_memory"]} if spec.get("driver_memory") \
+        else {}
     spark = build_session("statekit-restart-probe", conf={
-        **confs(spec["partitions"]), "spark.sql.adaptive.enabled": "false",
+        **confs(spec["partitions"]), "spark.sql.adaptive.enabled": "false", **memory,
         "spark.driver.extraJavaOptions":
             f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}"})
     query = (stream(spark, Path(spec["landing"])).writeStream.outputMode("update")
@@ -127,5 +131,24 @@ def _probe(spec: dict, folder: Path) -> dict:
             "load_ms": {str(k): v for k, v in sorted(loads.items())}}
 
 
+def write_in_own_jvm(spec: dict) -> dict:
+    """``write_state`` in this process's own session, with ``spec["driver_memory"]`` of heap
+    (millions of HDFS rows do not fit in the test session's default 1 GiB)."""
+    from statekit.jobs.session import build_session
+
+    spark = build_session("statekit-restart-write", conf={
+        "spark.driver.memory": spec["driver_memory"], "spark.sql.adaptive.enabled": "false"})
+    try:
+        paths = write_state(spark, Path(spec["root"]), spec["keys"], spec["batches"],
+                            spec["partitions"])
+    finally:
+        spark.stop()
+    return {name: str(path) for name, path in paths.items()}
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))))
+    request = json.loads(sys.argv[1])
+    if request.get("mode") == "write":
+        print(json.dumps(write_in_own_jvm(request)))
+    else:
+        print(json.dumps(main(request)))

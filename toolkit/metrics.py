@@ -93,8 +93,13 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "1 when the store's history stops before its committed version (a change "
         "file missing or damaged): the verdict is the one of the history up to there"),
     "statekit_recovery_estimate_seconds": (
-        "gauge", "Estimated restart time: state load plus re-run batches (absent when the "
-        "checkpoint will not restart)"),
+        "gauge", "Estimated restart time: from the restart until its first batch completes, "
+        "beyond what that batch costs on an empty checkpoint, plus re-run batches (absent "
+        "when the checkpoint will not restart)"),
+    "statekit_recovery_state_load_seconds": (
+        "gauge", "The part of the estimate Spark's own state-load log would time"),
+    "statekit_recovery_memory_bytes": (
+        "gauge", "Memory the loaded state holds per executor (HDFS: heap; RocksDB: native)"),
     "statekit_recovery_estimate_low_seconds": ("gauge", "Low end of the estimate's range"),
     "statekit_recovery_estimate_high_seconds": ("gauge", "High end of the estimate's range"),
 }
@@ -191,6 +196,9 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
         f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=label)
         f["statekit_recovery_estimate_low_seconds"].add(recovery.low_s, checkpoint=label)
         f["statekit_recovery_estimate_high_seconds"].add(recovery.high_s, checkpoint=label)
+        f["statekit_recovery_state_load_seconds"].add(recovery.state_load_s, checkpoint=label)
+        if recovery.memory is not None:
+            f["statekit_recovery_memory_bytes"].add(recovery.memory.bytes, checkpoint=label)
     f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
     return list(f.values())
 

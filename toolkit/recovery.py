@@ -38,7 +38,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
@@ -46,6 +46,9 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.logs import provider_short_name
 from statekit.progress_log import BatchTiming
+
+if TYPE_CHECKING:
+    from statekit.restart_memory import StateMemory
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
 
@@ -84,6 +87,25 @@ class CostModel:
     """Extra per record replayed by a task of the first wave: the replay runs while the JIT
     is still compiling it (the benchmark's first-wave partitions replayed up to ~1.5× slower
     than the same partitions in later waves)."""
+    load_factor: float = 1.0
+    """The first batch after a restart pays this multiple of the replay part of the load
+    makespan that Spark's own load log times (change files, records, instances) ..."""
+    base_factor: float = 1.0
+    """... and this multiple of its base part (a snapshot's or zip's files and bytes, the
+    warm-up of opening one): the first batch of a new query, which the estimate is measured
+    against, pays part of opening a store too."""
+    row_s: float = 0.0
+    """Per row the busiest core's stores hold after the load: what the first batch pays on
+    top (HDFS: copying the loaded map into the batch's new version and committing it;
+    RocksDB: the first commit of a database that holds them)."""
+    gc_row_s: float = 0.0
+    """Per row on the busiest core × million rows the executor's heap holds at once (the
+    HDFS provider keeps every loaded partition's map on the heap: garbage collection
+    slows as the live set grows)."""
+    restart_s: float = 0.0
+    """Once per restart that loads any state. Either sign: what the estimate measures
+    against, a new query's first batch on an empty checkpoint, pays costs of its own (a
+    restart of a small state is faster than it); the estimate never goes below 0."""
     low: float = 1.0
     """The smallest measured ÷ estimated ratio of this load path on held-out restarts ..."""
     high: float = 1.0
@@ -115,23 +137,28 @@ class CostModel:
         return replace(self, source=source, **costs)
 
 
-#: Fitted by ``benchmarks/bench_recovery_grid.py`` (README "Recovery"): non-negative least
-#: squares of Spark's own per-partition load times in measured restarts on one half of a grid
-#: (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions on 2 cores, every load path);
-#: ``low``/``high`` are the extreme measured ÷ estimated ratios on the other half.
+#: The load terms were fitted by ``benchmarks/bench_recovery_grid.py`` on Spark's own
+#: per-partition load times (a grid with long chains of small change files, which tell the
+#: per-file cost from the per-task one); the first-batch terms (``load_factor`` …
+#: ``restart_s``) on the user-visible first batch of the fit half of the current grid
+#: (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4 and 16 partitions on 2 cores,
+#: every load path; the variant with the least leave-one-out error); ``low``/``high`` are the
+#: extreme measured ÷ estimated ratios on the other half.
 DEFAULT_MODELS = {
     "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
                       base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
                       first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, low=0.693, high=1.34),
+                      first_wave_record_s=8.625e-07, load_factor=2.676, base_factor=2.676,
+                      row_s=0.0, gc_row_s=0.0, restart_s=-0.1735, low=0.911, high=1.5),
     "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
                          change_file_s=0.0006224, base_byte_s=2.916e-09,
                          change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
-                         first_wave_base_s=0.3776, first_wave_record_s=8.105e-07, low=0.829,
-                         high=1.3),
+                         first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
+                         load_factor=2.076, base_factor=2.076, row_s=0.0, gc_row_s=0.0,
+                         restart_s=-0.6254, low=0.485, high=2.22),
 }
 
-READER_OVERHEAD = {"hdfs": (0.0203, 0.669, 4.59e-07), "rocksdb": (0.0297, 0.869, 5.5e-07)}
+READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
 """``--measure``: on the benchmark machine, Spark's state reader loading one partition and
 iterating its rows took ``fixed + ratio × (the model's restart load of it) + per_row × rows``
 (fitted on the grid's fit half: a restart never iterates a RocksDB zip's keys, the reader
@@ -173,7 +200,9 @@ class InstanceWork:
 class StageEstimate:
     operator_id: int
     seconds: float
-    """The stage's makespan over the cores (with the first-wave warm-up, if it pays it)."""
+    """What the stage adds to the restart's first batch: its load × the model's
+    ``load_factor``, plus the rows its busiest core then holds (and their garbage
+    collection)."""
     tasks: int
     waves: int
     warmup_s: float
@@ -182,7 +211,17 @@ class StageEstimate:
     """... and what its slowest first-wave task pays for replaying while the JIT warms up."""
     critical: tuple[InstanceWork, ...]
     """The instances on the busiest core, largest first."""
-
+    load_s: float = 0.0
+    """The state load's makespan over the cores (with the first-wave warm-up): what Spark's
+    own load log times."""
+    rows: float = 0.0
+    """Rows the busiest core's stores hold after the load."""
+    rows_s: float = 0.0
+    """What the first batch pays for those rows ..."""
+    gc_s: float = 0.0
+    """... and for collecting garbage among every row the executor's heap holds."""
+    base_share: float = 0.0
+    """The part of the load spent opening bases (snapshots, zips)."""
 
 @dataclass(frozen=True)
 class WhatIf:
@@ -246,6 +285,12 @@ class RecoveryEstimate:
     the re-runs."""
     breakdown: tuple[Term, ...] = field(default=())
     """The critical path's costs by kind, largest first."""
+    restart_s: float = 0.0
+    """The restart's first batch over an empty checkpoint's, without re-runs: the state load
+    × ``load_factor``, the rows then held, garbage collection and a fixed part."""
+    executors: int = 1
+    memory: StateMemory | None = None
+    """What the loaded state holds in memory, per executor."""
 
     @property
     def explanation(self) -> str:
@@ -320,32 +365,72 @@ def _warmup(model: CostModel, works: Sequence[InstanceWork]) -> float:
 
 
 def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int,
-                   warmup: float = 0.0, first_wave_record_s: float = 0.0) -> StageEstimate:
-    """One stateful stage: a task per partition loads all its stores (a join's four)."""
+                   warmup: float = 0.0, first_wave_record_s: float = 0.0,
+                   model: CostModel | None = None, heap_rows: float = 0.0) -> StageEstimate:
+    """One stateful stage: a task per partition loads all its stores (a join's four), then
+    the first batch runs on what they hold. ``heap_rows``: the rows the executor's heap holds
+    at once (every stage's, over the executors)."""
     per_task: dict[int, list[InstanceWork]] = {}
     for work in works:
         per_task.setdefault(work.partition, []).append(work)
     tasks = {p: sum(w.seconds for w in ws) for p, ws in per_task.items()}
     replay = {p: first_wave_record_s * sum(w.records for w in ws) for p, ws in per_task.items()}
-    seconds = schedule(list(tasks.values()), cores, warmup, list(replay.values()))
+    load = schedule(list(tasks.values()), cores, warmup, list(replay.values()))
     waves = math.ceil(len(tasks) / max(1, cores)) if tasks else 0
     slowest = sorted(per_task, key=lambda p: -tasks[p])[:waves]
     critical = tuple(sorted((w for p in slowest for w in per_task[p]),
                             key=lambda w: -w.seconds))
-    return StageEstimate(operator_id, seconds, len(tasks), waves, warmup,
-                         replay[slowest[0]] if slowest else 0.0, critical)
+    rows = sum(w.rows for w in critical)
+    factor, rows_s, gc_s, share = 1.0, 0.0, 0.0, 0.0
+    if model is not None:
+        share = base_share(critical, model, warmup)
+        factor = effective_factor(model, share)
+        rows_s = model.row_s * rows
+        gc_s = model.gc_row_s * rows * heap_rows / 1e6
+    return StageEstimate(operator_id, factor * load + rows_s + gc_s, len(tasks), waves,
+                         warmup, replay[slowest[0]] if slowest else 0.0, critical, load, rows,
+                         rows_s, gc_s, share)
 
 
-def _stages(works: Sequence[InstanceWork], model: CostModel, cores: int
+def base_share(critical: Sequence[InstanceWork], model: CostModel, warmup: float) -> float:
+    """The part of the critical path's load spent on bases (snapshot/zip files and bytes,
+    and the warm-up of opening one beyond that of replaying change files)."""
+    base = sum(model.base_file_s * w.base_files + model.base_byte_s * w.base_bytes
+               for w in critical)
+    if any(w.base_files for w in critical):
+        base += max(0.0, warmup - model.first_wave_s)
+    total = sum(w.seconds for w in critical) + warmup
+    return min(1.0, base / total) if total > 0 else 0.0
+
+
+def effective_factor(model: CostModel, share: float) -> float:
+    """The first batch's multiple of a load whose ``share`` is opening bases."""
+    return share * model.base_factor + (1 - share) * model.load_factor
+
+
+def _stages(works: Sequence[InstanceWork], model: CostModel, cores: int, executors: int = 1
             ) -> tuple[StageEstimate, ...]:
     """Stateful stages run one after another; only the first pays the JVM's warm-up."""
     by_op: dict[int, list[InstanceWork]] = {}
     for work in works:
         by_op.setdefault(work.operator_id, []).append(work)
     warmup = _warmup(model, works)
+    heap_rows = heap_rows_per_executor(works, executors)
     return tuple(stage_estimate(op, ws, cores, warmup if n == 0 else 0.0,
-                                model.first_wave_record_s if n == 0 else 0.0)
+                                model.first_wave_record_s if n == 0 else 0.0, model, heap_rows)
                  for n, (op, ws) in enumerate(sorted(by_op.items())))
+
+
+def heap_rows_per_executor(works: Sequence[InstanceWork], executors: int = 1) -> float:
+    """Rows one executor holds after the load: the partitions spread evenly over them."""
+    return sum(w.rows for w in works) / max(1, executors)
+
+
+def restart_seconds(stages: Sequence[StageEstimate], model: CostModel) -> float:
+    """The user-visible restart (first batch over an empty checkpoint's), without re-runs."""
+    if not any(w.files for stage in stages for w in stage.critical):
+        return sum(s.seconds for s in stages)
+    return max(0.0, sum(s.seconds for s in stages) + model.restart_s)
 
 
 def default_model(ckpt: Checkpoint) -> CostModel:
@@ -357,12 +442,15 @@ def default_model(ckpt: Checkpoint) -> CostModel:
 
 def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
     """The same load scheduled over another number of cores (for what-if questions)."""
-    stages = _stages(estimate.instances, estimate.model, cores)
-    return sum(s.seconds for s in stages) + estimate.rerun_s
+    stages = _stages(estimate.instances, estimate.model, cores, estimate.executors)
+    return restart_seconds(stages, estimate.model) + estimate.rerun_s
 
 
 DEFAULT_BYTES_PER_RECORD = 120.0
 """Compressed bytes per state record when no file can be sampled (reference pipeline: ~110)."""
+
+DEFAULT_ROW_BYTES = 200.0
+"""Decoded key + value bytes per state record when no file can be sampled."""
 
 SKIPPED_BATCH_S = 0.35
 """A re-planned batch whose sink already committed it, without a progress log to time a warm
@@ -374,17 +462,33 @@ SAMPLE_PREFIX_BYTES = 1 << 20
 byte of a stream's prefix are those of the whole file, to within one compression block)."""
 
 
+class RecordSample(NamedTuple):
+    """What decoding a sample of state files told about its records."""
+
+    bytes_per_record: float
+    """Compressed bytes per record in the files."""
+    row_bytes: float
+    """Key + value bytes per record once decoded (what a row holds in memory, before the
+    objects around it)."""
+    source: str
+
+
 def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None = None
-                ) -> tuple[int, int]:
-    """(records, compressed bytes they came from) of ``file``, or of its first ``cap`` bytes:
-    the stream is decoded until the cut ends it. ``data``: the file's content, if read."""
+                ) -> tuple[int, int, int]:
+    """(records, compressed bytes they came from, their key + value bytes) of ``file``, or of
+    its first ``cap`` bytes: the stream is decoded until the cut ends it. ``data``: the
+    file's content, if read."""
     from statekit.checkpoint.state_data import file_codec, file_records
     from statekit.errors import StatekitError
     from statekit.formats.compression import decompress_prefix
     from statekit.formats.records import records_from_decompressed
 
+    count = row_bytes = 0
     if file.size <= cap:
-        return sum(1 for _ in file_records(ckpt, file, data)), file.size
+        for record in file_records(ckpt, file, data):
+            count += 1
+            row_bytes += len(record.key) + len(record.value or b"")
+        return count, file.size, row_bytes
     if data is not None:
         head = data[:cap]
     else:
@@ -392,18 +496,17 @@ def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None 
             head = handle.read(cap)
     shown = ckpt.display(file.path)
     decoded, covered = decompress_prefix(head, file_codec(ckpt, head[:8], shown), path=shown)
-    count = 0
     try:
-        for _ in records_from_decompressed(decoded, file.kind, shown=shown):
+        for record in records_from_decompressed(decoded, file.kind, shown=shown):
             count += 1
+            row_bytes += len(record.key) + len(record.value or b"")
     except StatekitError:
         pass  # the cut (mid-record): every record before it counted
-    return count, covered
+    return count, covered, row_bytes
 
 
 def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance],
-                            limit: int = 12, cap: int = SAMPLE_PREFIX_BYTES
-                            ) -> tuple[float, str]:
+                            limit: int = 12, cap: int = SAMPLE_PREFIX_BYTES) -> RecordSample:
     """Compressed bytes per record, from up to ``limit`` record files spread over the
     instances (their records counted by actually reading them, a large file's from its
     first ``cap`` bytes: the estimate stays well under a second on GBs of state)."""
@@ -411,20 +514,21 @@ def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance]
 
     files = [f for i in instances for f in i.of_kind("delta", "snapshot", "changelog")]
     if not files:
-        return DEFAULT_BYTES_PER_RECORD, "default"
+        return RecordSample(DEFAULT_BYTES_PER_RECORD, DEFAULT_ROW_BYTES, "default")
     step = max(1, len(files) // limit)
     sample = files[::step][:limit]
-    size = records = 0
+    size = records = row_bytes = 0
     for file in sample:
         try:
-            counted, covered = _records_in(ckpt, file, cap)
+            counted, covered, decoded = _records_in(ckpt, file, cap)
         except (StatekitError, OSError):
             continue
         records += counted
         size += covered
+        row_bytes += decoded
     if not records:
-        return DEFAULT_BYTES_PER_RECORD, "default"
-    return size / records, f"sampled {len(sample)} files"
+        return RecordSample(DEFAULT_BYTES_PER_RECORD, DEFAULT_ROW_BYTES, "default")
+    return RecordSample(size / records, row_bytes / records, f"sampled {len(sample)} files")
 
 
 def _median(values: Sequence[float]) -> float:
@@ -520,11 +624,14 @@ def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
 
 
 def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], version: int,
-             model: CostModel, bytes_per_record: float, cores: int, values: Sequence[int]
-             ) -> tuple[WhatIf, ...]:
+             model: CostModel, bytes_per_record: float, cores: int, values: Sequence[int],
+             held_s: float, factor: float) -> tuple[WhatIf, ...]:
     """Recovery if every partition had to replay ``m`` (worst) or ``m/2`` (typical) change
     files on top of a base as large as its current one (without a base yet: as large as the
-    change files so far)."""
+    change files so far). ``held_s``: what the first batch pays beyond the load for the rows
+    the state holds — the same whatever the snapshot interval; ``factor``: the first batch's
+    multiple of the load now (of its base and replay parts), applied to the what-if's
+    load."""
     hdfs = model.provider == "hdfs"
     out = []
     for m in values:
@@ -545,8 +652,8 @@ def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], 
                 cost = model.seconds(base_files, deltas, base, deltas * delta, records)
                 target.setdefault(inst.operator_id, []).append(
                     (cost, records * model.first_wave_record_s))
-        worst_s, typical_s = (_schedule_stages(cases, model, cores)
-                              for cases in (worst, typical))
+        worst_s, typical_s = (max(0.0, factor * _schedule_stages(cases, model, cores)
+                                  + held_s) for cases in (worst, typical))
         out.append(WhatIf(m, worst_s, typical_s, snapshot_bytes, worst_s * model.low,
                           worst_s * model.high))
     return tuple(out)
@@ -571,17 +678,32 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
+def load_multiple(stages: Sequence[StageEstimate], model: CostModel) -> float:
+    """What the first batch pays per second of state load, over every stage."""
+    load = sum(s.load_s for s in stages)
+    if load <= 0:
+        return model.load_factor
+    return sum(s.load_s * effective_factor(model, s.base_share) for s in stages) / load
+
+
 def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, ...]:
     """The critical path's seconds by kind of cost, with what they are in numbers."""
     from statekit.presentation import human_bytes
 
     critical = [w for stage in stages for w in stage.critical]
-    seconds = {"records": 0.0, "bytes": 0.0, "files": 0.0, "fixed": 0.0}
+    seconds = {"records": 0.0, "bytes": 0.0, "files": 0.0, "fixed": 0.0, "rows": 0.0,
+               "gc": 0.0}
+    factor = load_multiple(stages, model)
     for work in critical:
         for name, value in work.terms(model).items():
-            seconds[name] += value
-    seconds["fixed"] += sum(s.warmup_s for s in stages)
-    seconds["records"] += sum(s.first_wave_replay_s for s in stages)
+            seconds[name] += value * factor
+    seconds["fixed"] += sum(s.warmup_s for s in stages) * factor
+    seconds["records"] += sum(s.first_wave_replay_s for s in stages) * factor
+    seconds["rows"] = sum(s.rows_s for s in stages)
+    seconds["gc"] = sum(s.gc_s for s in stages)
+    offset = model.restart_s if any(w.files for w in critical) else 0.0
+    if offset > 0:
+        seconds["fixed"] += offset
     total = sum(seconds.values())
     if total <= 0:
         return ()
@@ -589,31 +711,51 @@ def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, 
     if model.provider == "hdfs":
         records = "snapshot and delta records" if based else "delta records"
         data = "snapshot and delta files" if based else "delta files"
+        store = "copying them into the first batch's map and committing it"
     else:
         records = "changelog records"
         data = "SST, zip and changelog files" if based else "changelog files"
+        store = "the first batch's commit of a database that holds them"
+    rows = sum(s.rows for s in stages)
     details = {
         "records": f"replaying {_count(sum(w.records for w in critical))} {records}",
         "bytes": f"reading {human_bytes(sum(w.bytes for w in critical))} of {data}",
         "files": f"opening {sum(w.files for w in critical):,} files",
-        "fixed": f"starting {len(critical):,} store instance(s) and the first wave's JVM "
-                 "warm-up"}
-    terms = [Term(name, value, value / total, details[name]) for name, value in seconds.items()]
+        "fixed": f"starting {len(critical):,} store instance(s), the first wave's JVM "
+                 "warm-up and the first batch's planning",
+        "rows": f"holding {_count(rows)} rows: {store}",
+        "gc": f"garbage collection with {_count(rows)} rows live on the heap"}
+    terms = [Term(name, value, value / total, details[name]) for name, value in seconds.items()
+             if value > 0]
+    if offset < 0:  # what a new query's first batch pays and a restart does not
+        terms.append(Term("offset", max(offset, -total), max(offset, -total) / total,
+                          "less what a new query's first batch pays anyway"))
     return tuple(sorted(terms, key=lambda t: -t.seconds))
 
 
 def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None = None,
                       timings: Sequence[BatchTiming] | None = None,
                       sink: Location | None = None,
-                      rto_s: float | None = None, current_min_deltas: int | None = None
+                      rto_s: float | None = None, current_min_deltas: int | None = None,
+                      executors: int = 1, memory_limit: int | None = None
                       ) -> RecoveryEstimate:
-    """The restart cost of ``ckpt`` now (see the module docstring). No JVM."""
+    """The restart cost of ``ckpt`` now (see the module docstring). No JVM. ``cores``: task
+    slots in all (over ``executors``); ``memory_limit``: each executor's heap, to warn when
+    the state will not fit."""
+    from statekit.restart_memory import state_memory
+
     model = model or default_model(ckpt)
     reruns, version = plan_reruns(ckpt, timings, sink)
-    instances, works, bytes_per_record = load_work(ckpt, version, model)
-    stages = _stages(works, model, cores)
-    load = sum(s.seconds for s in stages)
+    instances, works, sample = load_work(ckpt, version, model)
+    bytes_per_record = sample.bytes_per_record
+    stages = _stages(works, model, cores, executors)
+    load = sum(s.load_s for s in stages)
+    restart = restart_seconds(stages, model)
+    held = sum(s.rows_s + s.gc_s for s in stages) + (
+        model.restart_s if any(w.files for w in works) else 0.0)
     rerun = sum(r.seconds for r in reruns)
+    memory = state_memory(model.provider, [(w.rows, w.records) for w in works],
+                          sample.row_bytes, executors, memory_limit, ckpt.conf)
     notes = []
     zips_only = model.provider == "rocksdb" and not any(
         i.of_kind("changelog") for i in instances)
@@ -624,7 +766,8 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     else:
         values = sorted({*WHAT_IF_MIN_DELTAS,
                          *([current_min_deltas] if current_min_deltas else [])})
-        what_if = _what_if(instances, works, version, model, bytes_per_record, cores, values)
+        what_if = _what_if(instances, works, version, model, bytes_per_record, cores, values,
+                           held, load_multiple(stages, model))
     recommendation = None
     if rto_s is not None and what_if:
         fitting = [w.min_deltas for w in what_if if w.worst_high_s + rerun <= rto_s]
@@ -644,29 +787,33 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                      "file costs well under a millisecond; run with --calibrate to time "
                      "this store's per-file latency and bandwidth, or --measure to time "
                      "Spark loading the slowest partition")
-    return RecoveryEstimate(ckpt.location.url, model.provider, cores, version, load + rerun,
-                            load, rerun, reruns, stages, tuple(works), model, what_if,
-                            recommendation, tuple(notes), load * model.low + rerun,
-                            load * model.high + rerun, breakdown(stages, model))
+    if memory is not None and memory.note:
+        notes.append(memory.note)
+    return RecoveryEstimate(ckpt.location.url, model.provider, cores, version,
+                            restart + rerun, load, rerun, reruns, stages, tuple(works), model,
+                            what_if, recommendation, tuple(notes), restart * model.low + rerun,
+                            restart * model.high + rerun, breakdown(stages, model), restart,
+                            executors, memory)
 
 
 def load_work(ckpt: Checkpoint, version: int, model: CostModel
-              ) -> tuple[list[StoreInstance], list[InstanceWork], float]:
+              ) -> tuple[list[StoreInstance], list[InstanceWork], RecordSample]:
     """Every store instance and what loading it at ``version`` reads (files, bytes, records
     — records estimated from a sample of decoded files — and seconds under ``model``), and
-    the sampled compressed bytes per record."""
+    the sample's bytes per record."""
     from statekit.checkpoint.state_data import readable_zip_metadata
 
     inventory = ckpt.inventory
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
-    bytes_per_record, _ = sample_bytes_per_record(ckpt, instances)
+    sample = sample_bytes_per_record(ckpt, instances)
+    bytes_per_record = sample.bytes_per_record
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
     metas = readable_zip_metadata(ckpt, bases) if bases else {}
     referenced = {path: {s.dfs_name for s in meta.sst_files} for path, meta in metas.items()}
     keys = {path: meta.num_keys for path, meta in metas.items()}
     works = [instance_work(i, version, model, bytes_per_record, referenced, keys)
              for i in instances]
-    return instances, works, bytes_per_record
+    return instances, works, sample
 
 
 def load_features(ckpt: Checkpoint) -> tuple[int, list[InstanceWork]]:

@@ -67,7 +67,7 @@ def what_if_chart(estimate: RecoveryEstimate, rto_s: float | None) -> ChartSpec:
     highest = max((w.worst_high_s for w in points), default=0.0)
     title = "restart time if minDeltasForSnapshot were…"
     references: tuple[Reference, ...] = ()
-    if rto_s and highest and rto_s > RTO_FAR * highest:
+    if rto_s and rto_s > RTO_FAR * highest:
         # a line far above would flatten the curve onto the axis: say it instead
         title += f" (RTO {rto_s:g} s: far above every value)"
     elif rto_s:

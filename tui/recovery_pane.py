@@ -53,11 +53,16 @@ class RecoveryPane(LazyPane["RecoveryEstimate"]):
     def show_result(self, e: RecoveryEstimate) -> None:
         rto = self.tui.rto_s
         self.title_line.update(Text.assemble(
-            estimate_line(e, rto), f" · state load {e.state_load_s:.2f} s + re-run "
-            f"{e.rerun_s:.2f} s · {e.cores} task slots · version {e.version}"))
+            estimate_line(e, rto), f" · first batch {e.restart_s:.2f} s (Spark's state load "
+            f"{e.state_load_s:.2f} s) + re-run {e.rerun_s:.2f} s · {e.cores} task slots · "
+            f"version {e.version}"))
+        memory = e.memory
+        held = (f"state in memory ≈ {human_bytes(int(memory.bytes))} per executor "
+                f"({'heap' if memory.on_heap else 'native'})" if memory else "")
         advice = (f"largest minDeltasForSnapshot within the RTO: {e.recommendation}"
                   if rto and e.recommendation else "")
-        self.status.update(" · ".join(x for x in [e.explanation, *e.notes, advice] if x))
+        self.status.update(" · ".join(x for x in [e.explanation, held, *e.notes, advice]
+                                      if x))
         self.query_one("#recovery-what-if", Chart).show(what_if_chart(e, rto))
         rows = []
         for stage in e.stages:

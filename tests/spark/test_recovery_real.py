@@ -74,7 +74,7 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
     assert len({t.run_id for t in timings}) == 1
     assert rerun.rerun_s == pytest.approx(timings[1].trigger_s)
     assert "second batch after a start" in rerun.reruns[0].source
-    assert rerun.estimate_s == pytest.approx(rerun.state_load_s + timings[1].trigger_s)
+    assert rerun.estimate_s == pytest.approx(rerun.restart_s + timings[1].trigger_s)
     assert any(f"batch {batch} was planned but not committed" in n for n in rerun.notes)
 
     ckpt, out, batch = crashed_copy(run, tmp_path / "skip", sink_committed=True)

@@ -1,12 +1,13 @@
 """The recovery estimate against a restart measured in the same test, at a size where the
-state load dominates (≥ 200k keys), and ``--measure`` on a real checkpoint (local, S3 and
-with a damaged partition)."""
+state dominates the first batch (millions of keys), and ``--measure`` on a real checkpoint
+(local, S3 and with a damaged partition)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -38,14 +39,37 @@ def _cli():
     return cli
 
 
-def _probe(checkpoint: Path, landing: Path) -> dict:
+def _probe(checkpoint: Path, landing: Path, **extra) -> dict:
     """A fresh process (a cold JVM) running the query's next batch on ``checkpoint``: that
     batch's seconds and Spark's own per-partition load times."""
-    spec = {"checkpoint": str(checkpoint), "landing": str(landing), "partitions": PARTITIONS}
+    spec = {"checkpoint": str(checkpoint), "landing": str(landing), "partitions": PARTITIONS,
+            **extra}
+    return _run_probe(spec)
+
+
+def _run_probe(spec: dict) -> dict:
     done = subprocess.run([sys.executable, "-m", "tests.restart_probe", json.dumps(spec)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+RESTART_KEYS = 2_000_000
+RESTART_BATCHES = 12
+HEAP = "8g"
+"""The restart test's state: millions of keys, where what the state costs the first batch
+(seconds) stands well above a cold first batch's run-to-run noise (about a second), in a heap
+with room for it (the benchmark grid's); 2M keys over 12 batches is a size and a batch count
+the recovery model was not fitted on."""
+
+
+@pytest.fixture(scope="module")
+def restart_state(tmp_path_factory):
+    root = tmp_path_factory.mktemp("restart-scale")
+    paths = _run_probe({"mode": "write", "root": str(root), "keys": RESTART_KEYS,
+                        "batches": RESTART_BATCHES, "partitions": PARTITIONS,
+                        "driver_memory": HEAP})
+    return {name: Path(path) for name, path in paths.items()}
 
 
 def critical_path(values: list[float], cores: int) -> float:
@@ -54,27 +78,40 @@ def critical_path(values: list[float], cores: int) -> float:
     return sum(ordered[i] for i in range(0, len(ordered), cores))
 
 
-def test_estimate_holds_against_a_measured_restart(large_state, tmp_path):
-    """The JVM-free estimate against Spark's own load times in a cold restart of a copy."""
-    copy = tmp_path / "restart"
-    shutil.copytree(large_state["checkpoint"], copy)
+REPEATS = 3
+
+
+def test_estimate_holds_against_a_measured_restart(restart_state, tmp_path):
+    """The JVM-free estimate against the restart a user waits for: the first batch after a
+    cold restart of a copy, beyond the same batch on an empty checkpoint (each the median of
+    cold runs, interleaved so that the machine's load hits both alike)."""
     cores = os.cpu_count() or 2  # local[*] in the probe: every core
-    estimate = estimate_recovery(open_checkpoint(str(copy)), cores=cores)
-    # Two cold restarts of identical copies: one sub-second restart varies by ±40 % with the
-    # machine's load, the mean of two is what the model is held to.
-    paths = []
-    for attempt in range(2):
+    estimate = estimate_recovery(open_checkpoint(str(restart_state["checkpoint"])),
+                                 cores=cores, memory_limit=8 << 30)
+    assert estimate.memory is not None and estimate.memory.verdict == "fits", estimate.memory
+    restarts, baselines, loads = [], [], []
+    for attempt in range(REPEATS):
         again = tmp_path / f"restart-{attempt}"
-        shutil.copytree(large_state["checkpoint"], again)
-        measured = _probe(again, large_state["landing"])
-        loads = [ms / 1000 for ms in measured["load_ms"].values()]
-        assert len(loads) == PARTITIONS, measured
-        spark_load = critical_path(loads, cores)
+        shutil.copytree(restart_state["checkpoint"], again)
+        measured = _probe(again, restart_state["landing"], driver_memory=HEAP)
+        shutil.rmtree(again)
+        partition_loads = [ms / 1000 for ms in measured["load_ms"].values()]
+        assert len(partition_loads) == PARTITIONS, measured
+        loads.append(critical_path(partition_loads, cores))
         # the batch that loaded the state took at least as long as loading it
-        assert measured["trigger_s"] >= spark_load
-        paths.append(spark_load)
-    ratio = estimate.state_load_s / (sum(paths) / len(paths))
-    assert 0.5 <= ratio <= 2, (estimate.state_load_s, paths)
+        assert measured["trigger_s"] >= loads[-1]
+        restarts.append(measured["trigger_s"])
+        empty = _probe(tmp_path / f"empty-{attempt}", restart_state["fresh"],
+                       driver_memory=HEAP)
+        baselines.append(empty["trigger_s"])
+    user_visible = statistics.median(restarts) - statistics.median(baselines)
+    ratio = estimate.estimate_s / user_visible
+    detail = (estimate.estimate_s, restarts, baselines, "Spark's load log:", loads,
+              "estimated load:", estimate.state_load_s)
+    assert 1 / 1.5 <= ratio <= 1.5, detail
+    # the state load is one of the terms, in the estimate as in Spark's log
+    assert 0 < estimate.state_load_s < estimate.estimate_s
+    assert 0 < statistics.median(loads) < statistics.median(restarts)
 
 
 def test_measure_scales_the_model_to_spark(large_state, capsys):

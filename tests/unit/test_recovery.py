@@ -46,9 +46,15 @@ def test_more_cores_help_until_the_slowest_partition_dominates():
     assert schedule([], 4) == 0
 
 
+NO_OFFSET = replace(DEFAULT_MODELS["hdfs"], restart_s=0.0)
+"""The default model without its fixed part, which is negative (a new query's first batch,
+the baseline, pays more than a restart of a tiny state): these layouts' kilobytes of state
+would otherwise all estimate 0."""
+
+
 def test_cores_on_a_real_layout(tmp_path):
     ckpt = layout(tmp_path, planned=10, committed=10, partitions=8)
-    estimate = estimate_recovery(ckpt, cores=1)
+    estimate = estimate_recovery(ckpt, cores=1, model=NO_OFFSET)
     one, two, many = (with_cores(estimate, c) for c in (1, 2, 64))
     assert one == pytest.approx(estimate.estimate_s)
     assert one > two > many > 0
@@ -125,7 +131,7 @@ def test_rocksdb_without_changelogs_has_no_what_if(tmp_path):
 
 def test_what_if_and_rto_recommendation(tmp_path):
     ckpt = layout(tmp_path, planned=30, committed=30, snapshots=[10, 20, 30])
-    estimate = estimate_recovery(ckpt, cores=2, rto_s=None)
+    estimate = estimate_recovery(ckpt, cores=2, rto_s=None, model=NO_OFFSET)
     worst = [w.worst_s for w in estimate.what_if]
     assert worst == sorted(worst)  # more deltas between snapshots: slower worst case
     written = [w.snapshot_bytes_per_batch for w in estimate.what_if]
@@ -134,11 +140,11 @@ def test_what_if_and_rto_recommendation(tmp_path):
     assert middle.worst_low_s < middle.worst_s < middle.worst_high_s
     # the pick holds even at the top of the range: an RTO the point estimate just meets
     # is not enough
-    pick = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_high_s + 1e-9)
+    pick = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_high_s + 1e-9, model=NO_OFFSET)
     assert pick.recommendation == middle.min_deltas
-    tight = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_s + 1e-9)
+    tight = estimate_recovery(ckpt, cores=2, rto_s=middle.worst_s + 1e-9, model=NO_OFFSET)
     assert tight.recommendation is None or tight.recommendation < middle.min_deltas
-    assert estimate_recovery(ckpt, cores=2, rto_s=0).recommendation is None
+    assert estimate_recovery(ckpt, cores=2, rto_s=0, model=NO_OFFSET).recommendation is None
 
 
 def test_cli_json_and_bad_rto(tmp_path, capsys):
@@ -241,8 +247,108 @@ def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
     ckpt = open_checkpoint(str(tmp_path / "ck"))
     file = ckpt.inventory.instances[sorted(ckpt.inventory.instances)[0]].of_kind("snapshot")[0]
     assert file.size > 4 * SAMPLE_PREFIX_BYTES
-    whole, size = _records_in(ckpt, file, 1 << 40)
-    head, covered = _records_in(ckpt, file, SAMPLE_PREFIX_BYTES)
+    whole, size, whole_bytes = _records_in(ckpt, file, 1 << 40)
+    head, covered, head_bytes = _records_in(ckpt, file, SAMPLE_PREFIX_BYTES)
     assert (whole, size) == (120_000, file.size)
     assert covered <= SAMPLE_PREFIX_BYTES
     assert covered / head == pytest.approx(size / whole, rel=0.05)
+    # decoded key + value bytes per record: the rows as written (UnsafeRow-free test rows)
+    written = sum(len(f"user-{i}") + 80 for i in range(120_000))
+    assert whole_bytes == written
+    assert head_bytes / head == pytest.approx(whole_bytes / whole, rel=0.05)
+
+
+def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
+    """The user-visible estimate: the load × load_factor, plus the rows the busiest core
+    holds and their garbage collection, plus a fixed part; the state load stays a term."""
+    ckpt = layout(tmp_path, planned=12, committed=12, partitions=8)
+    base = replace(DEFAULT_MODELS["hdfs"], load_factor=1.0, row_s=0.0, gc_row_s=0.0,
+                   restart_s=0.0)
+    plain = estimate_recovery(ckpt, cores=2, model=base)
+    assert plain.restart_s == pytest.approx(plain.state_load_s)
+    model = replace(base, load_factor=1.5, row_s=1e-3, gc_row_s=1e-2, restart_s=0.25)
+    full = estimate_recovery(ckpt, cores=2, model=model)
+    assert full.state_load_s == pytest.approx(plain.state_load_s)  # the load is the load
+    rows = sum(s.rows for s in full.stages)
+    heap = sum(w.rows for w in full.instances)
+    assert rows > 0 and heap > rows
+    expected = 1.5 * plain.state_load_s + 1e-3 * rows + 1e-2 * rows * heap / 1e6 + 0.25
+    assert full.restart_s == pytest.approx(expected)
+    assert full.estimate_s == pytest.approx(full.restart_s)  # nothing to re-run
+    assert full.low_s == pytest.approx(full.restart_s * model.low)
+    names = {t.name for t in full.breakdown}
+    assert {"rows", "gc"} <= names and sum(t.share for t in full.breakdown) == \
+        pytest.approx(1)
+    assert sum(t.seconds for t in full.breakdown) == pytest.approx(full.restart_s, rel=0.05)
+    # the rows held do not change with the snapshot interval: every what-if row pays them
+    held = 1e-3 * rows + 1e-2 * rows * heap / 1e6 + 0.25
+    assert all(w.worst_s > held for w in full.what_if)
+    # two executors: each heap holds half the rows, so less garbage collection
+    spread = estimate_recovery(ckpt, cores=2, model=model, executors=2)
+    assert spread.restart_s < full.restart_s
+    # --measure scales every cost the same way, the factor on the load included
+    scaled = model.scaled(2, "measured")
+    assert estimate_recovery(ckpt, cores=2, model=scaled).restart_s == \
+        pytest.approx(2 * full.restart_s)
+
+
+def test_memory_of_the_loaded_state_against_the_heap(tmp_path):
+    from statekit.restart_memory import RESERVED_HEAP_BYTES, bytes_per_row
+
+    ckpt = layout(tmp_path, planned=12, committed=12, partitions=4)
+    unknown = estimate_recovery(ckpt, cores=2).memory
+    assert unknown is not None and unknown.on_heap and unknown.verdict == "unknown"
+    assert unknown.bytes == pytest.approx(unknown.rows * bytes_per_row("hdfs",
+                                                                        unknown.row_bytes))
+    assert unknown.peak_bytes == pytest.approx(2 * unknown.bytes)  # two versions kept
+    need = unknown.bytes
+    roomy = estimate_recovery(ckpt, cores=2, memory_limit=int(need * 10 + RESERVED_HEAP_BYTES))
+    assert roomy.memory.verdict == "fits" and roomy.memory.note is None
+    tight = estimate_recovery(ckpt, cores=2,
+                              memory_limit=int(need * 1.5 + RESERVED_HEAP_BYTES))
+    assert tight.memory.verdict == "tight" and any("memory:" in n for n in tight.notes)
+    small = estimate_recovery(ckpt, cores=2, memory_limit=int(need / 2 + RESERVED_HEAP_BYTES))
+    assert small.memory.verdict == "exceeds"
+    assert any("will fail" in n for n in small.notes)
+    # spread over two executors each holds half
+    halves = estimate_recovery(ckpt, cores=4, executors=2).memory
+    assert halves.bytes == pytest.approx(need / 2)
+    # RocksDB keeps rows off the heap: reported, never compared with it
+    rocks = estimate_recovery(layout(tmp_path, "r", planned=6, committed=6, provider="rocksdb"),
+                              cores=2, memory_limit=1 << 20)
+    assert rocks.memory is None or (not rocks.memory.on_heap
+                                    and rocks.memory.verdict == "unknown")
+
+
+@pytest.mark.parametrize(("text", "expected"), [("4g", 4 << 30), ("512m", 512 << 20),
+                                                ("1T", 1 << 40), ("2048", 2048 << 20),
+                                                ("64k", 64 << 10)])
+def test_jvm_memory_sizes_read_as_spark_reads_them(text, expected):
+    from statekit.cli.params import parse_jvm_size
+
+    assert parse_jvm_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["4.5g", "-1g", "lots", "0"])
+def test_bad_jvm_memory_sizes_are_one_line(text):
+    from statekit.cli.params import parse_jvm_size
+    from statekit.errors import BadInput
+
+    with pytest.raises(BadInput, match="--executor-memory"):
+        parse_jvm_size(text)
+
+
+def test_a_restart_of_a_small_state_never_costs_less_than_nothing(tmp_path):
+    """The fixed part may be negative (a new query's first batch, the baseline, pays costs a
+    restart does not): the estimate and the what-if rows stop at 0, the breakdown says so."""
+    ckpt = layout(tmp_path, planned=6, committed=6, partitions=2)
+    model = replace(DEFAULT_MODELS["hdfs"], restart_s=-100.0)
+    estimate = estimate_recovery(ckpt, cores=2, model=model)
+    assert estimate.restart_s == 0 and estimate.estimate_s == 0
+    assert all(w.worst_s == 0 and w.typical_s == 0 for w in estimate.what_if)
+    small = replace(model, restart_s=-0.001)
+    estimate = estimate_recovery(ckpt, cores=2, model=small)
+    offset = [t for t in estimate.breakdown if t.name == "offset"]
+    assert len(offset) == 1 and offset[0].seconds == pytest.approx(-0.001)
+    assert sum(t.seconds for t in estimate.breakdown) == pytest.approx(estimate.restart_s,
+                                                                       rel=0.05)

@@ -48,6 +48,23 @@ def parse_size(text: str, option: str = "--max-bytes") -> float:
     return value
 
 
+_JVM_SIZE = re.compile(r"^\s*([0-9]+)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
+
+
+def parse_jvm_size(text: str, option: str = "--executor-memory") -> float:
+    """A JVM memory size as Spark reads ``spark.executor.memory``: ``4g`` = 4 GiB, ``512m``,
+    ``1t``; a plain number is MiB, as Spark takes it."""
+    match = _JVM_SIZE.match(text)
+    if not match:
+        raise BadInput(f"{option}: cannot read {text!r} as a JVM memory size (e.g. 4g, 512m)")
+    number, unit = match.groups()
+    power = "kmgt".find(unit.lower()) + 1 if unit else 2
+    value = float(number) * float(1024 ** power)
+    if value <= 0:
+        raise BadInput(f"{option}: {text!r} is not a positive size")
+    return value
+
+
 def parse_count(text: str, option: str = "--max-keys") -> float:
     """A positive, finite number such as ``5e6`` (``nan``, ``inf`` and ``-1`` are refused)."""
     try:
@@ -87,5 +104,7 @@ DURATION = _Parsed("duration", parse_duration)
 """Seconds from ``30s``, ``2m``, ``500ms``, ``1h`` or a plain number."""
 SIZE = _Parsed("size", parse_size)
 """Bytes from ``10GiB``, ``500MB`` or a plain number."""
+JVM_SIZE = _Parsed("size", parse_jvm_size)
+"""Bytes from a JVM memory size: ``4g`` (GiB), ``512m``, or a plain number of MiB."""
 COUNT = _Parsed("number", parse_count)
 """A positive, finite number (key counts)."""

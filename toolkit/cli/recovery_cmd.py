@@ -1,4 +1,5 @@
-"""``statekit recovery``: how long a restart would spend loading state, and what-ifs.
+"""``statekit recovery``: how long a restart takes until its first batch completes, what-ifs,
+and whether the loaded state fits in memory.
 
 Reads listings, a handful of files (to measure bytes per record) and, with ``--calibrate``, a
 sample of state files to time the filesystem: no JVM. ``--measure`` is the one exception,
@@ -24,7 +25,7 @@ from statekit.cli.options import (
     spark_runner,
     start_spark_for,
 )
-from statekit.cli.params import DURATION
+from statekit.cli.params import DURATION, JVM_SIZE
 from statekit.cli.render import console, status
 from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
               help="Task slots per executor (default: this machine's cores).")
 @click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True,
               help="Executors; the restart runs cores × executors tasks at once.")
+@click.option("--executor-memory", "executor_memory", type=JVM_SIZE, metavar="SIZE",
+              help="Each executor's heap (local masters: the driver's), e.g. 4g: warn when the "
+                   "loaded state will not fit in it.")
 @click.option("--progress", "progress_log", metavar="FILE",
               help="StreamingQueryProgress JSON: batch durations for re-running uncommitted "
                    "batches, and the file sink's path.")
@@ -66,11 +70,14 @@ if TYPE_CHECKING:
 @spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
-                     executors: int, progress_log: str | None, sink: str | None,
+                     executors: int, executor_memory: float | None,
+                     progress_log: str | None, sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
                      measure: bool, verify: bool, master: str | None, confs: tuple[str, ...],
                      as_json: bool) -> None:
-    """Estimate how long a restart spends loading state (and re-running uncommitted batches).
+    """Estimate how long a restart takes: from the restart until its first batch completes,
+    beyond what that batch costs on an empty checkpoint (loading state, then running on it),
+    plus re-running uncommitted batches; and the memory the loaded state needs.
 
     Example: statekit recovery demo/checkpoint --rto 30s
     """
@@ -121,7 +128,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                                       confs, not as_json)
     estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings,
                                  sink=sink_location, rto_s=rto,
-                                 current_min_deltas=min_deltas)
+                                 current_min_deltas=min_deltas, executors=executors,
+                                 memory_limit=int(executor_memory) if executor_memory else None)
     if as_json:
         data = estimate.to_dict()
         data["explanation"] = estimate.explanation
@@ -129,6 +137,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         data["measurement"] = _measurement_dict(measurement)
         data["defaults"] = {k: v.__dict__ for k, v in DEFAULT_MODELS.items()}
         data["verification"] = verified.to_dict() if verified is not None else None
+        data["memory"] = estimate.memory.to_dict() if estimate.memory else None
         data["applies"] = True
         data["restart"] = health_summary(health)
         print_json(data)
@@ -190,10 +199,14 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
     out.print(f"[bold]checkpoint[/] {escape(estimate.checkpoint)}")
     out.print(f"[bold]estimated recovery: {human_duration(estimate.estimate_s)}[/] "
               f"(range {human_duration(estimate.low_s)} – {human_duration(estimate.high_s)}; "
-              f"state load {human_duration(estimate.state_load_s)} + re-run "
+              f"first batch {human_duration(estimate.restart_s)}, of which Spark's state load "
+              f"{human_duration(estimate.state_load_s)}; re-run "
               f"{human_duration(estimate.rerun_s)}) · provider {estimate.provider} · "
               f"{estimate.cores} task slots · loading version {estimate.version}")
+    out.print("[dim]the time from the restart until its first batch completes, beyond what "
+              "that batch costs on an empty checkpoint[/]")
     out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
+    _render_memory(estimate)
     model = estimate.model
     out.print(f"cost model ({model.source}): {model.per_task_s * 1000:.1f} ms/instance, "
               f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
@@ -203,8 +216,11 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
               f"{model.record_s * 1e6:.2f} µs/record; "
               f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
               f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
-              f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; range × "
-              f"{model.low:.2f} – × {model.high:.2f} (held-out benchmark errors)")
+              f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; the "
+              f"first batch: load × {model.load_factor:.2f} + {model.row_s * 1e6:.2f} µs per "
+              f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap + "
+              f"{model.restart_s * 1000:.0f} ms; range × {model.low:.2f} – × "
+              f"{model.high:.2f} (held-out benchmark errors)")
     if measured:
         bandwidth = f"{measured.bytes_per_s / 1e6:.0f} MB/s" if measured.bytes_per_s else \
             "bandwidth: too few bytes to tell"
@@ -261,3 +277,23 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
                       f"the top of its range is [bold]{estimate.recommendation}[/]")
         else:
             out.print(f"[red]{objective}: no minDeltasForSnapshot value meets it[/]")
+
+
+def _render_memory(estimate: RecoveryEstimate) -> None:
+    memory = estimate.memory
+    if memory is None:
+        return
+    where = "heap" if memory.on_heap else "native memory (off the heap)"
+    line = (f"memory: the loaded state holds {memory.rows:,.0f} rows per executor "
+            f"(≈ {memory.row_bytes:.0f} B of key and value each): about "
+            f"{human_bytes(int(memory.bytes))} of {where}")
+    if memory.peak_bytes > memory.bytes:
+        line += f", up to {human_bytes(int(memory.peak_bytes))} with the versions kept"
+    usable = memory.usable_bytes
+    if usable is not None and memory.on_heap:
+        word = {"fits": "[green]fits[/]", "tight": "[yellow]tight[/]",
+                "exceeds": "[bold red]does not fit[/]"}[memory.verdict]
+        line += f" — {word} in {human_bytes(int(usable))} usable"
+    elif memory.on_heap:
+        line += " (give --executor-memory to check it fits)"
+    console().print(line)
