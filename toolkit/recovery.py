@@ -426,11 +426,15 @@ def heap_rows_per_executor(works: Sequence[InstanceWork], executors: int = 1) ->
     return sum(w.rows for w in works) / max(1, executors)
 
 
+def fixed_seconds(stages: Sequence[StageEstimate], model: CostModel) -> float:
+    """The model's fixed part (either sign), paid by a restart that loads anything."""
+    loads = any(w.files for stage in stages for w in stage.critical)
+    return model.restart_s if loads else 0.0
+
+
 def restart_seconds(stages: Sequence[StageEstimate], model: CostModel) -> float:
     """The user-visible restart (first batch over an empty checkpoint's), without re-runs."""
-    if not any(w.files for stage in stages for w in stage.critical):
-        return sum(s.seconds for s in stages)
-    return max(0.0, sum(s.seconds for s in stages) + model.restart_s)
+    return max(0.0, sum(s.seconds for s in stages) + fixed_seconds(stages, model))
 
 
 def default_model(ckpt: Checkpoint) -> CostModel:
@@ -701,7 +705,7 @@ def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, 
     seconds["records"] += sum(s.first_wave_replay_s for s in stages) * factor
     seconds["rows"] = sum(s.rows_s for s in stages)
     seconds["gc"] = sum(s.gc_s for s in stages)
-    offset = model.restart_s if any(w.files for w in critical) else 0.0
+    offset = fixed_seconds(stages, model)
     if offset > 0:
         seconds["fixed"] += offset
     total = sum(seconds.values())
@@ -751,8 +755,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     stages = _stages(works, model, cores, executors)
     load = sum(s.load_s for s in stages)
     restart = restart_seconds(stages, model)
-    held = sum(s.rows_s + s.gc_s for s in stages) + (
-        model.restart_s if any(w.files for w in works) else 0.0)
+    held = sum(s.rows_s + s.gc_s for s in stages) + fixed_seconds(stages, model)
     rerun = sum(r.seconds for r in reruns)
     memory = state_memory(model.provider, [(w.rows, w.records) for w in works],
                           sample.row_bytes, executors, memory_limit, ckpt.conf)
