@@ -148,14 +148,14 @@ DEFAULT_MODELS = {
     "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
                       base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
                       first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, load_factor=2.676, base_factor=2.676,
-                      row_s=0.0, gc_row_s=0.0, restart_s=-0.1735, low=0.911, high=1.5),
+                      first_wave_record_s=8.625e-07, load_factor=2.668, base_factor=2.668,
+                      row_s=0.0, gc_row_s=0.0, restart_s=0.05845, low=0.371, high=1.4),
     "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
                          change_file_s=0.0006224, base_byte_s=2.916e-09,
                          change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
                          first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
-                         load_factor=2.076, base_factor=2.076, row_s=0.0, gc_row_s=0.0,
-                         restart_s=-0.6254, low=0.485, high=2.22),
+                         load_factor=2.288, base_factor=2.539, row_s=0.0, gc_row_s=0.0,
+                         restart_s=-0.7312, low=0.706, high=2.4),
 }
 
 READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
