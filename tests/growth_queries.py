@@ -17,6 +17,9 @@ from pathlib import Path
 
 BATCHES = 14
 EVENTS_PER_BATCH = 40
+POPULATION = 20_000
+"""The finite population of ``users-finite``: 2,000 events a batch see ~75 % of it."""
+POPULATION_EVENTS = 2_000
 START = datetime(2026, 2, 2, 9, 0, tzinfo=timezone.utc)
 
 #: name → (expected verdict family, description)
@@ -25,6 +28,8 @@ LABELS = {
     "agg-no-watermark": ("growing", "windowed count without a watermark"),
     "dedup-watermark": ("bounded", "dropDuplicates(id, ts) with a 10-minute watermark"),
     "dedup-no-watermark": ("growing", "dropDuplicates(id) without a watermark"),
+    "users-finite": ("saturating", f"count by user over {POPULATION:,} users, uniform draws"),
+    "users-open": ("growing", "count by user, new users every batch"),
 }
 
 
@@ -51,6 +56,24 @@ def _write_input(folder: Path, seed: int = 3, batches: range = range(BATCHES)) -
             "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _write_population(folder: Path, name: str) -> None:
+    """``users-finite``: events of a fixed population; ``users-open``: 300 new users a batch
+    plus 1,200 events of those seen so far."""
+    rng = random.Random(11)
+    folder.mkdir(parents=True, exist_ok=True)
+    known = 500
+    for batch in range(BATCHES):
+        if name == "users-finite":
+            users = [rng.randrange(POPULATION) for _ in range(POPULATION_EVENTS)]
+        else:
+            users = [*range(known, known + 300), *(rng.randrange(known) for _ in range(1200))]
+            known += 300
+        ts = (START + timedelta(minutes=10 * batch)).isoformat().replace("+00:00", "Z")
+        (folder / f"part-{batch:03d}.json").write_text("".join(
+            json.dumps({"id": f"e{batch}-{i}", "user": f"u{u:06d}", "ts": ts, "amount": 1.0})
+            + "\n" for i, u in enumerate(users)))
+
+
 def query(spark, input_dir: Path, name: str):
     """Query ``name`` over ``input_dir``: (streaming DataFrame, output mode)."""
     from pyspark.sql import functions as F
@@ -66,6 +89,8 @@ def query(spark, input_dir: Path, name: str):
         return events.withWatermark("ts", "10 minutes").dropDuplicates(["id", "ts"]), "append"
     if name == "dedup-no-watermark":
         return events.dropDuplicates(["id"]), "append"
+    if name.startswith("users-"):
+        return events.groupBy("user").agg(F.count(F.lit(1)).alias("n")), "update"
     raise ValueError(name)
 
 
@@ -73,9 +98,16 @@ def build(spark, root: Path, name: str, provider: str = "hdfs") -> GrowthQuery:
     from tests.small_queries import provider_confs, run_query
 
     base = root / f"{name}-{provider}"
-    _write_input(base / "input")
+    if name.startswith("users-"):
+        _write_population(base / "input", name)
+    else:
+        _write_input(base / "input")
     df, mode = query(spark, base / "input", name)
-    run_query(spark, df, base / "checkpoint", provider_confs(provider, "lz4"), mode)
+    confs = provider_confs(provider, "lz4")
+    if name.startswith("users-") and provider == "rocksdb":  # change files: the discovery curve
+        confs["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+        confs["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = "1000"
+    run_query(spark, df, base / "checkpoint", confs, mode)
     return GrowthQuery(name, provider, base / "checkpoint", LABELS[name][0])
 
 

@@ -19,6 +19,7 @@ state reaches ``max_keys`` / ``max_bytes`` at the current rate.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,13 +29,26 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.errors import BadInput
 from statekit.partition_workers import GroupRunner
-from statekit.progress_log import OperatorProgress
+from statekit.presentation import human_duration
+from statekit.progress_log import OperatorProgress, ProgressPoint
+from statekit.saturation import (
+    DEFAULT_THRESHOLDS,
+    LEAK,
+    PLATEAU_REACHED,
+    DiscoveryPoint,
+    Saturation,
+    Thresholds,
+    analyse_discovery,
+    batches_until,
+)
+from statekit.saturation import SATURATING as FITS_A_POPULATION
 from statekit.state_history import StoreHistory, VersionStats, all_histories
 from statekit.trend import (
     ACCELERATING,
     BOUNDED,
     GROWING,
     INSUFFICIENT,
+    SATURATING,
     Trend,
     classify,
     severity,
@@ -70,6 +84,23 @@ class Projection:
     hours: float | None
     at: str | None
     """ISO time when the limit is reached, from the last batch's timestamp."""
+    note: str | None = None
+    """Why there is no time (a saturating state that levels off below the limit)."""
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """Where a saturating state levels off: the stores' plateaus plus the bounded stores'
+    current keys."""
+
+    keys: float
+    low: float
+    high: float
+    fraction_seen: float
+    bytes: float | None
+    batches: float | None
+    """Batches until ``PLATEAU_REACHED`` of it (the slowest store)."""
+    hours: float | None
 
 
 @dataclass(frozen=True)
@@ -92,6 +123,8 @@ class StoreGrowth:
     partitions: tuple[PartitionShare, ...]
     evidence: tuple[str, ...]
     history: StoreHistory
+    saturation: Saturation | None = None
+    """The discovery-curve analysis, when the key count grows without turning over."""
 
     @property
     def label(self) -> str:
@@ -118,6 +151,7 @@ class ProgressGrowth:
     batches: int
     evidence: tuple[str, ...]
     rows_total: tuple[int, ...] = ()
+    saturation: Saturation | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +164,7 @@ class GrowthReport:
     progress: tuple[ProgressGrowth, ...]
     projections: tuple[Projection, ...]
     summary: tuple[str, ...] = field(default=())
+    plateau: Plateau | None = None
 
     @property
     def is_growth(self) -> bool:
@@ -144,7 +179,21 @@ class GrowthReport:
             "progress": [asdict(p) for p in self.progress],
             "projections": [asdict(p) for p in self.projections],
             "summary": list(self.summary),
+            "projected_plateau_keys": self.plateau.keys if self.plateau else None,
+            "projected_plateau_range": [self.plateau.low, self.plateau.high]
+            if self.plateau else None,
+            "fraction_seen": self.plateau.fraction_seen if self.plateau else None,
+            "projected_plateau_bytes": self.plateau.bytes if self.plateau else None,
+            "plateau": asdict(self.plateau) if self.plateau else None,
         }
+
+    def exceeds(self, max_keys: float | None, max_bytes: float | None) -> bool:
+        """A saturating state whose plateau is above a limit (``--fail-on`` fires)."""
+        if self.plateau is None:
+            return False
+        return (max_keys is not None and self.plateau.keys > max_keys) or (
+            max_bytes is not None and self.plateau.bytes is not None
+            and self.plateau.bytes > max_bytes)
 
 
 def _window(history: StoreHistory, trend: Trend) -> list[VersionStats]:
@@ -183,7 +232,50 @@ def _rate(trend: Trend, what: str) -> str:
     return f"{_fmt(trend.slope)} {what}/batch{per_hour}"
 
 
-def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> StoreGrowth:
+def discovery_points(history: StoreHistory) -> list[DiscoveryPoint]:
+    """Each replayed version's inserts and updates against the live keys before it."""
+    return [DiscoveryPoint(v.version, before.keys, v.inserts, v.updates)
+            for before, v in itertools.pairwise(history.versions)
+            if v.inserts is not None and v.updates is not None]
+
+
+def _hours_per_batch(trend: Trend) -> float | None:
+    if trend.slope and trend.slope_per_hour and trend.slope > 0 and trend.slope_per_hour > 0:
+        return trend.slope / trend.slope_per_hour
+    return None
+
+
+def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | None
+                         ) -> list[str]:
+    """The discovery curve's finding in words (saturating, leak or undecided)."""
+    if sat.outcome == LEAK:
+        return [f"New keys no finite population explains: {sat.reason}: about "
+                f"{_fmt(sat.leak_keys_per_batch)} keys per batch that will never stop "
+                "(a leak, or an open population)."]
+    if sat.outcome != FITS_A_POPULATION:
+        return [f"Cannot tell a finite population from a leak yet: {sat.reason}."]
+    assert sat.plateau is not None and sat.plateau_low is not None  # saturating: all set
+    assert sat.plateau_high is not None and sat.fraction_seen is not None
+    skew = "uniform draws" if not sat.skew else f"Zipf-skewed draws, exponent {sat.skew:.2f}"
+    lines = [f"The key count saturates: {sat.reason} (discovery curve, {skew}; "
+             f"{sat.points} versions). "
+             f"Projected plateau ≈ {_fmt(sat.plateau)} keys (range {_fmt(sat.plateau_low)}–"
+             f"{_fmt(sat.plateau_high)}), {sat.fraction_seen:.0%} of it seen."]
+    if sat.batches_to_plateau is not None:
+        per = _hours_per_batch(keys)
+        hours = (f" (~{human_duration(sat.batches_to_plateau * per * 3600)} of batch time)"
+                 if per else "")
+        lines.append(f"At {_fmt(sat.touched_per_batch)} keys touched per batch it reaches "
+                     f"{PLATEAU_REACHED:.0%} of the plateau in ~{sat.batches_to_plateau:,.0f} "
+                     f"batches{hours}.")
+    if bytes_per_key:
+        lines.append(f"State at the plateau ≈ {_fmt(sat.plateau * bytes_per_key)} B "
+                     f"({_fmt(bytes_per_key)} B per key now).")
+    return lines
+
+
+def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> StoreGrowth:
     """The verdict and evidence for one store's history."""
     versions = [v.version for v in history.versions]
     times = [timestamps.get(v) for v in versions]
@@ -225,6 +317,14 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> S
                         f"(Mann–Kendall p={keys.p_value:.2g}).")
     elif keys.verdict == INSUFFICIENT:
         evidence.append(f"Only {keys.points} retained version(s): {keys.reason}.")
+    saturation = None
+    if keys.is_growth and not turns_over:
+        saturation = analyse_discovery(discovery_points(history), last.keys if last else 0,
+                                       thresholds=thresholds)
+        per_key = last.bytes / last.keys if last and last.keys and last.bytes else None
+        evidence.extend(_saturation_evidence(saturation, keys, per_key))
+        if saturation.outcome == FITS_A_POPULATION:
+            key_verdict = SATURATING
     verdict = key_verdict
     if value_trend is not None and value_trend.is_growth:
         verdict = worst([verdict, value_trend.verdict])
@@ -276,10 +376,25 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None]) -> S
     return StoreGrowth(history.operator_id, history.store, history.operator_name,
                        history.method, verdict, keys, value_trend, turnover,
                        _mean(inserts), _mean(deletes), oldest, untouched, untouched_first,
-                       no_timeout, shares, tuple(evidence), history)
+                       no_timeout, shares, tuple(evidence), history, saturation)
 
 
-def analyse_progress(progress: OperatorProgress) -> ProgressGrowth:
+def progress_discovery(points: Sequence[ProgressPoint]) -> list[DiscoveryPoint]:
+    """The discovery curve from a progress log: a batch's keys touched (``numRowsUpdated``)
+    and inserted (the change of ``numRowsTotal`` plus ``numRowsRemoved``)."""
+    out = []
+    for before, p in itertools.pairwise(points):
+        if p.rows_updated is None or before.rows_total is None or p.rows_total is None:
+            continue
+        inserted = p.rows_total - before.rows_total + (p.rows_removed or 0)
+        if 0 <= inserted <= p.rows_updated:
+            out.append(DiscoveryPoint(p.batch_id, before.rows_total, inserted,
+                                      p.rows_updated - inserted))
+    return out
+
+
+def analyse_progress(progress: OperatorProgress,
+                     thresholds: Thresholds = DEFAULT_THRESHOLDS) -> ProgressGrowth:
     points = [p for p in progress.points if p.rows_total is not None]
     batches = [p.batch_id for p in points]
     times = [p.timestamp_ms for p in points]
@@ -304,8 +419,19 @@ def analyse_progress(progress: OperatorProgress) -> ProgressGrowth:
                         f"recent window ({turnover:.0%} turnover).")
     if memory is not None and memory.is_growth:
         evidence.append(f"Memory per key rises: {memory.reason}.")
+    saturation = None
+    if keys.is_growth and (turnover is None or turnover < TURNOVER_MIN):
+        saturation = analyse_discovery(progress_discovery(points), points[-1].rows_total or 0,
+                                       thresholds=thresholds)
+        last = points[-1]
+        bytes_per_key = last.memory_bytes / last.rows_total if last.memory_bytes and \
+            last.rows_total else None
+        evidence.extend(_saturation_evidence(saturation, keys, bytes_per_key))
+        if saturation.outcome == FITS_A_POPULATION and not (memory and memory.is_growth):
+            verdict = SATURATING
     return ProgressGrowth(progress.label, verdict, keys, memory, turnover, len(points),
-                          tuple(evidence), tuple(p.rows_total or 0 for p in points))
+                          tuple(evidence), tuple(p.rows_total or 0 for p in points),
+                          saturation)
 
 
 def _sum_series(histories: Sequence[StoreHistory], name: str
@@ -352,7 +478,8 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
             progress: Sequence[OperatorProgress] = (), max_keys: float | None = None,
             max_bytes: float | None = None, stale_after: int | None = None,
             on_progress: Callable[[str], None] | None = None,
-            runner: GroupRunner | None = None) -> GrowthReport:
+            runner: GroupRunner | None = None,
+            thresholds: Thresholds = DEFAULT_THRESHOLDS) -> GrowthReport:
     """The growth report of a checkpoint (and/or a progress log); ``runner``: replay the
     state files on Spark (:mod:`statekit.jobs.distributed`), the same results."""
     if ckpt is not None and operator is not None and \
@@ -363,7 +490,7 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
                               progress=on_progress, runner=runner) if ckpt is not None else []
     versions = sorted({v.version for h in histories for v in h.versions})
     timestamps = batch_timestamps(ckpt, versions) if ckpt is not None and versions else {}
-    stores = tuple(analyse_store(h, timestamps) for h in histories)
+    stores = tuple(analyse_store(h, timestamps, thresholds) for h in histories)
     total_keys = total_bytes = None
     keys_series = _sum_series(histories, "keys")
     if keys_series:
@@ -373,31 +500,137 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
     if bytes_series:
         total_bytes = classify(bytes_series[0], bytes_series[1],
                                [timestamps.get(v) for v in bytes_series[0]])
-    from_progress = tuple(analyse_progress(p) for p in progress)
+    from_progress = tuple(analyse_progress(p, thresholds) for p in progress)
     verdict = worst([s.verdict for s in stores] + [p.verdict for p in from_progress])
     last_ms = timestamps.get(versions[-1]) if versions else None
     if last_ms is None and from_progress:
         last_ms = next((p.timestamp_ms for op in progress for p in op.points[-1:]), None)
     keys_trend = total_keys if total_keys is not None else (
         from_progress[0].keys if from_progress else None)
-    projections = tuple(p for p in (
-        _projection("max_keys", max_keys, keys_trend, last_ms),
-        _projection("max_bytes", max_bytes, total_bytes, last_ms)) if p is not None)
-    summary = _summary(verdict, stores, from_progress, projections)
+    plateau = None
+    if verdict == SATURATING:
+        plateau = plateau_of(stores) if stores else _progress_plateau(from_progress)
+    if plateau is not None:
+        projections = tuple(p for p in (
+            _plateau_projection("max_keys", max_keys, plateau, stores, keys_trend, last_ms),
+            _plateau_projection("max_bytes", max_bytes, plateau, stores, keys_trend, last_ms))
+            if p is not None)
+    else:
+        projections = tuple(p for p in (
+            _projection("max_keys", max_keys, keys_trend, last_ms),
+            _projection("max_bytes", max_bytes, total_bytes, last_ms)) if p is not None)
+    summary = _summary(verdict, stores, from_progress, projections, plateau)
     if ckpt is not None and not histories:
         summary = ("The checkpoint holds no state store files (a stateless query, or no "
                    "batch has run yet).", *summary[1:])
     return GrowthReport(ckpt.location.url if ckpt is not None else None, verdict, total_keys,
-                        total_bytes, stores, from_progress, projections, summary)
+                        total_bytes, stores, from_progress, projections, summary, plateau)
+
+
+def plateau_of(stores: Sequence[StoreGrowth]) -> Plateau | None:
+    """The state's plateau: saturating stores at theirs, the others at today's keys."""
+    keys = low = high = now = 0.0
+    total_bytes: float | None = 0.0
+    batches: float | None = 0.0
+    hours: float | None = 0.0
+    for store in stores:
+        last = store.history.versions[-1] if store.history.versions else None
+        current = float(last.keys) if last else 0.0
+        per_key = last.bytes / last.keys if last and last.keys and last.bytes else None
+        sat = store.saturation
+        if store.verdict == SATURATING and sat is not None and sat.plateau is not None:
+            top, bottom, peak = sat.plateau, sat.plateau_low or sat.plateau, \
+                sat.plateau_high or sat.plateau
+            when = sat.batches_to_plateau
+            per = _hours_per_batch(store.keys)
+            batches = None if batches is None or when is None else max(batches, when)
+            hours = None if hours is None or when is None or per is None else \
+                max(hours, when * per)
+        else:
+            top = bottom = peak = current
+        keys, low, high, now = keys + top, low + bottom, high + peak, now + current
+        total_bytes = None if total_bytes is None or (per_key is None and top) else \
+            total_bytes + top * (per_key or 0.0)
+    if not keys:
+        return None
+    return Plateau(keys, low, high, now / keys, total_bytes, batches, hours)
+
+
+def _progress_plateau(progress: Sequence[ProgressGrowth]) -> Plateau | None:
+    """The plateau from the progress log alone (no checkpoint): its saturating operators'
+    plateaus plus the others' current rows."""
+    keys = low = high = now = 0.0
+    batches: float | None = 0.0
+    for p in progress:
+        current = float(p.rows_total[-1]) if p.rows_total else 0.0
+        sat = p.saturation
+        if p.verdict == SATURATING and sat is not None and sat.plateau is not None:
+            keys, low, high = keys + sat.plateau, low + (sat.plateau_low or sat.plateau), \
+                high + (sat.plateau_high or sat.plateau)
+            when = sat.batches_to_plateau
+            batches = None if batches is None or when is None else max(batches, when)
+        else:
+            keys, low, high = keys + current, low + current, high + current
+        now += current
+    return Plateau(keys, low, high, now / keys, None, batches, None) if keys else None
+
+
+def _plateau_projection(name: str, limit: float | None, plateau: Plateau,
+                        stores: Sequence[StoreGrowth], trend: Trend | None,
+                        last_ms: int | None) -> Projection | None:
+    """When a saturating state reaches ``limit``: never if its plateau (the whole range)
+    stays below it; otherwise along the discovery curve of the state's total."""
+    if limit is None:
+        return None
+    level = plateau.keys if name == "max_keys" else plateau.bytes
+    top = plateau.high if name == "max_keys" else (
+        plateau.bytes * plateau.high / plateau.keys if plateau.bytes is not None else None)
+    current = plateau.keys * plateau.fraction_seen
+    if name == "max_bytes":
+        if plateau.bytes is None or level is None:
+            return None
+        current = plateau.bytes * plateau.fraction_seen
+    assert level is not None and top is not None  # max_keys: always set
+    if current >= limit:
+        return Projection(name, limit, current, 0.0, 0.0, None)
+    if top < limit:
+        return Projection(name, limit, current, None, None, None,
+                          note=f"levels off near {_fmt(level)} (at most {_fmt(top)}), "
+                               "below the limit: never reached")
+    if level <= limit:
+        return Projection(name, limit, current, None, None, None,
+                          note=f"levels off near {_fmt(level)}, below the limit, but the "
+                               f"plateau's range reaches {_fmt(top)}")
+    sats = [s.saturation for s in stores if s.verdict == SATURATING and s.saturation]
+    # the state's total as one population: the skew of its biggest store, all their draws
+    skew = max(sats, key=lambda x: x.plateau or 0.0).skew or 0.0 if sats else 0.0
+    pace = sum(x.events_per_batch or 0.0 for x in sats)
+    batches = batches_until(current, limit, level, skew, pace)
+    per = _hours_per_batch(trend) if trend is not None else None
+    hours = batches * per if batches is not None and per is not None else None
+    at = None
+    if hours is not None and last_ms is not None:
+        at = (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
+              + timedelta(hours=hours)).isoformat(timespec="seconds")
+    return Projection(name, limit, current, batches, hours, at,
+                      note=f"along the discovery curve to a plateau near {_fmt(level)}")
 
 
 def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[ProgressGrowth],
-             projections: Sequence[Projection]) -> tuple[str, ...]:
+             projections: Sequence[Projection], plateau: Plateau | None = None
+             ) -> tuple[str, ...]:
     lines = []
     growing = [s for s in stores if s.verdict in (GROWING, ACCELERATING)]
     if growing:
         lines.append("State grows in " + ", ".join(f"{s.label} ({s.verdict})"
                                                    for s in growing) + ".")
+    elif plateau is not None:
+        when = f"; {PLATEAU_REACHED:.0%} of it in ~{plateau.batches:,.0f} batches" \
+            if plateau.batches is not None else ""
+        size = f" (≈ {_fmt(plateau.bytes)} B)" if plateau.bytes else ""
+        lines.append(f"State is saturating: a finite population being discovered, levelling "
+                     f"off near {_fmt(plateau.keys)} keys{size} (range {_fmt(plateau.low)}–"
+                     f"{_fmt(plateau.high)}), {plateau.fraction_seen:.0%} seen{when}.")
     elif verdict == BOUNDED:
         lines.append("State is bounded: no store shows sustained growth.")
     elif verdict == INSUFFICIENT:
@@ -407,7 +640,10 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
         if p.verdict in (GROWING, ACCELERATING):
             lines.append(f"The progress log shows {p.label} {p.verdict}.")
     for proj in projections:
-        if proj.hours is not None or proj.batches is not None:
+        if proj.note and proj.batches is None:
+            lines.append(f"{proj.limit_name.replace('_', ' ').capitalize()} "
+                         f"{proj.limit:,.0f}: the state {proj.note}.")
+        elif proj.hours is not None or proj.batches is not None:
             when = f" around {proj.at}" if proj.at else ""
             hours = f"{proj.hours:,.1f} hours" if proj.hours is not None else "?"
             batches = f"{proj.batches:,.0f} batches" if proj.batches is not None else "?"

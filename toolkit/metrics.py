@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from statekit.errors import StatekitError
 from statekit.presentation import printable
-from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
+from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
 
-VERDICTS = (BOUNDED, GROWING, ACCELERATING, INSUFFICIENT)
+VERDICTS = (BOUNDED, SATURATING, GROWING, ACCELERATING, INSUFFICIENT)
 RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart")
 """The doctor's verdicts as label values (its words, hyphenated)."""
 Labels = tuple[tuple[str, str], ...]
@@ -82,6 +82,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "The store's key-growth verdict (stateset: 1 for the current verdict)"),
     "statekit_growth_keys_per_version": (
         "gauge", "Theil-Sen slope of the store's keys over its recent versions"),
+    "statekit_growth_projected_plateau_keys": (
+        "gauge", "Where a saturating store levels off: its projected plateau in keys (only "
+        "for the verdict saturating)"),
+    "statekit_growth_fraction_seen": (
+        "gauge", "Share of a saturating store's projected plateau already live"),
     "statekit_restart_verdict": (
         "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict "
         "(stateset: 1 for the current verdict)"),
@@ -191,6 +196,10 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
                 f["statekit_growth_verdict"].add(int(grown.verdict == verdict), **where,
                                                  verdict=verdict)
             f["statekit_growth_keys_per_version"].add(grown.keys.slope, **where)
+            sat = grown.saturation
+            if grown.verdict == SATURATING and sat is not None:
+                f["statekit_growth_projected_plateau_keys"].add(sat.plateau, **where)
+                f["statekit_growth_fraction_seen"].add(sat.fraction_seen, **where)
             f["statekit_growth_damaged"].add(int(bool(grown.history.damaged)), **where)
     if recovery is not None:
         f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=label)

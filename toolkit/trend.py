@@ -29,10 +29,13 @@ from typing import Any
 import numpy as np
 
 BOUNDED = "bounded"
+SATURATING = "saturating"
+"""Not decided here: :mod:`statekit.growth` turns a ``growing`` key count into it when the
+discovery curve (:mod:`statekit.saturation`) shows a finite population levelling off."""
 GROWING = "growing"
 ACCELERATING = "accelerating"
 INSUFFICIENT = "insufficient-history"
-VERDICTS = (INSUFFICIENT, BOUNDED, GROWING, ACCELERATING)
+VERDICTS = (INSUFFICIENT, BOUNDED, SATURATING, GROWING, ACCELERATING)
 """In increasing order of severity."""
 
 MIN_POINTS = 6

@@ -42,6 +42,18 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Band:
+    """A projection drawn dashed from the last point on, its range as dotted edges (where
+    a saturating state levels off)."""
+
+    label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class ChartSpec:
     """Everything a chart shows; ``unit`` formats the y ticks (``bytes``, ``s``, ``ms`` or
     a word such as ``keys``)."""
@@ -59,6 +71,7 @@ class ChartSpec:
     empty: str = "no data"
     x_names: tuple[str, ...] = ()
     """Names for x = 0, 1, 2 …: evenly spaced categories (e.g. 1, 2, 5, 10 … 100)."""
+    bands: tuple[Band, ...] = ()
 
     @property
     def has_data(self) -> bool:
@@ -172,6 +185,13 @@ class Chart(PlotextPlot):
             for n, s in enumerate(spec.series):
                 plt.plot(list(s.x), list(s.y), label=s.label, marker=MARKERS[n % len(MARKERS)])
             values = [v for s in spec.series for v in s.y]
+        for band in spec.bands:  # the range's edges first: the projection lies on top
+            plt.plot(list(band.x[1::2]), list(band.high[1::2]), marker="dot",
+                     label=f"{band.label} range")
+            plt.plot(list(band.x[1::2]), list(band.low[1::2]), marker="dot")
+            _dashed(plt, band.x, band.y, band.label)
+            values.extend([*band.low, *band.high])
+            xs = sorted({*xs, *band.x})
         for n, line in enumerate(spec.references, len(spec.series)):
             plt.plot([xs[0], xs[-1]] if len(xs) > 1 else [xs[0] - 1, xs[0] + 1],
                      [line.y, line.y], label=line.label, marker=MARKERS[n % len(MARKERS)])
@@ -196,3 +216,10 @@ class Chart(PlotextPlot):
         elif not spec.stacked:
             x_ticks = integer_ticks(xs)
             plt.xticks(x_ticks, [f"{t:.0f}" for t in x_ticks])
+
+
+def _dashed(plt: object, x: Sequence[float], y: Sequence[float], label: str) -> None:
+    """A line drawn as every other segment (Plotext has no dash style)."""
+    for i in range(0, len(x) - 1, 2):
+        plt.plot(list(x[i:i + 2]), list(y[i:i + 2]),  # type: ignore[attr-defined]
+                 marker="-", label=label if i == 0 else None)

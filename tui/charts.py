@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from statekit.tui.chart import ChartSpec, Reference, Series
+from statekit.tui.chart import Band, ChartSpec, Reference, Series
 
 if TYPE_CHECKING:
-    from statekit.growth import GrowthReport
+    from statekit.growth import GrowthReport, StoreGrowth
     from statekit.progress_log import QueryBatch
     from statekit.recovery import RecoveryEstimate
 
@@ -28,6 +28,35 @@ class StoreSeries:
     versions: tuple[int, ...]
     keys: tuple[int, ...]
     bytes: tuple[int, ...]
+    projection: Band | None = None
+    """A saturating store's way to its plateau (keys), with the plateau's range."""
+
+
+PROJECTION_SPAN = 1.0
+"""The projection runs on for this many times the history's length (or until the plateau)."""
+
+
+def _projection(label: str, store: StoreGrowth) -> Band | None:
+    """The discovery curve from the last version on: to the plateau, its low and high."""
+    from statekit.saturation import curve
+    from statekit.trend import SATURATING
+
+    sat = store.saturation
+    versions = store.history.versions
+    if store.verdict != SATURATING or sat is None or not versions or \
+            sat.plateau is None or not sat.events_per_batch:
+        return None
+    last = versions[-1]
+    steps = max(4, int(PROJECTION_SPAN * len(versions)))
+    if sat.batches_to_plateau is not None:
+        steps = max(4, min(steps, int(sat.batches_to_plateau) + 1))
+    skew, pace = sat.skew or 0.0, sat.events_per_batch or 0.0
+    xs = tuple(float(last.version + i) for i in range(steps + 1))
+    start = float(last.keys)
+    return Band(f"{label} projected", xs,
+                (start, *curve(start, sat.plateau, skew, pace, steps)),
+                (start, *curve(start, sat.plateau_low or sat.plateau, skew, pace, steps)),
+                (start, *curve(start, sat.plateau_high or sat.plateau, skew, pace, steps)))
 
 
 def store_series(report: GrowthReport) -> list[StoreSeries]:
@@ -35,18 +64,22 @@ def store_series(report: GrowthReport) -> list[StoreSeries]:
     for store in report.stores:
         versions = store.history.versions if store.history else ()
         sizes = [v.bytes if v.bytes is not None else v.disk_bytes for v in versions]
+        label = f"{store.operator_id}/{store.store}"
         out.append(StoreSeries(
-            f"{store.operator_id}/{store.store}", tuple(v.version for v in versions),
+            label, tuple(v.version for v in versions),
             tuple(v.keys for v in versions),
             tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes)
-            else ()))
+            else (), _projection(label, store)))
     return out
 
 
 def keys_chart(stores: Sequence[StoreSeries]) -> ChartSpec:
-    return ChartSpec("live keys per state version", "state version", "keys", tuple(
+    bands = tuple(s.projection for s in stores if s.projection is not None)
+    title = "live keys per state version" + (
+        " (dashed: where a saturating store levels off, dotted: its range)" if bands else "")
+    return ChartSpec(title, "state version", "keys", tuple(
         Series(s.label, tuple(map(float, s.versions)), tuple(map(float, s.keys)))
-        for s in stores if s.keys), unit="keys", empty="no key history")
+        for s in stores if s.keys), unit="keys", empty="no key history", bands=bands)
 
 
 def bytes_chart(stores: Sequence[StoreSeries]) -> ChartSpec:

@@ -4,6 +4,8 @@ checked against Spark's own ``statestore`` reader at every retained batch."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections import Counter
 
 import pytest
@@ -88,6 +90,52 @@ def test_aggregation_and_dedup_with_and_without_watermark(growth_queries, name):
     expected = GROWTH if query.expected == "growing" else BOUNDED
     assert _matches(report.verdict, expected), (name, report.summary,
                                                 [s.evidence for s in report.stores])
+
+
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+def test_a_finite_population_saturates_and_an_open_one_grows(growth_queries, provider,
+                                                              capsys):
+    """users-finite: ~75 % of 20,000 users seen after 14 batches — saturating, its plateau
+    near the population; users-open: new users every batch — growing, never saturating."""
+    from tests.growth_queries import POPULATION
+
+    finite = growth_queries.get("users-finite", provider)
+    report = analyse(open_checkpoint(str(finite.checkpoint)))
+    assert report.verdict == "saturating", (report.summary, report.stores[0].evidence)
+    assert report.plateau is not None
+    assert report.plateau.keys == pytest.approx(POPULATION, rel=0.15)
+    assert report.plateau.low <= POPULATION * 1.05 and report.plateau.high >= POPULATION * 0.95
+    path = str(finite.checkpoint)
+    # a warm-up is not a page: --fail-on growing stays quiet on a saturating state …
+    assert run_cli(cli, "statekit", ["growth", path, "--json", "--fail-on", "growing"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "saturating"
+    assert data["projected_plateau_keys"] == pytest.approx(POPULATION, rel=0.15)
+    assert 0.5 < data["fraction_seen"] < 0.95
+    # … unless it levels off above the limit
+    assert run_cli(cli, "statekit", ["growth", path, "--fail-on", "growing", "--max-keys",
+                                     str(POPULATION // 2)]) == EXIT_GROWTH
+    out = capsys.readouterr().out
+    assert "SATURATING" in out.upper() and "Projected plateau" in out
+    # the exporter: the stateset has the new state, and the plateau gauge
+    assert run_cli(cli, "statekit", ["metrics", path]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r'statekit_growth_verdict\{[^}]*verdict="saturating"[^}]*\} 1', text), text
+    (plateau,) = re.findall(r"^statekit_growth_projected_plateau_keys\{[^}]*\} (\S+)$", text,
+                            re.MULTILINE)
+    assert float(plateau) == pytest.approx(POPULATION, rel=0.15)
+    assert re.search(r"^statekit_growth_fraction_seen\{[^}]*\} 0\.\d+$", text, re.MULTILINE)
+    if shutil.which("promtool"):
+        from tests.prometheus_server import promtool_check
+
+        checked = promtool_check(text)
+        assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
+    opened = growth_queries.get("users-open", provider)
+    report = analyse(open_checkpoint(str(opened.checkpoint)))
+    assert report.verdict in GROWTH, report.summary
+    assert report.plateau is None
+    assert run_cli(cli, "statekit", ["growth", str(opened.checkpoint), "--fail-on",
+                                     "growing"]) == EXIT_GROWTH
 
 
 def test_rocksdb_aggregation_without_watermark_grows(growth_queries):

@@ -5,6 +5,7 @@ answer to a question the user has left never reaches the screen."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from textual.app import App, ComposeResult
 import statekit.tui.operators_pane as operators_pane
 from statekit.tui.app import StatekitApp
 from statekit.tui.chart import Chart
-from statekit.tui.charts import StoreSeries, keys_chart, what_if_chart
+from statekit.tui.charts import StoreSeries, keys_chart, store_series, what_if_chart
 from statekit.tui.operators_pane import OperatorsPane
 from statekit.tui.overview_pane import OverviewPane
 from tests.tui.helpers import Messages, show_tab
@@ -183,3 +184,30 @@ def test_a_slow_decode_of_a_file_left_never_lands(slow_first_decode):
             assert messages.ignored("records")[0].describe.endswith(files[0])
 
     asyncio.run(scenario())
+
+
+def test_a_saturating_store_is_drawn_with_its_projection_and_range():
+    """The Growth chart of a finite population still being discovered: the history, then the
+    projection to its plateau (dashed) between the range's ends (dotted)."""
+    from statekit.growth import GrowthReport, analyse_store
+    from tests.unit.test_growth_saturation import finite, history_of
+
+    store = analyse_store(history_of(finite(120_000, 12_000)), {})
+    assert store.verdict == "saturating"
+    report = GrowthReport(None, store.verdict, None, None, (store,), (), (), ())
+    (series,) = store_series(report)
+    band = series.projection
+    assert band is not None and band.x[0] == series.versions[-1]
+    assert band.y[0] == series.keys[-1] and band.y[-1] <= store.saturation.plateau
+    assert all(lo <= mid <= hi for lo, mid, hi in zip(band.low, band.y, band.high,
+                                                      strict=True))
+    assert band.y[-1] > series.keys[-1]  # it goes on rising towards the plateau
+    plain = render_alone(keys_chart([StoreSeries(series.label, series.versions, series.keys,
+                                                 ())]))
+    drawn = render_alone(keys_chart([series]))
+    assert plain != drawn
+    assert "projected" in drawn and "range" in drawn and "projected" not in plain
+    # the x axis runs on past the last version
+    ticks = next(line for line in reversed(drawn.splitlines()) if re.search(r"\d", line))
+    last = max(int(t) for t in re.findall(r"\b(\d+)\b", ticks))
+    assert last > series.versions[-1]

@@ -1,8 +1,10 @@
 """``statekit growth``: is the state growing without bound? Verdict, evidence, projection.
 
 Exit codes make it an alert: with ``--fail-on growing`` the command exits with
-``EXIT_GROWTH`` (10) when any store (or the progress log) grows or accelerates; with
-``--fail-on accelerating`` only when it accelerates.
+``EXIT_GROWTH`` (10) when any store (or the progress log) grows or accelerates — or
+saturates at a plateau above ``--max-keys``/``--max-bytes`` (a finite population levelling
+off below them is a warm-up, not a page); with ``--fail-on accelerating`` only when it
+accelerates.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
     from statekit.growth import GrowthReport, StoreGrowth
     from statekit.jobs.growth_deep import DeepCheck
 
-_STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold red reverse",
+_STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold red",
+          "accelerating": "bold red reverse",
           "insufficient-history": "bold yellow"}
 @click.command("growth")
 @click.argument("checkpoint", metavar="[CKPT]", required=False)
@@ -51,7 +54,8 @@ _STYLE = {"bounded": "bold green", "growing": "bold red", "accelerating": "bold 
               help="Versions without change after which a key counts as untouched "
                    "(default: a third of the history, 2..10).")
 @click.option("--fail-on", type=click.Choice(["growing", "accelerating"]),
-              help="Exit with code 10 when the verdict is at least this bad.")
+              help="Exit with code 10 when the verdict is at least this bad (growing: also "
+                   "a saturating state whose plateau exceeds --max-keys/--max-bytes).")
 @click.option("--deep", is_flag=True,
               help="Also read Spark's change feed (or row counts) and cross-check the files "
                    "(starts a JVM).")
@@ -67,6 +71,7 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     """Detect unbounded key growth: trend, turnover, value size, timeouts, key age.
 
     Replays the retained state files once (no JVM) and classifies every store as bounded,
+    saturating (a finite population still being discovered: where it levels off and when),
     growing, accelerating or insufficient-history, with the evidence behind it. With
     --master URL the same replay runs on that Spark cluster, one task per store instance
     (identical results; for states that outgrow this machine).
@@ -111,8 +116,10 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         if health is not None:
             console().print()
             print_health(health)
-    if fail_on and report.is_growth and (fail_on == "growing"
-                                         or report.verdict == "accelerating"):
+    fires = report.is_growth and (fail_on == "growing" or report.verdict == "accelerating")
+    if fail_on == "growing" and report.exceeds(max_keys, max_bytes):
+        fires = True  # saturating, but levelling off above a limit
+    if fail_on and fires:
         raise click.exceptions.Exit(EXIT_GROWTH)
 
 
@@ -182,7 +189,8 @@ def _num(value: float | None) -> str:
 def _stores_table(report: GrowthReport) -> Table:
     table = Table(title="stores", title_justify="left")
     for name in ("operator/store", "method", "versions", "keys", "keys/batch", "keys/hour",
-                 "MK p", "value B (mean)", "turnover", "untouched", "no timeout", "verdict"):
+                 "MK p", "value B (mean)", "turnover", "untouched", "no timeout", "plateau",
+                 "verdict"):
         table.add_column(name, justify="left" if name in ("operator/store", "method",
                                                             "verdict") else "right")
     for s in report.stores:
@@ -198,8 +206,15 @@ def _stores_table(report: GrowthReport) -> Table:
             "-" if s.turnover is None else f"{s.turnover:.0%}",
             "-" if s.untouched_share is None else f"{s.untouched_share:.0%}",
             "-" if s.no_timeout_share is None else f"{s.no_timeout_share:.0%}",
-            _verdict(s.verdict))
+            _plateau_cell(s), _verdict(s.verdict))
     return table
+
+
+def _plateau_cell(store: StoreGrowth) -> str:
+    sat = store.saturation
+    if store.verdict != "saturating" or sat is None or sat.plateau is None:
+        return "-"
+    return f"{_num(sat.plateau)} ({sat.fraction_seen or 0:.0%} seen)"
 
 
 def _oldest_table(store: StoreGrowth) -> Table:
