@@ -15,8 +15,8 @@ Workloads (16 batches of one Parquet file each, ``maxFilesPerTrigger`` 1, a keye
   10 %, 30 %, 60 % or 90 % of the population seen after 16 batches — truth *saturating*;
 * **finite, Zipf**: exponents 0.8 and 1.1 over 100k users, 30 %, 60 % or 90 % seen (the
   events per batch from the expected accumulation curve) — truth *saturating*;
-* **open**: new users every batch (2k or 8k) plus events of returning users (6k or 30k) —
-  truth *growing*;
+* **open**: new users every batch (2k or 8k) plus events of returning users (6k or 30k, or
+  10 % / 30 % of the users seen so far: traffic growing with the user base) — truth *growing*;
 * **finite + leak**: a finite population (uniform or Zipf) nearly all seen, plus 1 % or 4 %
   of every batch's events from brand-new keys — truth *growing* (the leak is reported);
 * **sessions**: per-user 5-minute event-time windows with a 5-minute watermark (keys expire
@@ -79,6 +79,9 @@ class Workload:
     zipf: float = 0.0
     new_per_batch: int = 0
     returning: int = 0
+    returning_share: float = 0.0
+    """Open populations: events of returning users per batch as a share of the users seen so
+    far (traffic that grows with the user base), instead of ``returning``."""
     leak: float = 0.0
     half: str = "fit"
 
@@ -94,6 +97,8 @@ def workloads() -> list[Workload]:
               for z in (0.8, 1.1) for f in (0.3, 0.6, 0.9)]
     items += [Workload(f"open-{n // 1000}k-new-{r // 1000}k-back", "open", new_per_batch=n,
                        returning=r) for n in (2_000, 8_000) for r in (6_000, 30_000)]
+    items += [Workload(f"open-{n // 1000}k-new-{int(f * 100)}pct-back", "open", new_per_batch=n,
+                       returning_share=f) for n, f in ((5_000, 0.1), (2_000, 0.3))]
     items += [Workload(f"leak-{int(share * 100)}pct-uniform", "leak", 40_000, 0.95, leak=share)
               for share in (0.01, 0.04)]
     items += [Workload("leak-2pct-zipf0.8", "leak", 100_000, 0.9, zipf=0.8, leak=0.02),
@@ -132,7 +137,8 @@ def batch_users(w: Workload, rng, b: int, known: int):
 
     if w.family == "open":
         fresh = np.arange(known, known + w.new_per_batch)
-        return np.concatenate([fresh, rng.integers(0, max(1, known), w.returning)])
+        back = int(w.returning_share * known) if w.returning_share else w.returning
+        return np.concatenate([fresh, rng.integers(0, max(1, known), back)])
     m = events_per_batch(w)
     if w.zipf:
         weights = 1.0 / np.arange(1, w.population + 1) ** w.zipf
@@ -287,7 +293,7 @@ def fit_thresholds(cases: list[Case]):
 
     default = Thresholds()
     grid = {"leak_f": (3.0, 10.0, 30.0, 100.0), "max_plateau_ratio": (5.0, 10.0, 20.0, 50.0),
-            "min_share_drop": (0.05, 0.10, 0.20)}
+            "min_share_drop": (0.05, 0.10, 0.20), "max_traffic_growth": (1.25, 1.5, 2.0)}
     best, best_key = default, None
     for values in itertools.product(*grid.values()):
         candidate = replace(default, **dict(zip(grid, values, strict=True)))

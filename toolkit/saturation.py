@@ -62,6 +62,11 @@ MAX_PLATEAU_RATIO = 50.0
 """A plateau range reaching beyond this many times the keys seen is no plateau (undecided)."""
 LEAK_MIN_SHARE = 0.01
 """A fitted leak share below this is negligible (1 % of a batch's keys)."""
+MAX_TRAFFIC_GROWTH = 1.5
+"""The draws a batch needs to touch the keys it touches (under the fitted population) may
+grow this much from the first quarter of the history to the last: traffic that grows with the
+keys seen is what an open population whose users come back looks like (new users at a steady
+rate, each returning): its share of new keys falls too, and a finite population fits it."""
 LEAK_F = 10.0
 """How much better (F statistic, one extra parameter) the open model must fit to call a
 leak: the shares are precise (binomial over many keys), so model error, not noise, sets it."""
@@ -372,6 +377,7 @@ class Thresholds:
     leak_min_share: float = LEAK_MIN_SHARE
     min_share_drop: float = MIN_SHARE_DROP
     max_plateau_ratio: float = MAX_PLATEAU_RATIO
+    max_traffic_growth: float = MAX_TRAFFIC_GROWTH
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -395,6 +401,8 @@ class DiscoveryFit:
     leak_share: float
     touched_per_batch: float
     events_per_batch: float
+    traffic_growth: float
+    """Median draws per batch over the last quarter ÷ over the first quarter."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -427,10 +435,12 @@ def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int) -> DiscoveryFit
     f_leak = (min(sse_closed, sse_closed_gamma) - sse_open) / max(sse_open, noise, 1e-15) * dof
     limit = sse_closed + RANGE_F * 2 / max(1, len(usable) - 2) * max(sse_closed, noise)
     low, high = closed.range(limit, plateau, skew)
-    events = float(np.median(_draws(accumulation(plateau, skew), touched[-quarter:])))
+    draws = _draws(accumulation(plateau, skew), touched)
+    events = float(np.median(draws[-quarter:]))
+    growth = events / max(float(np.median(draws[:quarter])), 1e-9)
     return DiscoveryFit(len(usable), keys, top, first, last, plateau, low, high, skew,
                         closed.high_n / 1.01, f_leak, leak_share,
-                        float(np.median(touched[-quarter:])), events)
+                        float(np.median(touched[-quarter:])), events, growth)
 
 
 def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturation:
@@ -449,6 +459,11 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
     if first - last < t.min_share_drop:
         return Saturation(UNDECIDED, f"the share of new keys per batch does not fall "
                           f"({first:.0%} → {last:.0%})", **base)
+    if fit.traffic_growth > t.max_traffic_growth:
+        return Saturation(UNDECIDED, f"the traffic that explains each batch's keys grows with "
+                          f"the keys seen (×{fit.traffic_growth:.1f} over the history): users "
+                          "arriving at a steady rate and coming back look like that too",
+                          **base)
     plateau, low, high = fit.plateau, fit.plateau_low, fit.plateau_high
     if high >= fit.grid_edge or high > t.max_plateau_ratio * fit.top:
         return Saturation(UNDECIDED, f"the plateau's range reaches {high:,.0f} keys "

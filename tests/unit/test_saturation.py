@@ -138,3 +138,20 @@ def test_deciding_again_under_other_thresholds_reuses_the_fit():
     strict = Thresholds(max_plateau_ratio=1.0)  # no plateau above the keys seen is allowed
     assert decide(fit, strict).outcome == UNDECIDED
     assert fit_discovery(tuple(points), seen) is fit  # cached: no second fit
+
+
+def test_users_coming_back_in_proportion_to_the_user_base_are_not_a_finite_population():
+    """10,000 new users a batch and 10 % of everyone seen so far coming back: the share of new
+    keys falls as a finite population's would (a population of ~650k fits), but the traffic
+    needed to explain each batch grows with the keys seen — an open population."""
+    rng = np.random.default_rng(4)
+    batches, known = [], 0
+    for _ in range(30):
+        fresh = np.arange(known, known + 10_000)
+        back = rng.integers(0, known, known // 10) if known else np.array([], dtype=int)
+        batches.append(np.concatenate([fresh, back]))
+        known += 10_000
+    points, seen = _points(batches)
+    sat = analyse_discovery(points, seen)
+    assert sat.outcome == UNDECIDED, (sat.outcome, sat.reason)
+    assert "traffic" in sat.reason
