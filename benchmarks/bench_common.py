@@ -136,3 +136,12 @@ def critical_path(values: list[float], cores: int = CORES) -> float:
     group of ``cores``."""
     ordered = sorted(values, reverse=True)
     return float(sum(ordered[i] for i in range(0, len(ordered), cores)))
+
+
+def session(app: str, confs: dict[str, str], driver_memory: str = "8g"):
+    """A local Spark session for a benchmark's child process (adaptive execution off, so
+    the shuffle-partition count is the configured one)."""
+    from statekit.jobs.session import build_session
+
+    return build_session(app, conf={"spark.driver.memory": driver_memory,
+                                    "spark.sql.adaptive.enabled": "false", **confs})

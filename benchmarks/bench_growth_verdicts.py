@@ -52,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import STATE_PACKAGE, wait_static  # noqa: E402
+from bench_common import STATE_PACKAGE, session, wait_static  # noqa: E402
 
 BATCHES = 16
 PARTITIONS = 4
@@ -109,13 +109,6 @@ def workloads() -> list[Workload]:
         out.append(replace(w, half="fit" if count[w.family] % 2 == 0 else "held-out"))
         count[w.family] += 1
     return out
-
-
-def session(app: str, confs: dict[str, str]):
-    from statekit.jobs.session import build_session
-
-    return build_session(app, conf={"spark.driver.memory": "4g",
-                                    "spark.sql.adaptive.enabled": "false", **confs})
 
 
 # -- data --------------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ from bench_common import (  # noqa: E402
     slim_progress,
     wait_static,
 )
+from bench_common import session as bench_session  # noqa: E402
 
 STATEKIT = str(ROOT / ".venv/bin/statekit")
 BATCHES = 16
@@ -185,10 +186,7 @@ def grid(quick: bool = False) -> list[Config]:
 # -- children (fresh processes) ---------------------------------------------------------------
 
 def session(app: str, confs: dict[str, str]):
-    from statekit.jobs.session import build_session
-
-    return build_session(app, conf={"spark.driver.memory": DRIVER_MEMORY,
-                                    "spark.sql.adaptive.enabled": "false", **confs})
+    return bench_session(app, confs, DRIVER_MEMORY)
 
 
 def payload_expr(value: int, salt: str) -> str:
