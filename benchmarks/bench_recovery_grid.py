@@ -61,7 +61,7 @@ Caveats: the machine may be shared (CPU busy before each process is printed); th
 checkpoints are in the page cache (a cold disk or an object store pays more per file and per
 byte: that is what ``--calibrate`` and ``--measure`` are for). Not a test: nothing asserted.
 
-Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 4]
+Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 5]
 [--quick] [--only NAME,...] [--report] [--no-check] [--docs docs/recovery.md]``
 (``--quick``: up to 1M keys).
 """
@@ -330,9 +330,10 @@ def run_child(mode: str, spec: dict, what: str, timeout: float | None = None
 
 
 def link_copy(source: Path, target: Path) -> None:
-    """A full copy for each restart: hard links looked safe (Spark adds files to a
-    checkpoint, it does not rewrite them) but every cold restart after the first of a
-    3M-key RocksDB checkpoint restored from zips hung on hard-linked copies."""
+    """A full copy for each restart (flushed to disk before the run). Hard links were
+    tried first; the 3M-key RocksDB zip restarts that then seemed to hang were the JVM
+    compacting on close after its batch was measured (see ``run_child``), but a full copy
+    also keeps a restart from touching the configuration's checkpoint at all."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
     os.sync()  # the copy's dirty pages written back now, not during the measured restart
