@@ -32,10 +32,11 @@ every load path and every key count, ≥ 1M keys included. Four "unseen" configu
 kinds the fit never saw: 150 B values, 8 partitions, 32 batches.
 
 Measured, each in a fresh process (a cold JVM, like a restarted driver), ``--repeats``
-times interleaved: **restart** — a full copy of the configuration's checkpoint (hard-linked
-copies made 3M-key RocksDB zip restarts hang) restarts with one new input file (2,000 keys,
-updates) and runs its first batch; **baseline** — an empty checkpoint with the same
-confs reads only that file. Two measures, restart − baseline per repeat:
+times interleaved: **restart** — a full copy of the configuration's checkpoint, flushed to
+disk, restarts with one new input file (2,000 keys, updates) and runs its first batch;
+**baseline** — an empty checkpoint with the same confs reads only that file. Every run
+waits for an idle machine; one that started beside other work (≥ 20 % busy) or failed is
+run again. Two measures, restart − baseline per repeat:
 
 * **D, Spark's load**: Spark's own per-partition load times from the state store's DEBUG log
   (HDFS: ``Loading state for <v> takes <ms> ms``; RocksDB: ``Loading <v>`` → ``Loaded <v>``),
