@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -321,8 +321,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
     if keys.is_growth and not turns_over:
         saturation = analyse_discovery(discovery_points(history), last.keys if last else 0,
                                        thresholds=thresholds)
-        per_key = last.bytes / last.keys if last and last.keys and last.bytes else None
-        evidence.extend(_saturation_evidence(saturation, keys, per_key))
+        evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last)))
         if saturation.outcome == FITS_A_POPULATION:
             key_verdict = SATURATING
     verdict = key_verdict
@@ -527,22 +526,27 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
                         total_bytes, stores, from_progress, projections, summary, plateau)
 
 
-def plateau_of(stores: Sequence[StoreGrowth]) -> Plateau | None:
-    """The state's plateau: saturating stores at theirs, the others at today's keys."""
+def _bytes_per_key(last: VersionStats | None) -> float | None:
+    return last.bytes / last.keys if last and last.keys and last.bytes else None
+
+
+_PlateauPart = tuple[float, Saturation | None, float | None, float | None]
+"""One store's (or operator's) share of the state's plateau: its keys now, its saturation
+when its verdict is saturating, bytes per key, hours per batch."""
+
+
+def _sum_plateaus(parts: Iterable[_PlateauPart]) -> Plateau | None:
+    """The state's plateau: saturating parts at theirs, the others at today's keys; the
+    time to it is the slowest part's."""
     keys = low = high = now = 0.0
     total_bytes: float | None = 0.0
     batches: float | None = 0.0
     hours: float | None = 0.0
-    for store in stores:
-        last = store.history.versions[-1] if store.history.versions else None
-        current = float(last.keys) if last else 0.0
-        per_key = last.bytes / last.keys if last and last.keys and last.bytes else None
-        sat = store.saturation
-        if store.verdict == SATURATING and sat is not None and sat.plateau is not None:
+    for current, sat, per_key, per in parts:
+        if sat is not None and sat.plateau is not None:
             top, bottom, peak = sat.plateau, sat.plateau_low or sat.plateau, \
                 sat.plateau_high or sat.plateau
             when = sat.batches_to_plateau
-            per = _hours_per_batch(store.keys)
             batches = None if batches is None or when is None else max(batches, when)
             hours = None if hours is None or when is None or per is None else \
                 max(hours, when * per)
@@ -556,23 +560,22 @@ def plateau_of(stores: Sequence[StoreGrowth]) -> Plateau | None:
     return Plateau(keys, low, high, now / keys, total_bytes, batches, hours)
 
 
+def plateau_of(stores: Sequence[StoreGrowth]) -> Plateau | None:
+    """The state's plateau from its stores."""
+    parts = []
+    for store in stores:
+        last = store.history.versions[-1] if store.history.versions else None
+        parts.append((float(last.keys) if last else 0.0,
+                      store.saturation if store.verdict == SATURATING else None,
+                      _bytes_per_key(last), _hours_per_batch(store.keys)))
+    return _sum_plateaus(parts)
+
+
 def _progress_plateau(progress: Sequence[ProgressGrowth]) -> Plateau | None:
-    """The plateau from the progress log alone (no checkpoint): its saturating operators'
-    plateaus plus the others' current rows."""
-    keys = low = high = now = 0.0
-    batches: float | None = 0.0
-    for p in progress:
-        current = float(p.rows_total[-1]) if p.rows_total else 0.0
-        sat = p.saturation
-        if p.verdict == SATURATING and sat is not None and sat.plateau is not None:
-            keys, low, high = keys + sat.plateau, low + (sat.plateau_low or sat.plateau), \
-                high + (sat.plateau_high or sat.plateau)
-            when = sat.batches_to_plateau
-            batches = None if batches is None or when is None else max(batches, when)
-        else:
-            keys, low, high = keys + current, low + current, high + current
-        now += current
-    return Plateau(keys, low, high, now / keys, None, batches, None) if keys else None
+    """The plateau from the progress log alone (no checkpoint: no bytes, no hours)."""
+    return _sum_plateaus((float(p.rows_total[-1]) if p.rows_total else 0.0,
+                          p.saturation if p.verdict == SATURATING else None, None, None)
+                         for p in progress)
 
 
 def _plateau_projection(name: str, limit: float | None, plateau: Plateau,

@@ -9,30 +9,30 @@ drawn uniformly, a batch is a capture–recapture sample: the share of new keys 
 touches is the share of the population not yet seen, ``I/T = 1 − K/N`` with ``K`` the live
 keys before it (Lincoln–Petersen, once per version). Real traffic is skewed: popular keys
 come back more often than rare ones, so the share of new keys falls faster than the unseen
-share. With catchabilities gamma-distributed (shape ``k``, the classic model of species
-accumulation) the relation becomes
+share. The closed model is a Zipf population (exponent ``s``, ``s = 0`` uniform): after ``E``
+draws the keys seen are ``K(E) = Σ (1 − e^(−E·pᵢ))``, ``pᵢ ∝ i^(−s)``; a batch's draws ``m``
+solve ``K(m) = T``, the draws before it ``E`` solve ``K(E) = K``, and its new keys are
+``K(E + m) − K(E)`` — so neither the traffic before the retained history nor the batch
+sizes need to be known. ``N`` and ``s`` are fitted by weighted least squares (weights: the
+touches, the binomial precision of each share) on a grid, then refined (golden section).
 
-    I/T = (1 − K/N) ** γ,    γ = 1 + 1/k ≥ 1   (γ = 1: uniform draws),
-
-a curve in ``K`` alone — no need to know how much traffic came before the retained history.
 A leak adds keys that were never part of any finite population: a share ``λ`` of every batch's
-touches is new whatever ``K`` is,
+touches is new whatever ``K`` is. The open model,
 
-    I/T = λ + (1 − λ)(1 − K/N) ** γ,
+    I/T = λ + (1 − λ)(1 − K/N) ** γ     (γ ≥ 1: skew, as gamma-distributed catchabilities),
 
-and an open population (new users every batch, old ones returning) is that curve with
-``N`` far beyond anything seen. This module fits both by weighted least squares (weights: the
-touches, the binomial precision of each share) over a grid of ``γ``/``λ`` and a fine log grid
-of ``N``, and decides:
+is fitted beside it (an open population — new users every batch, old ones returning — is
+that curve with ``N`` far beyond anything seen). The decision:
 
-* **saturating** — the closed model fits, a leak share is not needed (the open model does not
-  explain the shares significantly better, or its ``λ`` is negligible), and the whole
-  confidence range of the plateau is finite and within ``MAX_PLATEAU_RATIO`` of the keys
-  seen: projected plateau with its range, fraction seen, batches until 95 % of it;
-* **leak** — the open model is significantly better with a material ``λ``: the new keys per
-  batch that will never stop (the verdict stays ``growing``);
-* **undecided** — too few versions, shares that do not fall, or a range that reaches the
-  edge of the grid: the history cannot separate the two (the caller keeps ``growing``).
+* **leak** — the open model explains the shares significantly better (F against the closed
+  fits and the binomial noise) with a material ``λ``: the new keys per batch that will never
+  stop (the verdict stays ``growing``);
+* **undecided** — too few versions, a new-key share that does not fall, traffic that grows
+  with the keys seen (returning users in proportion to the user base make the share fall
+  like a finite population's), or a plateau range reaching beyond ``MAX_PLATEAU_RATIO`` × the
+  keys seen: the history cannot separate the two (the caller keeps ``growing``);
+* **saturating** — otherwise: projected plateau with its range, fraction seen, batches until
+  95 % of it.
 
 Pure numpy; no Spark, no files.
 """
@@ -71,7 +71,7 @@ LEAK_F = 10.0
 """How much better (F statistic, one extra parameter) the open model must fit to call a
 leak: the shares are precise (binomial over many keys), so model error, not noise, sets it."""
 RANGE_F = 4.0
-"""The plateau range: every (N, γ) whose weighted error is within this F of the best."""
+"""The plateau range: every N whose best fit (at its best skew) is within this F of the best."""
 PLATEAU_REACHED = 0.95
 """The projected plateau counts as reached at this fraction of it."""
 
@@ -123,7 +123,7 @@ class Saturation:
     touched_per_batch: float | None = None
     """Distinct keys a recent batch touches (median): the pace of discovery."""
     batches_to_plateau: float | None = None
-    """Batches until ``PLATEAU_REACHED`` of the plateau at the recent touches per batch."""
+    """Batches until ``PLATEAU_REACHED`` of the plateau at the recent draws per batch."""
     first_share: float | None = None
     last_share: float | None = None
     method: str = "discovery curve"
@@ -154,7 +154,8 @@ def _golden(f: Callable[[float], float], low: float, high: float, rounds: int = 
 
 
 class _Fit:
-    """Weighted least squares of ``share ≈ λ + (1 − λ)(1 − x/N)^γ``: a coarse grid over
+    """The open (leak) model, and at ``λ = 0`` the closed gamma model the leak's F test also
+    weighs: weighted least squares of ``share ≈ λ + (1 − λ)(1 − x/N)^γ``: a coarse grid over
     (γ, log N), then golden-section refinement of γ (with N re-fitted inside) around the
     best grid cell — a grid alone leaves an error that a model with one more parameter
     would 'explain'."""
@@ -214,13 +215,6 @@ class _Fit:
         remaining = np.clip(1.0 - self.x[None, :] / self.n_grid[:, None], 0.0, 1.0)
         pred = lam + (1 - lam) * remaining ** gamma
         return self._allowed(lam, ((pred - self.share) ** 2 * self.weight).sum(axis=-1))
-
-    def range(self, limit: float, best: float) -> tuple[float, float]:
-        """The N whose best γ (on the grid) fits within ``limit``, with the best N."""
-        table = self.grid(0.0).min(axis=0)
-        inside = self.n_grid[table <= limit]
-        return (min(best, float(inside.min())) if inside.size else best,
-                max(best, float(inside.max())) if inside.size else best)
 
 
 SKEWS = np.array([0.0, 0.25, 0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5])
@@ -358,8 +352,8 @@ class _Closed:
 
 def _merge(points: list[DiscoveryPoint], limit: int) -> list[DiscoveryPoint]:
     """At most ``limit`` points: runs of consecutive versions merged (their inserts and
-    updates summed, the keys before the first kept) — the share of a run is still the
-    share of new keys among those it touched."""
+    updates summed, the keys before the run's middle version kept) — the share of a run is
+    still the share of new keys among those it touched."""
     if len(points) <= limit:
         return points
     size = -(-len(points) // limit)
