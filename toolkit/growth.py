@@ -585,15 +585,14 @@ def _plateau_projection(name: str, limit: float | None, plateau: Plateau,
     stays below it; otherwise along the discovery curve of the state's total."""
     if limit is None:
         return None
-    level = plateau.keys if name == "max_keys" else plateau.bytes
-    top = plateau.high if name == "max_keys" else (
-        plateau.bytes * plateau.high / plateau.keys if plateau.bytes is not None else None)
-    current = plateau.keys * plateau.fraction_seen
-    if name == "max_bytes":
-        if plateau.bytes is None or level is None:
-            return None
-        current = plateau.bytes * plateau.fraction_seen
-    assert level is not None and top is not None  # max_keys: always set
+    if name == "max_keys":
+        scale = 1.0
+    elif plateau.bytes is None:
+        return None
+    else:
+        scale = plateau.bytes / plateau.keys  # bytes per key at the plateau
+    level, top = plateau.keys * scale, plateau.high * scale
+    current = plateau.keys * plateau.fraction_seen * scale
     if current >= limit:
         return Projection(name, limit, current, 0.0, 0.0, None)
     if top < limit:
@@ -608,7 +607,8 @@ def _plateau_projection(name: str, limit: float | None, plateau: Plateau,
     # the state's total as one population: the skew of its biggest store, all their draws
     skew = max(sats, key=lambda x: x.plateau or 0.0).skew or 0.0 if sats else 0.0
     pace = sum(x.events_per_batch or 0.0 for x in sats)
-    batches = batches_until(current, limit, level, skew, pace)
+    # the curve counts keys: a byte limit is the keys that many bytes hold
+    batches = batches_until(current / scale, limit / scale, plateau.keys, skew, pace)
     per = _hours_per_batch(trend) if trend is not None else None
     hours = batches * per if batches is not None and per is not None else None
     at = None

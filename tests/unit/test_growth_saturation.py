@@ -120,3 +120,18 @@ def test_a_leak_in_a_progress_log_stays_growing():
     assert grown.verdict in (GROWING, "accelerating")
     assert grown.saturation is not None and grown.saturation.outcome == "leak"
     assert grown.saturation.leak_keys_per_batch == pytest.approx(2_000, rel=0.5)
+
+
+def test_a_byte_limit_is_reached_when_the_keys_it_holds_are():
+    """--max-bytes and --max-keys at the same level (bytes = keys × 40 B) project the same
+    batches: the discovery curve counts keys, a byte limit is converted, not fed to it."""
+    from statekit.growth import _plateau_projection
+
+    store = analyse_store(history_of(finite(100_000, 10_000)), {})
+    plateau = plateau_of([store])
+    limit_keys = plateau.keys * plateau.fraction_seen * 1.05  # just above today, below it
+    by_keys = _plateau_projection("max_keys", limit_keys, plateau, [store], None, None)
+    by_bytes = _plateau_projection("max_bytes", limit_keys * 40, plateau, [store], None,
+                                   None)
+    assert by_keys.batches is not None and by_keys.batches > 0
+    assert by_bytes.batches == pytest.approx(by_keys.batches)
