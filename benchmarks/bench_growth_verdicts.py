@@ -119,9 +119,9 @@ def events_per_batch(w: Workload) -> int:
         return w.new_per_batch + w.returning
     if not w.zipf:
         return int(-w.population * math.log(1 - w.seen) / BATCHES)
-    from statekit.saturation import _draws, accumulation
+    from statekit.population import accumulation, draws_for
 
-    total = float(_draws(accumulation(w.population, w.zipf), w.seen * w.population))
+    total = float(draws_for(accumulation(w.population, w.zipf), w.seen * w.population))
     return int(min(MAX_EVENTS, total / BATCHES))
 
 
@@ -286,7 +286,8 @@ def fit_thresholds(cases: list[Case]):
 
     default = Thresholds()
     grid = {"leak_f": (3.0, 10.0, 30.0, 100.0), "max_plateau_ratio": (5.0, 10.0, 20.0, 50.0),
-            "min_share_drop": (0.05, 0.10, 0.20), "max_traffic_growth": (1.25, 1.5, 2.0)}
+            "min_share_drop": (0.05, 0.10, 0.20), "max_traffic_growth": (1.25, 1.5, 2.0),
+            "touch_leak_f": (3.0, 10.0, 30.0)}
     best, best_key = default, None
     for values in itertools.product(*grid.values()):
         candidate = replace(default, **dict(zip(grid, values, strict=True)))

@@ -20,6 +20,10 @@ EVENTS_PER_BATCH = 40
 POPULATION = 20_000
 """The finite population of ``users-finite``: 2,000 events a batch see ~75 % of it."""
 POPULATION_EVENTS = 2_000
+LEAK_EVENTS = 5_000
+"""``users-leak``: events a batch of the finite population (~97 % of it seen) …"""
+LEAKED_PER_BATCH = 100
+"""… plus this many brand-new users a batch, each seen once and never again."""
 START = datetime(2026, 2, 2, 9, 0, tzinfo=timezone.utc)
 
 #: name → (expected verdict family, description)
@@ -30,6 +34,8 @@ LABELS = {
     "dedup-no-watermark": ("growing", "dropDuplicates(id) without a watermark"),
     "users-finite": ("saturating", f"count by user over {POPULATION:,} users, uniform draws"),
     "users-open": ("growing", "count by user, new users every batch"),
+    "users-leak": ("growing", f"count by user over {POPULATION:,} users plus "
+                   f"{LEAKED_PER_BATCH} one-off users a batch"),
 }
 
 
@@ -58,13 +64,18 @@ def _write_input(folder: Path, seed: int = 3, batches: range = range(BATCHES)) -
 
 def _write_population(folder: Path, name: str) -> None:
     """``users-finite``: events of a fixed population; ``users-open``: 300 new users a batch
-    plus 1,200 events of those seen so far."""
+    plus 1,200 events of those seen so far; ``users-leak``: the fixed population plus users
+    seen once."""
     rng = random.Random(11)
     folder.mkdir(parents=True, exist_ok=True)
     known = 500
     for batch in range(BATCHES):
         if name == "users-finite":
             users = [rng.randrange(POPULATION) for _ in range(POPULATION_EVENTS)]
+        elif name == "users-leak":
+            one_off = 10**6 + batch * LEAKED_PER_BATCH
+            users = [*(rng.randrange(POPULATION) for _ in range(LEAK_EVENTS)),
+                     *range(one_off, one_off + LEAKED_PER_BATCH)]
         else:
             users = [*range(known, known + 300), *(rng.randrange(known) for _ in range(1200))]
             known += 300

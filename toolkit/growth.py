@@ -22,24 +22,24 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.errors import BadInput
 from statekit.partition_workers import GroupRunner
+from statekit.population import DiscoveryPoint, batches_until
 from statekit.presentation import human_duration
 from statekit.progress_log import OperatorProgress, ProgressPoint
+from statekit.recapture import MAX_DELETE_SHARE
 from statekit.saturation import (
     DEFAULT_THRESHOLDS,
     LEAK,
     PLATEAU_REACHED,
-    DiscoveryPoint,
     Saturation,
     Thresholds,
     analyse_discovery,
-    batches_until,
 )
 from statekit.saturation import SATURATING as FITS_A_POPULATION
 from statekit.state_history import StoreHistory, VersionStats, all_histories
@@ -239,6 +239,19 @@ def discovery_points(history: StoreHistory) -> list[DiscoveryPoint]:
             if v.inserts is not None and v.updates is not None]
 
 
+def comebacks(history: StoreHistory) -> tuple[tuple[int, ...] | None, str | None]:
+    """The touch counts the leak test may use, or why not: deleted keys take theirs along."""
+    if history.touch_counts is None:
+        return None, None
+    churn = [v for v in history.versions[1:] if v.inserts is not None]
+    inserted = sum(v.inserts or 0 for v in churn)
+    deleted = sum(v.deletes or 0 for v in churn)
+    if inserted and deleted > MAX_DELETE_SHARE * inserted:
+        return None, (f"{deleted / inserted:.0%} as many keys were deleted as inserted, and "
+                      "a deleted key's touch count goes with it")
+    return history.touch_counts, None
+
+
 def _hours_per_batch(trend: Trend) -> float | None:
     if trend.slope and trend.slope_per_hour and trend.slope > 0 and trend.slope_per_hour > 0:
         return trend.slope / trend.slope_per_hour
@@ -249,7 +262,7 @@ def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | No
                          ) -> list[str]:
     """The discovery curve's finding in words (saturating, leak or undecided)."""
     if sat.outcome == LEAK:
-        return [f"New keys no finite population explains: {sat.reason}: about "
+        return [f"New keys no finite population explains ({sat.method}): {sat.reason}: about "
                 f"{_fmt(sat.leak_keys_per_batch)} keys per batch that will never stop "
                 "(a leak, or an open population)."]
     if sat.outcome != FITS_A_POPULATION:
@@ -268,6 +281,15 @@ def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | No
         lines.append(f"At {_fmt(sat.touched_per_batch)} keys touched per batch it reaches "
                      f"{PLATEAU_REACHED:.0%} of the plateau in ~{sat.batches_to_plateau:,.0f} "
                      f"batches{hours}.")
+    if sat.touch_f is not None and sat.seen_once_closed is not None:
+        chao = (f"; Chao's lower bound on the population: {_fmt(sat.chao1_keys)} keys"
+                if sat.chao1_keys else "")
+        lines.append(f"Comebacks agree: {sat.seen_once:,} keys were written in one version "
+                     f"only, {sat.seen_once_closed:,.0f} expected of a closed population "
+                     f"(a leak would not improve the fit: F = {sat.touch_f:.1f}){chao}.")
+    elif sat.touch_note:
+        lines.append(f"Comebacks not tested ({sat.touch_note}): a slow leak inside the "
+                     "population cannot be ruled out.")
     if bytes_per_key:
         lines.append(f"State at the plateau ≈ {_fmt(sat.plateau * bytes_per_key)} B "
                      f"({_fmt(bytes_per_key)} B per key now).")
@@ -319,8 +341,11 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
         evidence.append(f"Only {keys.points} retained version(s): {keys.reason}.")
     saturation = None
     if keys.is_growth and not turns_over:
+        touch_counts, why_not = comebacks(history)
         saturation = analyse_discovery(discovery_points(history), last.keys if last else 0,
-                                       thresholds=thresholds)
+                                       thresholds=thresholds, touch_counts=touch_counts)
+        if why_not and saturation.touch_note is None:
+            saturation = replace(saturation, touch_note=why_not)
         evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last)))
         if saturation.outcome == FITS_A_POPULATION:
             key_verdict = SATURATING

@@ -24,6 +24,11 @@ touches is new whatever ``K`` is. The open model,
 is fitted beside it (an open population — new users every batch, old ones returning — is
 that curve with ``N`` far beyond anything seen). The decision:
 
+* **leak, by comebacks** — where the replay counted how many versions wrote each key, a
+  closed population plus a leak explains the discovery counts and those touch counts
+  significantly better than the closed population alone (:mod:`statekit.recapture`): the
+  leaked keys are seen once and never again, which the discovery curve alone cannot tell
+  from a larger population;
 * **leak** — the open model explains the shares significantly better (F against the closed
   fits and the binomial noise) with a material ``λ``: the new keys per batch that will never
   stop (the verdict stays ``growing``);
@@ -41,11 +46,22 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from statekit.population import (
+    SKEWS,
+    DiscoveryPoint,
+    accumulation,
+    batches_until,
+    draws_for,
+    golden,
+    predicted_share,
+)
+from statekit.recapture import LeakTest, leak_test
 
 SATURATING = "saturating"
 LEAK = "leak"
@@ -67,6 +83,11 @@ MAX_TRAFFIC_GROWTH = 1.5
 grow this much from the first quarter of the history to the last: traffic that grows with the
 keys seen is what an open population whose users come back looks like (new users at a steady
 rate, each returning): its share of new keys falls too, and a finite population fits it."""
+TOUCH_LEAK_F = 10.0
+"""How much better (F statistic, :mod:`statekit.recapture`) a closed population plus a leak
+must explain the discovery counts and the touch counts together to call a leak."""
+TOUCH_LEAK_MIN_SHARE = 0.002
+"""A leak the touch counts find below this share of a batch's keys is negligible."""
 LEAK_F = 10.0
 """How much better (F statistic, one extra parameter) the open model must fit to call a
 leak: the shares are precise (binomial over many keys), so model error, not noise, sets it."""
@@ -80,24 +101,6 @@ LAMBDAS = np.array([0.0, 0.003, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4
 _N_STEPS = 500
 _N_BELOW, _N_SPAN = 0.02, 1e4
 """The N grid: from this share of the keys seen to this many times them (log-spaced)."""
-
-
-@dataclass(frozen=True)
-class DiscoveryPoint:
-    """One version's change: live keys before it, keys it inserted and updated."""
-
-    version: int
-    live_before: int
-    inserted: int
-    updated: int
-
-    @property
-    def touched(self) -> int:
-        return self.inserted + self.updated
-
-    @property
-    def new_share(self) -> float:
-        return self.inserted / self.touched if self.touched else 0.0
 
 
 @dataclass(frozen=True)
@@ -127,30 +130,22 @@ class Saturation:
     first_share: float | None = None
     last_share: float | None = None
     method: str = "discovery curve"
+    """What decided: ``discovery curve`` or ``touch counts`` (a leak found by how often keys
+    come back)."""
+    seen_once: int | None = None
+    """Keys first seen inside the history and written in exactly one version."""
+    seen_once_closed: float | None = None
+    """What the best closed population predicts for them."""
+    touch_f: float | None = None
+    """How much a leak improves the fit to discovery and touch counts (F); ``None``: the
+    touch counts were not tested."""
+    touch_note: str | None = None
+    """Why the touch counts were not tested, when they were not."""
+    chao1_keys: float | None = None
+    """Chao's lower bound on the population from the touch counts."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-_GOLDEN = (math.sqrt(5) - 1) / 2
-
-
-def _golden(f: Callable[[float], float], low: float, high: float, rounds: int = 40
-            ) -> tuple[float, float]:
-    """The minimum of a unimodal ``f`` on [low, high]: (value, argument)."""
-    a, b = low, high
-    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(rounds):
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - _GOLDEN * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + _GOLDEN * (b - a)
-            fd = f(d)
-    return (fc, c) if fc <= fd else (fd, d)
 
 
 class _Fit:
@@ -190,7 +185,7 @@ class _Fit:
         hi = math.log(self.n_grid[min(len(self.n_grid) - 1, near + 2)])
         if lam == 0.0:
             lo = max(lo, math.log(self.closed_from))
-        value, log_n = _golden(lambda v: self.sse(lam, gamma, math.exp(v)), lo, hi)
+        value, log_n = golden(lambda v: self.sse(lam, gamma, math.exp(v)), lo, hi)
         return value, math.exp(log_n)
 
     def best(self, lam: float) -> tuple[float, float, float]:
@@ -203,7 +198,7 @@ class _Fit:
             near = int(np.argmin(self.grid_row(lam, gamma)))
             return self._best_n(lam, gamma, near)[0]
 
-        _, gamma = _golden(at, float(g_lo), float(g_hi), rounds=25)
+        _, gamma = golden(at, float(g_lo), float(g_hi), rounds=25)
         near = int(np.argmin(self.grid_row(lam, gamma)))
         value, n = self._best_n(lam, gamma, near)
         grid_value = float(table[gi, ni])
@@ -215,80 +210,6 @@ class _Fit:
         remaining = np.clip(1.0 - self.x[None, :] / self.n_grid[:, None], 0.0, 1.0)
         pred = lam + (1 - lam) * remaining ** gamma
         return self._allowed(lam, ((pred - self.share) ** 2 * self.weight).sum(axis=-1))
-
-
-SKEWS = np.array([0.0, 0.25, 0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5])
-"""The Zipf exponents tried (0: uniform)."""
-_HEAD_RANKS = 64
-_TAIL_BINS = 64
-_E_STEPS = 200
-
-
-def _catchability(n: float, skew: float) -> tuple[np.ndarray, np.ndarray]:
-    """A Zipf population of ``n`` keys in groups: (keys in each group, the chance one draw
-    hits one key of it); the first ranks one by one, the tail in log-spaced bins."""
-    total = max(1, round(n))
-    if skew == 0.0:
-        return np.array([float(total)]), np.array([1.0 / total])
-    head = min(total, _HEAD_RANKS)
-    counts, weights = [np.ones(head)], [np.arange(1, head + 1, dtype=float) ** -skew]
-    if total > head:
-        edges = np.unique(np.round(np.geomspace(head + 1, total + 1, _TAIL_BINS + 1)))
-        a, b = edges[:-1] - 0.5, edges[1:] - 0.5  # ranks a..b-1, as an integral
-        mean = (np.log(b / a) if skew == 1.0
-                else (b ** (1 - skew) - a ** (1 - skew)) / (1 - skew)) / (b - a)
-        counts.append(edges[1:] - edges[:-1])
-        weights.append(mean)
-    c, w = np.concatenate(counts), np.concatenate(weights)
-    return c, w / (c * w).sum()
-
-
-def accumulation(n: float, skew: float) -> tuple[np.ndarray, np.ndarray]:
-    """(log draws, expected keys seen) of a Zipf population: after ``E`` draws (Poisson),
-    ``K(E) = Σ (1 − e^(−E·p_i))`` — from almost no key seen to all of them."""
-    counts, p = _catchability(n, skew)
-    draws = np.geomspace(1e-3 / p.max(), 60.0 / p.min(), _E_STEPS)
-    seen = (counts[None, :] * -np.expm1(-draws[:, None] * p[None, :])).sum(axis=1)
-    return np.log(draws), seen
-
-
-def _draws(table: tuple[np.ndarray, np.ndarray], keys: np.ndarray | float) -> np.ndarray:
-    """The draws after which ``keys`` are expected seen (K⁻¹)."""
-    log_e, seen = table
-    return np.asarray(np.exp(np.interp(np.minimum(keys, seen[-1]), seen, log_e)))
-
-
-def predicted_share(table: tuple[np.ndarray, np.ndarray], before: np.ndarray,
-                    touched: np.ndarray) -> np.ndarray:
-    """The share of new keys among a batch's: the batch's own draws ``m`` (``K(m)`` = the
-    keys it touched), the draws before it ``E`` (``K(E)`` = the keys seen), new keys
-    ``K(E + m) − K(E)``."""
-    log_e, seen = table
-    after = np.interp(np.log(_draws(table, before) + _draws(table, touched)), log_e, seen)
-    return np.asarray(np.clip((after - before) / np.maximum(touched, 1.0), 0.0, 1.0))
-
-
-def batches_until(keys: float, target: float, plateau: float, skew: float,
-                  events_per_batch: float) -> float | None:
-    """Batches until ``keys`` reaches ``target`` at ``events_per_batch`` draws a batch from
-    a population of ``plateau`` with popularity ``skew``. ``None``: never (the target at or
-    above the plateau, or no traffic)."""
-    if keys >= target:
-        return 0.0
-    if events_per_batch <= 0 or target >= plateau * (1 - 1e-9):
-        return None
-    table = accumulation(plateau, skew)
-    gap = float(_draws(table, target)) - float(_draws(table, keys))
-    return max(0.0, gap / events_per_batch)
-
-
-def curve(keys: float, plateau: float, skew: float, events_per_batch: float, steps: int
-          ) -> list[float]:
-    """Expected live keys after each of the next ``steps`` batches."""
-    table = accumulation(plateau, skew)
-    start = float(_draws(table, min(keys, plateau * (1 - 1e-9))))
-    later = start + events_per_batch * np.arange(1, steps + 1)
-    return [max(float(keys), float(k)) for k in np.interp(np.log(later), *table)]
 
 
 class _Closed:
@@ -306,7 +227,7 @@ class _Closed:
         return float(((pred - self.share) ** 2 * self.weight).sum())
 
     def _n_for(self, skew: float, lo: float, hi: float) -> tuple[float, float]:
-        value, log_n = _golden(lambda v: self.sse(math.exp(v), skew), math.log(lo),
+        value, log_n = golden(lambda v: self.sse(math.exp(v), skew), math.log(lo),
                                math.log(hi), rounds=22)
         return value, math.exp(log_n)
 
@@ -317,7 +238,7 @@ class _Closed:
         si, ni = np.unravel_index(int(np.argmin(table)), table.shape)
         lo, hi = grid[max(0, ni - 2)], grid[min(len(grid) - 1, ni + 2)]
         s_lo, s_hi = float(SKEWS[max(0, si - 1)]), float(SKEWS[min(len(SKEWS) - 1, si + 1)])
-        _, skew = _golden(lambda sk: self._n_for(sk, lo, hi)[0], s_lo, s_hi, rounds=14)
+        _, skew = golden(lambda sk: self._n_for(sk, lo, hi)[0], s_lo, s_hi, rounds=14)
         value, n = self._n_for(skew, lo, hi)
         if float(table[si, ni]) < value:
             return float(table[si, ni]), float(grid[ni]), float(SKEWS[si])
@@ -326,7 +247,7 @@ class _Closed:
     def profile(self, n: float, skew: float) -> float:
         """The best fit at ``N`` = ``n``, the skew searched near ``skew``."""
         lo, hi = max(0.0, skew - 0.35), min(float(SKEWS[-1]) + 0.25, skew + 0.35)
-        return _golden(lambda sk: self.sse(n, sk), lo, hi, rounds=10)[0]
+        return golden(lambda sk: self.sse(n, sk), lo, hi, rounds=10)[0]
 
     def range(self, limit: float, best: float, skew: float) -> tuple[float, float]:
         """The N (at their best skew) that fit within ``limit``, around ``best``."""
@@ -372,6 +293,8 @@ class Thresholds:
     min_share_drop: float = MIN_SHARE_DROP
     max_plateau_ratio: float = MAX_PLATEAU_RATIO
     max_traffic_growth: float = MAX_TRAFFIC_GROWTH
+    touch_leak_f: float = TOUCH_LEAK_F
+    touch_leak_min_share: float = TOUCH_LEAK_MIN_SHARE
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -397,13 +320,18 @@ class DiscoveryFit:
     events_per_batch: float
     traffic_growth: float
     """Median draws per batch over the last quarter ÷ over the first quarter."""
+    touches: LeakTest | str | None = None
+    """The touch-count test (:mod:`statekit.recapture`); a string: why it could not run;
+    ``None``: no touch counts."""
 
 
 @functools.lru_cache(maxsize=256)
-def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int) -> DiscoveryFit | str:
-    """Fit the closed (Zipf) and open (leak) models to ``points``. A string: why there is
-    no fit. Cached: deciding again under other thresholds (the benchmark's fit) costs
-    nothing."""
+def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
+                  touch_counts: tuple[int, ...] | None = None) -> DiscoveryFit | str:
+    """Fit the closed (Zipf) and open (leak) models to ``points``, and with ``touch_counts``
+    (:attr:`statekit.state_history.StoreHistory.touch_counts`) test for a leak by how often
+    keys come back. A string: why there is no fit. Cached: deciding again under other
+    thresholds (the benchmark's fit) costs nothing."""
     usable = _merge([p for p in points if p.touched > 0], MAX_POINTS)
     if len(usable) < MIN_POINTS:
         return f"only {len(usable)} versions with inserts and updates (need {MIN_POINTS})"
@@ -429,12 +357,14 @@ def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int) -> DiscoveryFit
     f_leak = (min(sse_closed, sse_closed_gamma) - sse_open) / max(sse_open, noise, 1e-15) * dof
     limit = sse_closed + RANGE_F * 2 / max(1, len(usable) - 2) * max(sse_closed, noise)
     low, high = closed.range(limit, plateau, skew)
-    draws = _draws(accumulation(plateau, skew), touched)
+    draws = draws_for(accumulation(plateau, skew), touched)
     events = float(np.median(draws[-quarter:]))
     growth = events / max(float(np.median(draws[:quarter])), 1e-9)
+    touches = None if touch_counts is None else leak_test(
+        [p for p in points if p.touched > 0], touch_counts, plateau, skew)
     return DiscoveryFit(len(usable), keys, top, first, last, plateau, low, high, skew,
                         closed.high_n / 1.01, f_leak, leak_share,
-                        float(np.median(touched[-quarter:])), events, growth)
+                        float(np.median(touched[-quarter:])), events, growth, touches)
 
 
 def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturation:
@@ -450,6 +380,21 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
             f"keys seen (F = {fit.f_leak:.0f} against a closed population)",
             leak_share=fit.leak_share,
             leak_keys_per_batch=fit.leak_share * fit.touched_per_batch, **base)
+    touch = fit.touches
+    checked: dict[str, Any] = {}
+    if isinstance(touch, LeakTest):
+        checked = {"seen_once": touch.seen_once, "seen_once_closed": touch.seen_once_closed,
+                   "touch_f": touch.f, "chao1_keys": touch.chao1}
+        if touch.f >= t.touch_leak_f and touch.leak_share >= t.touch_leak_min_share:
+            return Saturation(
+                LEAK, f"no closed population explains both the new keys per batch and the "
+                f"{touch.seen_once:,} keys written in one version only; about "
+                f"{touch.leak_share:.1%} of every batch's keys being new and never coming "
+                f"back does (F = {touch.f:.0f})",
+                leak_share=touch.leak_share, leak_keys_per_batch=touch.leak_keys_per_version,
+                method="touch counts", **checked, **base)
+    elif isinstance(touch, str):
+        checked = {"touch_note": touch}
     if first - last < t.min_share_drop:
         return Saturation(UNDECIDED, f"the share of new keys per batch does not fall "
                           f"({first:.0%} → {last:.0%})", **base)
@@ -471,14 +416,17 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
         skew=fit.skew, events_per_batch=fit.events_per_batch,
         touched_per_batch=fit.touched_per_batch,
         batches_to_plateau=batches_until(fit.keys, PLATEAU_REACHED * plateau, plateau,
-                                         fit.skew, fit.events_per_batch), **base)
+                                         fit.skew, fit.events_per_batch), **checked, **base)
 
 
 def analyse_discovery(points: Sequence[DiscoveryPoint], keys: int, *,
-                      thresholds: Thresholds | None = None) -> Saturation:
+                      thresholds: Thresholds | None = None,
+                      touch_counts: Sequence[int] | None = None) -> Saturation:
     """Fit the discovery curve of ``points`` (versions with known churn, in order) and
-    decide; ``keys``: live keys at the last version."""
-    fit = fit_discovery(tuple(points), keys)
+    decide; ``keys``: live keys at the last version; ``touch_counts``: keys first seen in
+    those versions by how many wrote them, when the replay counted them."""
+    fit = fit_discovery(tuple(points), keys,
+                        None if touch_counts is None else tuple(touch_counts))
     if isinstance(fit, str):
         return Saturation(UNDECIDED, fit, points=len(points), keys=keys)
     return decide(fit, thresholds or DEFAULT_THRESHOLDS)

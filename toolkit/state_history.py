@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import struct
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
@@ -67,14 +68,24 @@ OLDEST_KEYS_SHOWN = 5
 _digest = xxhash.xxh3_64_intdigest
 _LONG = struct.Struct("<q")
 _SIZE_BITS = 32
+_TOUCH_BITS = 4
+TOUCH_CAP = (1 << _TOUCH_BITS) - 1
+"""Touch counts stop here: a key touched in this many versions or more counts as this many."""
+_TOUCH_SHIFT = _SIZE_BITS + 1
+_VERSION_SHIFT = _TOUCH_SHIFT + _TOUCH_BITS
+# a live key, packed in one int: [version last changed | touches | value size | no timeout]
 
 
 def _pack(version: int, size: int, no_timeout: bool) -> int:
-    return (version << (_SIZE_BITS + 1)) | (size << 1) | int(no_timeout)
+    return (version << _VERSION_SHIFT) | (size << 1) | int(no_timeout)
 
 
 def _unpack(packed: int) -> tuple[int, int, bool]:
-    return packed >> (_SIZE_BITS + 1), (packed >> 1) & ((1 << _SIZE_BITS) - 1), bool(packed & 1)
+    return packed >> _VERSION_SHIFT, (packed >> 1) & ((1 << _SIZE_BITS) - 1), bool(packed & 1)
+
+
+def _touches(packed: int) -> int:
+    return (packed >> _TOUCH_SHIFT) & TOUCH_CAP
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,12 @@ class StoreHistory:
     damaged: str | None = None
     """Why the history stops before the committed version (a change file missing or
     damaged): the verdict is the one of the history up to there. ``None``: undamaged."""
+    touch_counts: tuple[int, ...] | None = None
+    """Keys live at the last version that were first inserted after the history's first
+    version (the versions of the discovery curve), by the number of versions that wrote
+    them: element ``k - 1`` counts the keys written in exactly ``k`` versions, the last one
+    ``TOUCH_CAP`` or more. What tells keys that come back from keys seen once (a leak);
+    ``None`` when not replayed."""
 
     def series(self, name: str) -> list[Any]:
         return [getattr(v, name) for v in self.versions]
@@ -337,12 +354,18 @@ def age_chain(instance: StoreInstance, last_version: int) -> list[StateFile]:
 
 
 def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Accumulator,
-           no_timeout: Callable[[bytes], bool] | None, *, base: bool) -> None:
+           no_timeout: Callable[[bytes], bool] | None, *, base: bool, counted: bool = False
+           ) -> None:
     """Apply one file's records. The hot loop of the replay: packed integers and local
-    counters instead of objects and method calls (about 3x faster)."""
+    counters instead of objects and method calls (about 3x faster). ``counted``: the version
+    is in the touch-count window — a key it inserts starts at one touch, a counted key it
+    writes again gains one (up to ``TOUCH_CAP``); keys from before the window keep 0
+    (unknown)."""
     live, sizes, changed, digest_of = rep.live, acc.sizes, acc.changed_at, _digest
-    shift, mask = _SIZE_BITS + 1, (1 << _SIZE_BITS) - 1
+    shift, mask = _VERSION_SHIFT, (1 << _SIZE_BITS) - 1
     stamp = version << shift
+    one = (1 << _TOUCH_SHIFT) if counted else 0
+    touch_field = TOUCH_CAP << _TOUCH_SHIFT
     keys = size_sum = unset = inserts = updates = deletes = now = 0
     for record in records:
         key = record.key
@@ -363,7 +386,13 @@ def _apply(rep: _Replay, records: Iterable[StateRecord], version: int, acc: _Acc
             value = record.value or b""
             size = len(value)
             flag = 1 if no_timeout is not None and no_timeout(value) else 0
-            live[digest] = stamp | (size << 1) | flag
+            if old is None:
+                touched = one
+            else:
+                touched = old & touch_field
+                if touched and one and touched != touch_field:
+                    touched += one
+            live[digest] = stamp | touched | (size << 1) | flag
             sizes[size] = sizes.get(size, 0) + 1
             now += 1
             keys += 1
@@ -516,13 +545,14 @@ def _short(items: list[int]) -> str:
 _T = TypeVar("_T")
 _Candidate = tuple[int, int, int]
 """A possibly oldest live key: (version it last changed, partition, digest)."""
-_GroupResult = tuple[list[_Partial], dict[int, list[int]], list[_Candidate]]
-"""One group's totals after each version, live keys per partition, oldest-key candidates."""
+_GroupResult = tuple[list[_Partial], dict[int, list[int]], list[_Candidate], list[int]]
+"""One group's totals after each version, live keys per partition, oldest-key candidates,
+touch counts (see :attr:`StoreHistory.touch_counts`)."""
 
 
 def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_version: int,
                   start: int, no_timeout: Callable[[bytes], bool] | None,
-                  progress: Progress | None = None) -> _GroupResult:
+                  progress: Progress | None = None, counted_from: int = 1) -> _GroupResult:
     """Replay some partitions of a store; their totals after each version ≥ ``start``.
 
     Partition by partition: one partition's live keys are in memory at a time (its digests
@@ -532,6 +562,7 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
     merged = [_Merged() for _ in range(start, last_version + 1)]
     per_partition: dict[int, list[int]] = {}
     candidates: list[_Candidate] = []
+    touches = [0] * (TOUCH_CAP + 1)
     for done, plan in enumerate(plans, start=1):
         acc = _Accumulator()
         counts: list[int] = []
@@ -542,7 +573,8 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
         for version, file, records in zip(versions, files, _read_chain(ckpt, files),
                                           strict=True):
             base = file is plan.base
-            _apply(plan, records, version, acc, no_timeout, base=base)
+            _apply(plan, records, version, acc, no_timeout, base=base,
+                   counted=not base and version >= counted_from)
             if version >= start:
                 merged[version - start].add(acc, base)
                 counts.append(len(plan.live))
@@ -550,12 +582,14 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
                 acc.inserts = acc.updates = acc.deletes = 0
         per_partition[plan.partition] = counts
         candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, itertools.chain(candidates, (
-            (packed >> (_SIZE_BITS + 1), plan.partition, digest)
+            (packed >> _VERSION_SHIFT, plan.partition, digest)
             for digest, packed in plan.live.items())))  # a generator: no list of every key
+        for touched, keys in Counter(map(_touches, plan.live.values())).items():
+            touches[touched] += keys
         plan.live.clear()
         if progress:
             progress(f"{done}/{len(plans)} partitions")
-    return [m.frozen() for m in merged], per_partition, candidates
+    return [m.frozen() for m in merged], per_partition, candidates, touches[1:]
 
 
 class _Merged:
@@ -592,11 +626,14 @@ class _ReplayWork:
     last_version: int
     start: int
     timeout: _TimeoutField | None
+    counted_from: int = 1
+    """Touches are counted from this version on: the first whose churn every partition
+    knows and that has a version before it (the discovery curve's first point)."""
 
     def __call__(self, ckpt: Checkpoint, plans: list[_Replay], progress: Progress | None
                  ) -> _GroupResult:
         return _replay_group(ckpt, plans, self.first, self.last_version, self.start,
-                             _check(self.timeout), progress)
+                             _check(self.timeout), progress, self.counted_from)
 
 
 _ZipEnds = tuple[int, StateFile, StateFile]
@@ -649,14 +686,18 @@ def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
             say(label + message)
 
         say(f"{label}replaying {len(plans)} partitions up to version {last_version}")
-    results = map_groups(ckpt, plans, size, _ReplayWork(first, last_version, start, timeout),
+    counted_from = start + 1  # the versions growth's discovery curve sees (after ``start``)
+    results = map_groups(ckpt, plans, size,
+                         _ReplayWork(first, last_version, start, timeout, counted_from),
                          labelled, runner)
     partition_index = {p.partition: i for i, p in enumerate(plans)}
     versions = tuple(_stats(first_seen, [r[0][k] for r in results], stale, timeouts == "per-key")
                      for k, first_seen in enumerate(range(start, last_version + 1)))
     per_partition: dict[int, tuple[int, ...]] = {}
-    for _, counts, _ in results:
+    touch_counts = [0] * TOUCH_CAP
+    for _, counts, _, touches in results:
         per_partition.update({p: tuple(c) for p, c in counts.items()})
+        touch_counts = [a + b for a, b in zip(touch_counts, touches, strict=True)]
     candidates = heapq.nsmallest(OLDEST_KEYS_SHOWN, (c for r in results for c in r[2]))
     base_known = None if all(p.base is None for p in plans) else \
         max(p.base_version for p in plans)
@@ -664,7 +705,7 @@ def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
     return StoreHistory(operator_id, store, name, "replay",
                         tuple(p.partition for p in plans), versions,
                         dict(sorted(per_partition.items())), timeouts, stale, base_known,
-                        oldest)
+                        oldest, touch_counts=tuple(touch_counts))
 
 
 def _oldest_keys(ckpt: Checkpoint, schema: StoreSchema | None, plans: list[_Replay],

@@ -38,7 +38,7 @@ PROJECTION_SPAN = 1.0
 
 def _projection(label: str, store: StoreGrowth) -> Band | None:
     """The discovery curve from the last version on: to the plateau, its low and high."""
-    from statekit.saturation import curve
+    from statekit.population import curve
     from statekit.trend import SATURATING
 
     sat = store.saturation

@@ -138,6 +138,26 @@ def test_a_finite_population_saturates_and_an_open_one_grows(growth_queries, pro
                                      "growing"]) == EXIT_GROWTH
 
 
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+def test_a_slow_leak_inside_a_finite_population_is_reported(growth_queries, provider,
+                                                            capsys):
+    """users-leak: 20,000 users nearly all seen, plus 100 users a batch seen once — the
+    discovery curve alone would call it saturating; the keys written once say leak."""
+    from tests.growth_queries import LEAKED_PER_BATCH
+
+    leaky = growth_queries.get("users-leak", provider)
+    report = analyse(open_checkpoint(str(leaky.checkpoint)))
+    assert report.verdict in GROWTH, (report.summary, report.stores[0].evidence)
+    assert report.plateau is None
+    (store,) = report.stores
+    assert store.saturation is not None and store.saturation.method == "touch counts"
+    assert store.saturation.leak_keys_per_batch == pytest.approx(LEAKED_PER_BATCH, rel=0.3)
+    assert run_cli(cli, "statekit", ["growth", str(leaky.checkpoint), "--json", "--fail-on",
+                                     "growing"]) == EXIT_GROWTH
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] in GROWTH and data.get("projected_plateau_keys") is None
+
+
 def test_rocksdb_aggregation_without_watermark_grows(growth_queries):
     query = growth_queries.get("agg-no-watermark", "rocksdb")
     report = analyse(open_checkpoint(str(query.checkpoint)))

@@ -4,30 +4,42 @@ key streams (the Spark tier checks the same on checkpoints real queries wrote)."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from statekit.growth import GrowthReport, analyse, analyse_progress, analyse_store, plateau_of
 from statekit.progress_log import OperatorProgress, ProgressPoint
-from statekit.state_history import StoreHistory, VersionStats
+from statekit.state_history import TOUCH_CAP, StoreHistory, VersionStats
 from statekit.trend import GROWING, SATURATING
 
 
 def history_of(batches: list[np.ndarray], key_bytes: int = 40) -> StoreHistory:
-    """A keyed aggregation's replayed history: one version per batch, no removals."""
+    """A keyed aggregation's replayed history: one version per batch, no removals; touch
+    counts as the replay keeps them (keys first written after the first version)."""
     seen: set[int] = set()
+    touches: dict[int, int] = {}
     versions = []
     for version, keys in enumerate(batches, start=1):
         touched = set(np.unique(keys).tolist())
         new = touched - seen
         seen |= touched
+        for key in touched:
+            if key in touches:
+                touches[key] += 1
+            elif version > 1 and key in new:
+                touches[key] = 1
         versions.append(VersionStats(
             version, len(seen), len(seen) * key_bytes, None,
             len(new) if version > 1 else None, len(touched - new) if version > 1 else None,
             0 if version > 1 else None, 24.0, 24, 24, 24, 24, version - 1, 0, None))
     keys = tuple(v.keys for v in versions)
+    counts = [0] * TOUCH_CAP
+    for count in touches.values():
+        counts[min(count, TOUCH_CAP) - 1] += 1
     return StoreHistory(0, "default", "aggregate", "replay", (0,), tuple(versions), {0: keys},
-                        "n/a", 3, None)
+                        "n/a", 3, None, touch_counts=tuple(counts))
 
 
 def finite(population: int, per_batch: int, batches: int = 16) -> list[np.ndarray]:
@@ -135,3 +147,37 @@ def test_a_byte_limit_is_reached_when_the_keys_it_holds_are():
                                    None)
     assert by_keys.batches is not None and by_keys.batches > 0
     assert by_bytes.batches == pytest.approx(by_keys.batches)
+
+
+def with_leak(batches: list[np.ndarray], share: float) -> list[np.ndarray]:
+    """Each batch plus ``share`` of its events from brand-new keys, never seen again."""
+    out, fresh = [], 10**9
+    for keys in batches:
+        extra = int(share * len(keys))
+        out.append(np.concatenate([keys, np.arange(fresh, fresh + extra)]))
+        fresh += extra
+    return out
+
+
+def test_a_slow_leak_inside_a_finite_population_is_found_by_its_comebacks():
+    """1 % of every batch's events from keys never seen again bends the discovery curve like
+    a slightly larger population; the keys written once give it away."""
+    population = finite(40_000, 7_500)  # ~95 % seen after 16 batches
+    clean = analyse_store(history_of(population), {})
+    assert clean.verdict == SATURATING
+    assert any(e.startswith("Comebacks agree") for e in clean.evidence)
+    leaky = analyse_store(history_of(with_leak(population, 0.01)), {})
+    assert leaky.verdict in (GROWING, "accelerating")
+    sat = leaky.saturation
+    assert sat is not None and sat.method == "touch counts" and sat.touch_f is not None
+    assert sat.touch_f >= 10 and sat.leak_keys_per_batch == pytest.approx(75, rel=0.4)
+    assert any("(touch counts)" in e and "never coming back" in e for e in leaky.evidence)
+
+
+def test_deleted_keys_leave_the_comebacks_untested_and_say_so():
+    history = history_of(finite(40_000, 7_500))
+    versions = tuple(replace(v, deletes=v.inserts // 10) if v.inserts else v
+                     for v in history.versions)
+    store = analyse_store(replace(history, versions=versions), {})
+    assert store.saturation is not None and store.saturation.touch_f is None
+    assert any("Comebacks not tested" in e and "deleted" in e for e in store.evidence)

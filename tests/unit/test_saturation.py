@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from statekit.population import curve
 from statekit.saturation import (
     LEAK,
     SATURATING,
@@ -17,7 +18,6 @@ from statekit.saturation import (
     Thresholds,
     analyse_discovery,
     batches_until,
-    curve,
     decide,
     fit_discovery,
 )

@@ -230,3 +230,30 @@ def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypat
     (forked,) = all_histories(open_checkpoint(str(ckpt.location.root)))
     assert pools == [2] and forked == alone
     assert forked.versions[-1].keys == 3 * alone.partition_keys[0][-1]
+
+
+def test_touch_counts_equal_an_independent_count_of_the_change_files(tmp_path):
+    """Keys first written after the history's first version, by the versions that wrote
+    them: counted from the real delta files one by one."""
+    ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=2)))
+    (history,) = all_histories(ckpt)
+    expected = [0] * len(history.touch_counts)
+    for partition in (0, 1):
+        instance = ckpt.inventory.instance(0, "default", partition)
+        live = set(replay(ckpt, instance, 6))  # the base: its keys' touches are unknown
+        touches: dict[bytes, int] = {}
+        for version in (7, 8, 9):
+            (delta,) = [f for f in instance.of_kind("delta") if f.version == version]
+            for record in file_records(ckpt, delta):
+                if record.op == "delete":
+                    live.discard(record.key)
+                    touches.pop(record.key, None)
+                    continue
+                if record.key in touches:
+                    touches[record.key] += 1
+                elif record.key not in live:
+                    touches[record.key] = 1
+                live.add(record.key)
+        for count in touches.values():
+            expected[count - 1] += 1
+    assert history.touch_counts == tuple(expected)
