@@ -50,9 +50,9 @@ demo: check-java venv
 		--provider hdfs --partitions 8 --maintenance-interval 1s \
 		--progress-log $(DEMO_DIR)/progress.jsonl
 	$(BIN)/statekit report $(DEMO_DIR)/checkpoint
-	$(BIN)/statekit growth $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl
-	$(BIN)/statekit recovery $(DEMO_DIR)/checkpoint --progress $(DEMO_DIR)/progress.jsonl --rto 30s
-	$(BIN)/statekit doctor $(DEMO_DIR)/checkpoint --file-sink $(DEMO_DIR)/output --progress $(DEMO_DIR)/progress.jsonl
+	$(BIN)/statekit growth $(DEMO_DIR)/checkpoint --progress-log $(DEMO_DIR)/progress.jsonl
+	$(BIN)/statekit recovery $(DEMO_DIR)/checkpoint --progress-log $(DEMO_DIR)/progress.jsonl --rto 30s
+	$(BIN)/statekit doctor $(DEMO_DIR)/checkpoint --file-sink $(DEMO_DIR)/output --progress-log $(DEMO_DIR)/progress.jsonl
 
 lint: venv
 	$(BIN)/ruff check .

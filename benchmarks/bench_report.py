@@ -18,7 +18,7 @@ Measured, best of N:
 * ``statekit report`` cold: a fresh ``statekit report --json`` process (what a user runs);
 * ``statekit recovery`` cold: a fresh ``statekit recovery --json`` process (the JVM-free
   estimate must stay under a second at this size);
-* ``statekit report --verify`` cold: the same, also reading and decoding every file the
+* ``statekit report --decode`` cold: the same, also reading and decoding every file the
   restart loads (one snapshot/zip + its SSTs and the change files after it, per partition);
 * ``statekit report`` warm: ``open_checkpoint`` + ``build_report`` in-process;
 * ``statekit doctor`` cold: a fresh ``statekit doctor --json`` process on the healthy
@@ -247,7 +247,7 @@ def main() -> None:
                   f"{s['total_s'] / r['cold']:>6.1f}× {s['warm_s'] / r['warm']:>6.1f}×")
         for provider, r in rows:
             print(f"statekit recovery --json, cold process, {provider}: {r['recovery']:.3f}s")
-            print(f"statekit report --verify --json (reads the restart path), cold process, "
+            print(f"statekit report --decode --json (reads the restart path), cold process, "
                   f"{provider}: {r['verify']:.3f}s")
             print(f"statekit doctor --json, cold process, {provider}: healthy "
                   f"{r['doctor']:.3f}s, partition 0's newest version removed "

@@ -1,6 +1,6 @@
 """Whole-state passes on a Spark cluster: the same pure-Python replay, one task per instance.
 
-``statekit growth`` and ``report --verify`` decode every retained state file. On one machine
+``statekit growth`` and ``report --decode`` decode every retained state file. On one machine
 that is bounded by its cores (and, at tens of millions of keys, by hours). A team whose state
 outgrew one machine already has a cluster — Spark — so rather than a scheduler of our own,
 this runner hands each group of :func:`statekit.partition_workers.map_groups` (one store

@@ -88,7 +88,8 @@ class RepartitionOutcome:
 def prepare(ckpt: Checkpoint, destination: Location, partitions: int | None, *,
             to_provider: str | None = None, changelog: bool = False,
             storage_options: Mapping[str, Any] | None = None, file_sink: Location | None = None,
-            allow_uncommitted: bool = False, force: bool = False) -> PreparedRepartition:
+            allow_uncommitted: bool = False, force: bool = False, dry_run: bool = False
+            ) -> PreparedRepartition:
     """Plan the repartition (or, with ``to_provider``, the migration) of ``ckpt`` into
     ``destination`` without starting a JVM.
 
@@ -97,7 +98,7 @@ def prepare(ckpt: Checkpoint, destination: Location, partitions: int | None, *,
     """
     plan = plan_repartition(ckpt, destination, partitions, to_provider=to_provider,
                             changelog=changelog, allow_uncommitted=allow_uncommitted,
-                            force=force)
+                            force=force, dry_run=dry_run)
     entry = None
     if file_sink is not None:
         from statekit.repartition.file_sink import repartition_entry

@@ -267,7 +267,7 @@ def translate(what: str, error: BaseException) -> StatekitError:
         return BadInput(f"{what}: {line}")
     if any(mark in line for mark in _LOAD_FAILURES):
         return StateLoadFailed(f"{what}: Spark cannot load the state: {line}; `statekit "
-                               "report --verify` shows which file is damaged", spark_line=line)
+                               "report --decode` shows which file is damaged", spark_line=line)
     if "UNSUPPORTED" in line or "NOT_SUPPORTED" in line or "INVALID_" in line:
         return UnsupportedFormat(f"{what}: {line}")
     return JobFailed(f"{what} failed: {line}")

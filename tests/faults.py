@@ -1,7 +1,7 @@
 """The fault corpus: ways a real checkpoint gets damaged, each applied to a fresh copy.
 
 Every fault names the file or folder it damages (relative to the checkpoint), the finding
-``statekit report --verify`` must show, and the exit code the commands that compute from the
+``statekit report --decode`` must show, and the exit code the commands that compute from the
 checkpoint (growth, recovery) must stop with — 0 where the damage is history only (a
 warning) or where a command does not read what was damaged. tests/spark/test_fault_corpus.py
 runs each through every command on checkpoints the reference pipeline really wrote.
@@ -59,7 +59,7 @@ class Fault:
     apply: Callable[[Path, Facts], str]
     """Damages the copy at the given root; returns the damaged path, relative."""
     finding: str
-    """The code of the finding ``report --verify`` shows."""
+    """The code of the finding ``report --decode`` shows."""
     code: int
     """Exit code of growth/recovery (0: they may succeed)."""
     checkpoints: tuple[str, ...] = ("hdfs", "changelog")
@@ -69,7 +69,7 @@ class Fault:
     """Paths an error may name instead of the damaged one (e.g. the state file a damaged
     conf makes unreadable)."""
     read_only: bool = False
-    """Found only by reading file contents: plain ``report`` may miss it, ``--verify`` may
+    """Found only by reading file contents: plain ``report`` may miss it, ``--decode`` may
     not; recovery (which does not read whole files) may exit 0 with its "not verified"
     note."""
     everywhere: bool = False

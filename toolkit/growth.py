@@ -663,7 +663,7 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
         lines.append("State is bounded: no store shows sustained growth.")
     elif verdict == INSUFFICIENT:
         lines.append("Not enough retained history for a verdict; pass a progress log "
-                     "(--progress) or raise spark.sql.streaming.minBatchesToRetain.")
+                     "(--progress-log) or raise spark.sql.streaming.minBatchesToRetain.")
     for p in progress:
         if p.verdict in (GROWING, ACCELERATING):
             lines.append(f"The progress log shows {p.label} {p.verdict}.")

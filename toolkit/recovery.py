@@ -838,8 +838,8 @@ def _rerun_notes(reruns: Sequence[Rerun], sink: Location | None, version: int) -
                          f"re-runs it first ({rerun.source})")
     if any(r.action == "re-run" for r in reruns) and not sink:
         notes.append("if the sink already committed that batch (a file sink's "
-                     "_spark_metadata/<batch>), Spark skips the re-run: give --sink PATH "
-                     "(or a --progress log naming the sink) to check")
+                     "_spark_metadata/<batch>), Spark skips the re-run: give --file-sink PATH "
+                     "(or a --progress-log log naming the sink) to check")
     return notes
 
 

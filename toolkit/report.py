@@ -146,7 +146,7 @@ class CheckpointReport:
     state_bytes: int
     elapsed_s: float = field(compare=False, default=0.0)
     verification: Verification | None = None
-    """``--verify``: what reading the restart path found (``None``: not read)."""
+    """``--decode``: what reading the restart path found (``None``: not read)."""
     listing: dict[str, Any] = field(compare=False, default_factory=dict)
     """What listing the checkpoint cost: method, requests, objects, seconds, concurrency."""
 
@@ -336,9 +336,9 @@ def build_report(ckpt: Checkpoint, *, operator: int | None = None,
     ``min_deltas`` is ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` when the offsets
     log does not pin it (Spark does not); it sets the lag thresholds. ``verify`` also reads
     and decodes every file a restart loads (:mod:`statekit.verify`); ``verification``: that
-    reading, when the caller already did it (the doctor does, for ``report --verify``).
+    reading, when the caller already did it (the doctor does, for ``report --decode``).
     """
-    # a record per partition and file, all kept: nothing to collect (not around --verify's
+    # a record per partition and file, all kept: nothing to collect (not around --decode's
     # long decoding, whose passing cycles should go as they come)
     with contextlib.nullcontext() if verify else gc_paused():
         return _build_report(ckpt, operator=operator, partition=partition,

@@ -3,7 +3,7 @@
 One app, one tab per question an on-call engineer asks — how is this checkpoint (the
 Overview dashboard), where is the state (Operators → partitions → files → records), what ran
 when (Batches), is it growing (Growth), how long would a restart take (Recovery), what does
-Spark's UI say (Query, from ``--progress``). Everything slow is read in thread workers
+Spark's UI say (Query, from ``--progress-log``). Everything slow is read in thread workers
 through one path (:mod:`statekit.tui.work`), so the first screen appears before anything slow
 finishes and the JVM never starts unless a screen that needs Spark is opened. Errors are
 shown where the data would have been; the rest keeps working.

@@ -127,7 +127,7 @@ FINDING_HELP = {
     "missing-log": "the offsets or commits folder is gone",
     "extra-partitions": "state partitions beyond the query's partition count",
     "partition-mismatch": "operator metadata and the pinned partition count disagree",
-    "damaged-file": "a state file does not decode (statekit report --verify)",
+    "damaged-file": "a state file does not decode (statekit report --decode)",
     "size-mismatch": "a state file's size disagrees with its checksum file",
     "not-a-file": "an entry under state/ is not a regular file",
     "clock-skew": "batch timestamps go backwards or lie in the future",

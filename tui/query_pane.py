@@ -1,4 +1,4 @@
-"""The Query tab (``statekit tui --progress FILE``): the charts of Spark's own Structured
+"""The Query tab (``statekit tui --progress-log FILE``): the charts of Spark's own Structured
 Streaming UI, per batch, from a StreamingQueryProgress log — input and process rate, batch
 duration stacked by phase, state rows, state memory, state rows updated and removed, and
 the watermark delay. The log is
@@ -26,7 +26,7 @@ CHARTS = ("query-rates", "query-durations", "query-state-rows", "query-state-mem
 
 
 class QueryPane(LazyPane[Sequence[QueryBatch]]):
-    """Spark-UI charts from ``--progress``."""
+    """Spark-UI charts from ``--progress-log``."""
 
     loading_message = "reading the progress log…"
 
@@ -44,7 +44,7 @@ class QueryPane(LazyPane[Sequence[QueryBatch]]):
     def render_snapshot(self) -> None:
         if self.tui.progress_path is None:
             self.title_line.update("query metrics need a progress log")
-            self.status.update("start with --progress FILE (StreamingQueryProgress as JSON "
+            self.status.update("start with --progress-log FILE (StreamingQueryProgress as JSON "
                                "lines, as a StreamingQueryListener writes them)")
             return
         super().render_snapshot()

@@ -230,7 +230,7 @@ class KindCampaign:
         shutil.copytree(self.sink, damaged_sink, symlinks=True)
 
         code, out, err = statekit(["doctor", self.checkpoint, "--file-sink", self.sink,
-                                   "--progress", self.pristine / "progress.jsonl", "--json"])
+                                   "--progress-log", self.pristine / "progress.jsonl", "--json"])
         diagnosis = _json_or_none(out) if code in (0, 9, 11, 12) else None
         problems = diagnosis["problems"] if diagnosis else []
         fatal = [p for p in problems if p["severity"] == "fatal"]

@@ -3,8 +3,8 @@
 ``report``, ``recovery``, ``growth``, ``metrics`` and the TUI's model each run on a damaged
 checkpoint and are held to ``statekit doctor``'s verdict (pyspark 4.3 judged the doctor; the
 campaign proves that part). The surfaces that do not decode state files unless asked
-(``report`` without ``--verify``, ``recovery``, ``growth``, ``metrics``, the TUI) go by the
-doctor's listing-level verdict; with ``--verify`` they must match the decoding one. No
+(``report`` without ``--decode``, ``recovery``, ``growth``, ``metrics``, the TUI) go by the
+doctor's listing-level verdict; with ``--decode`` they must match the decoding one. No
 surface may show a restart estimate for a checkpoint that will not restart, print a
 traceback, or write to the checkpoint.
 """
@@ -33,9 +33,9 @@ def contradictions(ckpt: Path) -> list[str]:
         "doctor": ["doctor", ckpt, "--json"],
         "doctor-listed": ["doctor", ckpt, "--json", "--no-decode"],
         "report": ["report", ckpt, "--json"],
-        "report-verify": ["report", ckpt, "--verify", "--json"],
+        "report-verify": ["report", ckpt, "--decode", "--json"],
         "recovery": ["recovery", ckpt, "--json"],
-        "recovery-verify": ["recovery", ckpt, "--verify", "--json"],
+        "recovery-verify": ["recovery", ckpt, "--decode", "--json"],
         "growth": ["growth", ckpt, "--json"],
         "metrics": ["metrics", ckpt],
     }.items()}

@@ -1,6 +1,6 @@
 """Whole-state passes run as Spark tasks give exactly what the local replay gives.
 
-``statekit growth --master`` and ``report --verify --master`` hand the same pure-Python work
+``statekit growth --master`` and ``report --decode --master`` hand the same pure-Python work
 to Spark, one task per store instance (:mod:`statekit.jobs.distributed`). On every kind of
 real checkpoint written in this session the histories, the growth report and the
 verification must be identical to the local ones, and Spark must really have run the tasks.
@@ -70,13 +70,13 @@ def test_growth_cli_on_spark_prints_the_local_report(spark, reference_checkpoint
 
 def test_recovery_verify_on_spark_reads_what_the_local_verification_reads(
         spark, reference_checkpoints, capsys):
-    """``statekit recovery --verify --master``: the restart path decoded as Spark tasks."""
+    """``statekit recovery --decode --master``: the restart path decoded as Spark tasks."""
     from statekit.cli.main import cli
 
     path = str(reference_checkpoints.get(provider="rocksdb").checkpoint)
     results = []
     for extra in ([], ["--master", "local[2]"]):
-        assert run_cli(cli, "statekit", ["recovery", path, "--verify", "--json", *extra]) == 0
+        assert run_cli(cli, "statekit", ["recovery", path, "--decode", "--json", *extra]) == 0
         verification = json.loads(capsys.readouterr().out)["verification"]
         verification.pop("elapsed_s")
         results.append(verification)

@@ -2,7 +2,7 @@
 
 For each fault and each JVM-free command: the exit code is the documented one (or 0 where a
 command does not depend on what was damaged), a failure is exactly one stderr line naming
-the damaged file, JSON output is standard JSON, and — the property — ``report --verify``
+the damaged file, JSON output is standard JSON, and — the property — ``report --decode``
 never answers "no warnings" for a damaged checkpoint. The checkpoints are the reference
 pipeline's (HDFS; RocksDB with changelogs; RocksDB with a zip per version); the source is
 never touched (each fault works on its own copy).
@@ -93,7 +93,7 @@ def test_the_corpus_is_large_and_covers_both_providers():
 
 def test_pristine_checkpoints_have_no_findings(pristine):
     for name, (root, _) in pristine.items():
-        code, out, err = run(["report", root, "--verify", "--json"])
+        code, out, err = run(["report", root, "--decode", "--json"])
         assert (code, err) == (0, ""), name
         report = _strict_json(out)
         # the changelog copy never got a zip: that is worth a warning, and the only one
@@ -126,8 +126,8 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
 
     commands = {
         "report": ["report", root],
-        "report-verify": ["report", root, "--verify"],
-        "report-json": ["report", root, "--verify", "--json"],
+        "report-verify": ["report", root, "--decode"],
+        "report-json": ["report", root, "--decode", "--json"],
         "batches": ["batches", root],
         "batches-json": ["batches", root, "--json"],
         "schema": ["schema", root],
@@ -257,7 +257,7 @@ def test_a_damaged_snapshot_is_repaired_by_spark_as_the_report_says(pristine, sp
     shutil.copytree(source, root, symlinks=True)
     before = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])
     rel = next(f for f in FAULTS if f.name == "snapshot-bytes-flipped").apply(root, facts)
-    report = _strict_json(run(["report", root, "--verify", "--json"])[1])
+    report = _strict_json(run(["report", root, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert finding["severity"] == "warning" and rel in finding["path"]
     after = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])

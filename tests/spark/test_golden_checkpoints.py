@@ -38,7 +38,7 @@ def test_every_jvm_free_command(checkpoint: Path, tmp_path):
     ck = tmp_path / "ck"  # a copy: nothing may be written to the repository's files
     shutil.copytree(checkpoint, ck, symlinks=True)
     manifest = _manifest(checkpoint)
-    code, out, err = run(["report", ck, "--verify", "--json"])
+    code, out, err = run(["report", ck, "--decode", "--json"])
     assert (code, err) == (0, "")
     report = _strict_json(out)
     assert [f for f in report["findings"] if f["severity"] == "error"] == []
@@ -81,12 +81,12 @@ def test_spark_4_1_checksum_files_are_verified(tmp_path):
     data = bytearray(delta.read_bytes())
     data[len(data) // 2] ^= 0xFF
     delta.write_bytes(bytes(data))
-    report = _strict_json(run(["report", ck, "--verify", "--json"])[1])
+    report = _strict_json(run(["report", ck, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert finding["path"] == str(delta) and "CRC32C" in finding["message"]
     assert finding["severity"] == "error"
     delta.write_bytes(bytes(data[:-3]))  # and a size that disagrees with mainFileSize
-    report = _strict_json(run(["report", ck, "--verify", "--json"])[1])
+    report = _strict_json(run(["report", ck, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert "its checksum file says" in finding["message"]
 
@@ -114,5 +114,5 @@ def test_state_commands_match_spark_4_3s_reader(checkpoint: Path, spark, tmp_pat
     assert (code, err) == (0, "")
     exported = sum(1 for p in (tmp_path / "out").rglob("*.json") for _ in p.open())
     assert exported == expected[store]
-    code, out, err = run(["state", "changes", ck, "--store", store, "--from", "1", "--json"])
+    code, out, err = run(["state", "changes", ck, "--store", store, "--from-batch", "1", "--json"])
     assert (code, err) == (0, ""), err

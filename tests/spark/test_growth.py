@@ -134,8 +134,14 @@ def test_a_finite_population_saturates_and_an_open_one_grows(growth_queries, pro
     report = analyse(open_checkpoint(str(opened.checkpoint)))
     assert report.verdict in GROWTH, report.summary
     assert report.plateau is None
+    capsys.readouterr()
     assert run_cli(cli, "statekit", ["growth", str(opened.checkpoint), "--fail-on",
                                      "growing"]) == EXIT_GROWTH
+    # a growing verdict ends with the evict dry run that shows what removing stale keys does
+    (step,) = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("next: ")]
+    assert step.startswith(f"next: statekit evict {opened.checkpoint} --stale-after ")
+    assert "--dry-run" in step and "--out " in step
 
 
 @pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])

@@ -89,13 +89,13 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
     # committed the batch — so copy the log with the sink rewritten to the crashed copy
     log = tmp_path / "progress.jsonl"
     log.write_text(run.progress_log.read_text().replace(str(run.output), str(out)))
-    assert run_cli(_cli(), "statekit", ["recovery", str(ckpt), "--progress", str(log),
+    assert run_cli(_cli(), "statekit", ["recovery", str(ckpt), "--progress-log", str(log),
                                         "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["reruns"][0]["action"] == "skip" and data["version"] == clean.version
     assert run_cli(_cli(), "statekit", ["recovery", str(ckpt)]) == 0
     text = capsys.readouterr().out
-    assert f"batch {batch}: re-run" in text and "--sink" in text
+    assert f"batch {batch}: re-run" in text and "--file-sink" in text
 
 
 def test_object_storage_estimate_matches_local_and_calibrates(reference_checkpoints,

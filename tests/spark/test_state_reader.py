@@ -231,7 +231,7 @@ def test_cli_export_changes_stats_operators(reference_checkpoints, tmp_path, cap
     assert exported["rows"] == run.result.state_keys() and exported["batch_id"] == last
     assert run_cli(cli, "statekit", ["state", "export", ck, "--out", str(out)]) == 6
     assert "output exists and is not empty" in capsys.readouterr().err
-    changes = json_of(["changes", ck, "--from", str(last - 2), "--rows", "3"])
+    changes = json_of(["changes", ck, "--from-batch", str(last - 2), "--rows", "3"])
     assert changes["batches"] and {b["batch_id"] for b in changes["batches"]} <= {
         last - 2, last - 1, last}
     assert all(b["upserts"] + b["deletes"] > 0 for b in changes["batches"])

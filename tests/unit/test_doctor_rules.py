@@ -149,15 +149,15 @@ def test_the_progress_log_finds_the_highest_operator_gone(tmp_path, capsys):
     log = tmp_path / "progress.jsonl"
     log.write_text(_progress_line(4, 1) + _progress_line(5, 2))  # an operator added at 5
     assert doctor("--json")[::2] == (0, "")
-    code, out, err = doctor("--progress", str(log), "--json")
+    code, out, err = doctor("--progress-log", str(log), "--json")
     assert (code, err) == (EXIT_DOCTOR_UNFIXABLE, "")
     [problem] = [p for p in json.loads(out)["problems"] if p["code"] == "operator-missing"]
     assert problem["path"].endswith("state/1") and "lists 2 stateful operators" in \
         problem["what"]
     log.write_text(_progress_line(5, 1))
-    assert doctor("--progress", str(log))[0] == 0
+    assert doctor("--progress-log", str(log))[0] == 0
     log.write_text("not json\n{oops\n")
-    code, _, err = doctor("--progress", str(log))
+    code, _, err = doctor("--progress-log", str(log))
     assert code not in (0, 1) and err.count("\n") == 1 and str(log) in err
 
 

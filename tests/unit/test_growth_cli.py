@@ -29,38 +29,38 @@ def write_progress(path, totals):
 
 def test_progress_log_alone_alerts_with_exit_10(tmp_path, capsys):
     log = write_progress(tmp_path / "p.jsonl", [1000 + 40 * b for b in range(20)])
-    code, out, _ = invoke(["growth", "--progress", log, "--fail-on", "growing",
+    code, out, _ = invoke(["growth", "--progress-log", log, "--fail-on", "growing",
                            "--max-keys", 5000], capsys)
     assert code == 10
     assert "GROWING" in out or "ACCELERATING" in out
     assert "reaches max keys 5,000 in 81 batches" in out
-    code, out, _ = invoke(["growth", "--progress", log, "--json"], capsys)
+    code, out, _ = invoke(["growth", "--progress-log", log, "--json"], capsys)
     assert code == 0 and json.loads(out)["progress"][0]["batches"] == 20
 
 
 def test_bounded_progress_log_passes_fail_on(tmp_path, capsys):
     log = write_progress(tmp_path / "p.jsonl", [1000 + (b * 7919) % 50 for b in range(20)])
-    code, out, _ = invoke(["growth", "--progress", log, "--fail-on", "growing"], capsys)
+    code, out, _ = invoke(["growth", "--progress-log", log, "--fail-on", "growing"], capsys)
     assert code == 0 and "BOUNDED" in out
 
 
 def test_fail_on_accelerating_ignores_linear_growth(tmp_path, capsys):
     log = write_progress(tmp_path / "p.jsonl", [1000 + 40 * b for b in range(20)])
-    code, _, _ = invoke(["growth", "--progress", log, "--fail-on", "accelerating"], capsys)
+    code, _, _ = invoke(["growth", "--progress-log", log, "--fail-on", "accelerating"], capsys)
     assert code == 0
     log = write_progress(tmp_path / "q.jsonl", [1000 + b ** 3 for b in range(20)])
-    code, _, _ = invoke(["growth", "--progress", log, "--fail-on", "accelerating"], capsys)
+    code, _, _ = invoke(["growth", "--progress-log", log, "--fail-on", "accelerating"], capsys)
     assert code == 10
 
 
 @pytest.mark.parametrize("args,code,message", [
     (["growth"], 2, "give a checkpoint"),
-    (["growth", "--deep", "--progress", "x"], 2, "--deep needs a checkpoint"),
-    (["growth", "--progress", "{tmp}/missing.jsonl"], 3, "missing.jsonl: no such file"),
-    (["growth", "--progress", "{tmp}"], 3, "is a folder"),
+    (["growth", "--deep", "--progress-log", "x"], 2, "--deep needs a checkpoint"),
+    (["growth", "--progress-log", "{tmp}/missing.jsonl"], 3, "missing.jsonl: no such file"),
+    (["growth", "--progress-log", "{tmp}"], 3, "is a folder"),
     (["growth", "{tmp}"], 3, "not a Structured Streaming checkpoint"),
-    (["growth", "--progress", "{tmp}/bad.jsonl"], 4, "bad.jsonl: line 1 is not valid JSON"),
-    (["growth", "--progress", "{tmp}/ok.jsonl", "--max-bytes", "lots"], 2,
+    (["growth", "--progress-log", "{tmp}/bad.jsonl"], 4, "bad.jsonl: line 1 is not valid JSON"),
+    (["growth", "--progress-log", "{tmp}/ok.jsonl", "--max-bytes", "lots"], 2,
      "Invalid value for '--max-bytes': cannot read 'lots' as a size"),
     # usage errors come before any work (the missing checkpoint is never opened)
     (["growth", "{tmp}/missing", "--max-bytes", "-5e9"], 2, "'-5e9' is not a positive size"),

@@ -186,5 +186,5 @@ def test_selections_the_checkpoint_does_not_have(ck, capsys):
 def test_a_fifo_as_progress_log_does_not_hang(ck, tmp_path, capsys):
     fifo = tmp_path / "progress.jsonl"
     os.mkfifo(fifo)
-    code, _, err = invoke(["growth", "--progress", fifo], capsys)
+    code, _, err = invoke(["growth", "--progress-log", fifo], capsys)
     assert code == 3 and "not a regular file" in err

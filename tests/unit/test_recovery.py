@@ -69,7 +69,7 @@ def test_uncommitted_batch_is_rerun(tmp_path):
     assert crashed.reruns[0].action == "re-run" and crashed.version == 10
     assert crashed.rerun_s == pytest.approx(10.0)  # batches start 10 s apart in the layout
     assert crashed.estimate_s > clean.estimate_s
-    assert any("--sink" in n for n in crashed.notes)
+    assert any("--file-sink" in n for n in crashed.notes)
     timings = [BatchTiming(b, s, s - 0.5) for b, s in enumerate((2.0, 3.0, 4.0))]
     with_log = estimate_recovery(layout(tmp_path, "c", planned=11, committed=10),
                                  cores=2, timings=timings)
@@ -186,7 +186,7 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
                      extra_versions=[11])
     log = tmp_path / "p.jsonl"
     log.write_text("".join(json.dumps(progress(b, 10)) + "\n" for b in range(5)))
-    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress", str(log),
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress-log", str(log),
                                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["rerun_s"] == 0.06 and "progress" in data["reruns"][0]["source"]
@@ -195,12 +195,12 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
     (sink / "_spark_metadata" / "10").write_text("v1\n")
     log.write_text("".join(json.dumps({**progress(b, 10), "sink": {
         "description": f"FileSink[{sink}]"}}) + "\n" for b in range(5)))
-    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress", str(log),
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress-log", str(log),
                                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["reruns"][0]["action"] == "skip" and data["rerun_s"] == pytest.approx(0.02)
     assert data["version"] == 11
-    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress",
+    assert run_cli(cli, "statekit", ["recovery", str(root), "--progress-log",
                                      str(tmp_path / "none.jsonl")]) == 3
 
 

@@ -90,6 +90,27 @@ def test_live_query_target_and_operator_refusals(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+def test_a_dry_run_is_never_refused_for_what_only_a_write_must_not_do(tmp_path):
+    """A live-looking query, an uncommitted batch, a target with content: a dry run writes
+    nothing, so each is a note saying what the real run needs, not exit 6."""
+    ckpt = source(tmp_path, planned=7, extra_versions=[7])
+    last = ckpt.offset(6).timestamp_ms
+    (tmp_path / "dst").mkdir()
+    (tmp_path / "dst" / "x").write_text("x")
+    for refused in ({"now_ms": last + 5_000}, {}):
+        with pytest.raises(UnsafeOperation):
+            plan(ckpt, tmp_path, **refused)
+    p = plan(ckpt, tmp_path, now_ms=last + 5_000, dry_run=True)
+    assert p.last_committed == 5
+    notes = " ".join(p.notes)
+    assert "looks live" in notes and "the real run will be refused" in notes
+    assert "needs --allow-uncommitted" in notes
+    assert "exists and is not empty" in notes and "needs another --out" in notes
+    # what a dry run cannot plan at all stays an error
+    with pytest.raises(UnsafeOperation, match="already has 4 partitions"):
+        plan(ckpt, tmp_path, 4, dry_run=True)
+
+
 def test_offsets_and_operator_metadata_rewrites():
     offsets = b'v1\n{"batchWatermarkMs":5,"batchTimestampMs":9,"conf":{' \
               b'"spark.sql.shuffle.partitions":"4","x":"y"}}\n{"logOffset":3}'

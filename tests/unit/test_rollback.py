@@ -145,6 +145,18 @@ def test_cli_lists_plans_and_copies_without_a_jvm(tmp_path, capsys):
                             "--json")
     assert code == 0 and json.loads(out)["plan"]["dropped_batches"] == [5, 6]
     assert not (tmp_path / "dst").exists()
+    # the text dry run ends with the command that writes it for real
+    code, out, _ = statekit("--to-batch", "4", "--out", str(tmp_path / "dst"), "--dry-run")
+    (step,) = [line for line in out.splitlines() if line.startswith("next: ")]
+    assert step.split("  #")[0] == (f"next: statekit rollback {root} --to-batch 4 --out "
+                                    f"{tmp_path / 'dst'} --force")
+    # a target with content is a note on a dry run, the refusal on the real run
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("x")
+    code, out, _ = statekit("--to-batch", "4", "--out", str(tmp_path / "busy"), "--dry-run")
+    assert code == 0 and "the real run needs another --out" in " ".join(out.split())
+    code, _, err = statekit("--to-batch", "4", "--out", str(tmp_path / "busy"))
+    assert code != 0 and "exists and is not empty" in err
     code, out, _ = statekit("--to-batch", "4", "--out", str(tmp_path / "dst"), "--no-verify",
                             "--json")
     assert code == 0 and json.loads(out)["verification"] is None

@@ -26,11 +26,11 @@ def test_a_bad_progress_log_is_a_one_line_error_before_the_app(tmp_path, capsys)
 
     fixture = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"
     missing = tmp_path / "progress.jsonl"
-    assert run_cli(cli, "statekit", ["tui", str(fixture), "--progress", str(missing)]) == 3
+    assert run_cli(cli, "statekit", ["tui", str(fixture), "--progress-log", str(missing)]) == 3
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(missing) in err and "no such file" in err
     missing.write_text('{"batchId": 3, "durationMs": \n')
-    assert run_cli(cli, "statekit", ["tui", str(fixture), "--progress", str(missing)]) != 0
+    assert run_cli(cli, "statekit", ["tui", str(fixture), "--progress-log", str(missing)]) != 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not valid JSON" in err
     assert run_cli(cli, "statekit", ["tui", str(fixture), "--rto", "soon"]) == 2

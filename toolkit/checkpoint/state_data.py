@@ -211,7 +211,7 @@ def zip_metadata(ckpt: Checkpoint, files: list[StateFile]
 def readable_zip_metadata(ckpt: Checkpoint, files: list[StateFile]
                           ) -> dict[str, RocksDBCheckpointMetadata]:
     """:func:`zip_metadata` of the zips that read: a damaged one is left out (the listing
-    level surfaces go on without it; the doctor and ``--verify`` name it)."""
+    level surfaces go on without it; the doctor and ``--decode`` name it)."""
     from statekit.errors import StatekitError
 
     data, _unreadable = ckpt.read_many_lenient(f.path for f in files)

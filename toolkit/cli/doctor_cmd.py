@@ -13,10 +13,12 @@ from rich.markup import escape
 
 from statekit.cli.options import (
     checkpoint_options,
+    file_sink_option,
     json_option,
     open_from_cli,
     parse_storage_options,
     print_json,
+    progress_log_option,
 )
 from statekit.cli.render import console, status
 from statekit.presentation import human_bytes
@@ -26,26 +28,23 @@ _STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
 
 @click.command("doctor")
 @checkpoint_options
-@click.option("--file-sink", "file_sink", default=None, metavar="PATH",
-              help="The query's file sink output (with _spark_metadata): also say whether "
-                   "its log is ahead of or behind the checkpoint.")
-@click.option("--progress", "progress_log", default=None, metavar="FILE",
-              help="The query's progress log (StreamingQueryProgress JSON lines): says how "
-                   "many stateful operators it runs, so a lost highest operator folder is "
-                   "found too.")
-@click.option("--decode/--no-decode", default=True, show_default=True,
-              help="Read and decode every state file the restart loads (--no-decode: go by "
-                   "the listing and the small files only, as report, metrics and the TUI do "
-                   "unless asked to verify).")
+@file_sink_option
+@progress_log_option
+@click.option("--no-decode", "no_decode", is_flag=True, default=False,
+              help="Go by the listing and the small files only, as report, metrics and the "
+                   "TUI do without --decode (the doctor decodes every state file the restart "
+                   "loads unless told not to).")
+@click.option("--decode", "_decode_default", is_flag=True, hidden=True, expose_value=False,
+              help="The default (kept so that scripts that spelled it out still run).")
 @json_option
 def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
-                   progress_log: str | None, decode: bool, as_json: bool) -> None:
+                   progress_log: str | None, no_decode: bool, as_json: bool) -> None:
     """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
 
     Exit codes: 0 restarts, 9 restarts with warnings, 11 will not restart (the printed
     command fixes it), 12 will not restart (no statekit fix).
 
-    Example: statekit doctor demo/checkpoint --file-sink demo/output --progress
+    Example: statekit doctor demo/checkpoint --file-sink demo/output --progress-log
     demo/progress.jsonl
     """
     from statekit.checkpoint.location import resolve
@@ -61,7 +60,7 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         operators = stateful_operator_count(read_text(progress_log, options),
                                             shown=progress_log)
     with status(not as_json, "reading the checkpoint…") as progress:
-        diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress,
+        diagnosis = diagnose(ckpt, file_sink=sink, decode=not no_decode, progress=progress,
                              query_operators=operators)
     if as_json:
         print_json(diagnosis.to_dict())

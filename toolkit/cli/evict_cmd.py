@@ -19,11 +19,15 @@ from statekit.cli.options import (
     checkpoint_options,
     json_option,
     open_from_cli,
+    operator_option,
     parse_storage_options,
     print_json,
     spark_options,
+    stale_after_option,
+    where_option,
+    write_options,
 )
-from statekit.cli.render import console, status
+from statekit.cli.render import command_line, console, print_next, status
 
 if TYPE_CHECKING:
     from statekit.jobs.evict import EvictResult
@@ -31,31 +35,15 @@ if TYPE_CHECKING:
 
 @click.command("evict")
 @checkpoint_options
-@click.option("--out", "target", required=True, metavar="DST",
-              help="The new checkpoint folder (must not exist, or be empty).")
-@click.option("--where", "where", default=None, metavar="SQL",
-              help="Remove rows matching this Spark SQL predicate over key.* and value.* "
-                   "(as `statekit state show` prints them).")
-@click.option("--stale-after", type=click.IntRange(min=1), default=None, metavar="K",
-              help="Remove keys unchanged for at least K state versions (the key age "
-                   "`statekit growth` reports).")
+@where_option
+@stale_after_option
 @click.option("--expired", is_flag=True,
               help="(flat)MapGroupsWithState / applyInPandasWithState: remove rows whose "
                    "event-time timeout is behind the next batch's watermark.")
 @click.option("--no-timeout", is_flag=True,
               help="... and/or rows that carry no timeout at all (they never expire).")
-@click.option("--operator", type=int, default=None, metavar="ID",
-              help="Only this operator's state (default: every operator the selection "
-                   "applies to).")
-@click.option("--dry-run", is_flag=True,
-              help="Count and show the rows that would go, per operator and partition; "
-                   "write nothing.")
-@click.option("--verify/--no-verify", default=True, show_default=True,
-              help="Read the target back through Spark before publishing it.")
-@click.option("--allow-uncommitted", is_flag=True,
-              help="Use the last COMMITTED batch although a newer batch was planned.")
-@click.option("--force", is_flag=True,
-              help="Proceed although a batch started recently (the query looks live).")
+@operator_option
+@write_options(file_sink=False)
 @spark_options
 @json_option
 def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
@@ -76,7 +64,7 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
     ckpt = open_from_cli(checkpoint, storage_option, "state")
     selection = Selection(where, stale_after, expired, no_timeout, operator)
     plan = plan_evict(ckpt, resolve(target, options), selection,
-                      allow_uncommitted=allow_uncommitted, force=force)
+                      allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
     from statekit.jobs.evict import run_evict
     from statekit.jobs.session import build_session, parse_conf_pairs
     from statekit.repartition.staging import Staging
@@ -92,6 +80,8 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
         print_json(result.to_dict())
         return
     _render(result)
+    if dry_run:
+        print_next(command_line(without=("--dry-run",)), "write it for real")
 
 
 def _render(result: EvictResult) -> None:

@@ -13,10 +13,14 @@ from statekit.cli.options import (
     checkpoint_options,
     dumps_json,
     json_option,
+    limit_option,
     open_from_cli,
+    operator_option,
     parse_storage_options,
+    partition_option,
     print_json,
     storage_option,
+    store_option,
 )
 from statekit.cli.render import console
 from statekit.presentation import dash, human_bytes
@@ -30,7 +34,7 @@ _ROLE_STYLE = {"load": "green", "retained": "", "unreferenced": "yellow",
 
 @click.command("schema")
 @checkpoint_options
-@click.option("--operator", type=click.IntRange(min=0), help="Only this operator id.")
+@operator_option
 @json_option
 def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                    as_json: bool) -> None:
@@ -80,13 +84,12 @@ def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
 
 @click.command("ls")
 @checkpoint_options
-@click.option("--operator", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Operator id.")
-@click.option("--partition", type=click.IntRange(min=0), required=True, help="Partition id.")
-@click.option("--store", help="Store name (joins: e.g. left-keyToNumValues).")
+@operator_option
+@partition_option(required=True)
+@store_option
 @json_option
-def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, partition: int,
-               store: str | None, as_json: bool) -> None:
+def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
+               partition: int, store: str | None, as_json: bool) -> None:
     """The files of one state store instance: versions, kinds, sizes and roles.
 
     Role: 'load' = read to restore the committed version; 'retained' = kept for older
@@ -96,9 +99,8 @@ def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, 
     """
     from statekit.state_files import list_instance
 
-    listing = list_instance(open_from_cli(checkpoint, storage_option, "ledger"), operator,
-                            partition,
-                            store)
+    listing = list_instance(open_from_cli(checkpoint, storage_option, "ledger"),
+                            operator or 0, partition, store)
     if as_json:
         print_json(listing.to_dict())
         return
@@ -128,15 +130,15 @@ def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int, 
 @click.command("dump")
 @click.argument("file", metavar="FILE")
 @storage_option
-@click.option("--limit", type=click.IntRange(min=0), help="Stop after this many records.")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per record (JSON lines) instead of a table.")
+@limit_option
+@json_option
 def dump_command(file: str, storage_option: tuple[str, ...], limit: int | None,
                  as_json: bool) -> None:
     """Decoded records of one .delta / .snapshot / .changelog file.
 
     Inside a checkpoint the store's schema decodes keys and values; a file on its own is
-    shown as hex. Streams: constant memory whatever the file size.
+    shown as hex. With --json: one JSON object per record (JSON lines). Streams: constant
+    memory whatever the file size.
 
     Example: statekit dump demo/checkpoint/state/0/3/12.delta --limit 20
     """

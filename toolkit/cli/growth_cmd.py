@@ -19,15 +19,18 @@ from rich.table import Table
 from statekit.cli.options import (
     json_option,
     open_from_cli,
+    operator_option,
     print_json,
+    progress_log_option,
     read_progress_log,
     spark_options,
     spark_runner,
+    stale_after_option,
     start_spark_for,
     storage_option,
 )
 from statekit.cli.params import COUNT, SIZE
-from statekit.cli.render import console, status
+from statekit.cli.render import console, print_next, status
 from statekit.errors import EXIT_GROWTH
 from statekit.formats.values import shorten
 from statekit.presentation import human_bytes, sparkline
@@ -43,16 +46,12 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
 @click.command("growth")
 @click.argument("checkpoint", metavar="[CKPT]", required=False)
 @storage_option
-@click.option("--operator", type=click.IntRange(min=0), help="Only this operator id.")
-@click.option("--progress", "progress_log", metavar="FILE",
-              help="StreamingQueryProgress JSON (one object per line, or a JSON array): "
-                   "history beyond the retained batches.")
+@operator_option
+@progress_log_option
 @click.option("--max-keys", type=COUNT, help="Project when the state reaches this many keys.")
 @click.option("--max-bytes", type=SIZE,
               help="Project when the state reaches this size (e.g. 50GiB).")
-@click.option("--stale-after", type=click.IntRange(min=1),
-              help="Versions without change after which a key counts as untouched "
-                   "(default: a third of the history, 2..10).")
+@stale_after_option
 @click.option("--fail-on", type=click.Choice(["growing", "accelerating"]),
               help="Exit with code 10 when the verdict is at least this bad (growing: also "
                    "a saturating state whose plateau exceeds --max-keys/--max-bytes).")
@@ -76,13 +75,13 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     --master URL the same replay runs on that Spark cluster, one task per store instance
     (identical results; for states that outgrow this machine).
 
-    Example: statekit growth demo/checkpoint --progress demo/progress.jsonl --max-keys 5e6
+    Example: statekit growth demo/checkpoint --progress-log demo/progress.jsonl --max-keys 5e6
     """
     from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.growth import analyse
 
     if checkpoint is None and progress_log is None:
-        raise click.UsageError("give a checkpoint (CKPT), a --progress log, or both")
+        raise click.UsageError("give a checkpoint (CKPT), a --progress-log log, or both")
     if deep and checkpoint is None:
         raise click.UsageError("--deep needs a checkpoint")
     ckpt = (open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
@@ -105,22 +104,40 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
                          on_progress=on_progress, runner=runner)
         checks = (_deep(ckpt, report, master, confs, on_progress)
                   if deep and ckpt is not None else [])
+    step = _next_step(checkpoint, report)
     if as_json:
         data = report.to_dict(with_history=True)
         if deep:
             data["deep"] = [c.to_dict() for c in checks]
         data["restart"] = health_summary(health) if health is not None else None
+        data["next"] = step
         print_json(data)
     else:
         _render(report, checks, show_history)
         if health is not None:
             console().print()
             print_health(health)
+        print_next(step, "see which keys would go before removing them")
     fires = report.is_growth and (fail_on == "growing" or report.verdict == "accelerating")
     if fail_on == "growing" and report.exceeds(max_keys, max_bytes):
         fires = True  # saturating, but levelling off above a limit
     if fail_on and fires:
         raise click.exceptions.Exit(EXIT_GROWTH)
+
+
+def _next_step(checkpoint: str | None, report: GrowthReport) -> str | None:
+    """Growing state: the evict dry run that shows what removing its stale keys removes."""
+    growing = [s for s in report.stores if s.verdict in ("growing", "accelerating")]
+    if checkpoint is None or not growing:
+        return None
+    import shlex
+
+    operators = {s.history.operator_id for s in growing}
+    only = f" --operator {operators.pop()}" if len(operators) == 1 else ""
+    stale = max(s.history.stale_after for s in growing) or 1
+    target = checkpoint.rstrip("/") + "-evicted"
+    return (f"statekit evict {shlex.quote(checkpoint)} --stale-after {stale}{only} "
+            f"--out {shlex.quote(target)} --dry-run")
 
 
 def _deep(ckpt: Checkpoint, report: GrowthReport, master: str | None, confs: tuple[str, ...],

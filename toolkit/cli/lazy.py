@@ -13,6 +13,9 @@ from typing import Any
 
 import click
 
+ARGV_KEY = "statekit.argv"
+"""Where the top-level group keeps the arguments it was given (``ctx.meta``)."""
+
 
 class LazyGroup(click.Group):
     """``lazy_commands`` maps a command name to ``("package.module:attr", "short help")``."""
@@ -21,6 +24,12 @@ class LazyGroup(click.Group):
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Keep the command line as given: a dry run prints it back without ``--dry-run``
+        as the next step (:func:`statekit.cli.render.command_line`)."""
+        ctx.meta.setdefault(ARGV_KEY, list(args))
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))

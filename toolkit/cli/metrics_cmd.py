@@ -16,7 +16,12 @@ from typing import Any
 
 import click
 
-from statekit.cli.options import parse_storage_options
+from statekit.cli.options import (
+    cores_option,
+    decode_option,
+    parse_storage_options,
+    storage_option,
+)
 from statekit.errors import BadInput
 
 
@@ -61,27 +66,25 @@ def _address(text: str) -> tuple[str, int]:
 @click.argument("checkpoints", nargs=-1, metavar="[CKPT]...")
 @click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
               metavar="FILE", help="Read checkpoint URLs from FILE, one per line (# comments).")
-@click.option("--storage-option", multiple=True, metavar="KEY=VALUE",
-              help="fsspec storage option for every checkpoint (repeatable).")
+@storage_option
 @click.option("--per-partition", is_flag=True,
               help="Also the statekit_partition_* families, one series per partition.")
-@click.option("--verify", is_flag=True,
-              help="The restart verdict also decodes every state file a restart loads "
-                   "(slower; without it the doctor goes by listings and the small files).")
-@click.option("--cores", type=click.IntRange(min=1), default=None,
-              help="Cores the restart estimate assumes (default: this machine's).")
+@decode_option
+@cores_option
 @click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
               help="Serve /metrics instead of printing once (e.g. :9108).")
 @click.option("--cache-seconds", type=click.FloatRange(min=0), default=60.0,
               show_default=True, help="With --serve: re-read the checkpoints at most this "
                                       "often.")
 def metrics_command(checkpoints: tuple[str, ...], listing: Any,
-                    storage_option: tuple[str, ...], per_partition: bool, verify: bool,
+                    storage_option: tuple[str, ...], per_partition: bool, decode: bool,
                     cores: int | None,
                     serve: str | None, cache_seconds: float) -> None:
     """Prometheus metrics of one or many checkpoints: the restart verdict (statekit doctor's),
     keys, bytes, files, snapshot lag, growth verdict, recovery estimate, last batch and its
-    age, watermark.
+    age, watermark. The storage options apply to every checkpoint; with --decode the restart
+    verdict also decodes every state file a restart loads (slower; without it the doctor goes
+    by listings and the small files).
 
     Example: statekit metrics demo/checkpoint > /var/lib/node_exporter/statekit.prom
     """
@@ -102,7 +105,7 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
         return merge(checkpoint_metrics(url, lambda u: open_checkpoint(
             u, options, allow_missing_metadata=True),
                                         cores=use_cores, per_partition=per_partition,
-                                        verify=verify)
+                                        verify=decode)
                      for url in dict.fromkeys(urls))
 
     collector = _Collector(read, cache_seconds if serve else 0.0)

@@ -167,3 +167,204 @@ def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,
     spark = build_session(app_name, master, parse_conf_pairs(confs))
     click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
     return spark
+
+
+# -- the option vocabulary ---------------------------------------------------------------------
+# Every option more than one command takes is declared here, once: one name, one type, one
+# default, one help. ``tests/unit/test_cli_options.py`` walks every command and fails when two
+# declare the same name differently. A command-specific nuance goes in the command's own help.
+
+def renamed_option(old: str, new: str, dest: str, *, flag: bool = False,
+                   type: Any = None) -> Callable[[F], F]:
+    """A hidden spelling kept for one release: its value goes to ``dest`` (the new option's)
+    with a one-line note on stderr."""
+
+    def moved(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None or value is False:
+            return value
+        click.echo(f"statekit: {old} is deprecated and will be removed in the next release; "
+                   f"use {new}", err=True)
+        ctx.params[dest] = value
+        return value
+
+    attrs: dict[str, Any] = {"is_flag": True, "default": None} if flag else {"default": None}
+    if type is not None:
+        attrs["type"] = type
+    return click.option(old, f"_deprecated_{dest}", hidden=True, expose_value=False,
+                        callback=moved, **attrs)
+
+
+def _apply(command: F, *decorators: Callable[[F], F]) -> F:
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def operator_option(command: F) -> F:
+    """``--operator ID``."""
+    return click.option(
+        "--operator", type=click.IntRange(min=0), default=None, metavar="ID",
+        help="Operator id (default: every operator; commands that read one operator's rows "
+             "take the first).")(command)
+
+
+def partition_option(required: bool = False) -> Callable[[F], F]:
+    """``--partition P``: one partition, an index (``--partitions`` is a count)."""
+    return click.option(
+        "--partition", type=click.IntRange(min=0), default=None, required=required,
+        metavar="P", help="One partition id (an index; --partitions is a count).")
+
+
+def partitions_option(required: bool = False) -> Callable[[F], F]:
+    """``--partitions/-n N``: a number of shuffle partitions."""
+    return click.option(
+        "--partitions", "-n", type=click.IntRange(min=1), default=None, required=required,
+        metavar="N", help="Number of shuffle partitions (= state partitions) to write: "
+                          "repartition's target, migrate's (default: keep the source's), "
+                          "pipeline run's (default 8, pinned at the first run).")
+
+
+def store_option(command: F) -> F:
+    """``--store NAME``."""
+    return click.option(
+        "--store", default=None, metavar="NAME",
+        help="Store name (joins: e.g. left-keyWithIndexToValue; default: the operator's "
+             "first store).")(command)
+
+
+def batch_option(command: F) -> F:
+    """``--batch B``: a committed batch id."""
+    return click.option("--batch", type=click.IntRange(min=0), default=None, metavar="B",
+                        help="Committed batch id (default: the last).")(command)
+
+
+def cores_option(command: F) -> F:
+    """``--cores N``: what a restart estimate assumes."""
+    return click.option(
+        "--cores", type=click.IntRange(min=1), default=None, metavar="N",
+        help="Task slots per executor the restart estimate assumes (default: this "
+             "machine's cores).")(command)
+
+
+def limit_option(command: F) -> F:
+    """``--limit N``."""
+    return click.option(
+        "--limit", type=click.IntRange(min=0), default=None, metavar="N",
+        help="Stop after this many rows (default: state show 20, dump every record).")(command)
+
+
+def min_deltas_option(command: F) -> F:
+    """``--min-deltas N``."""
+    return click.option(
+        "--min-deltas", type=click.IntRange(min=1), default=None, metavar="N",
+        help="minDeltasForSnapshot the query runs with (the checkpoint does not record it; "
+             "Spark's default 10): sets the snapshot-lag thresholds and joins the what-if "
+             "table.")(command)
+
+
+def file_sink_option(command: F) -> F:
+    """``--file-sink PATH`` (``--sink`` before)."""
+    return _apply(command, click.option(
+        "--file-sink", "file_sink", default=None, metavar="PATH",
+        help="The query's file sink output folder (with _spark_metadata): read to tell what "
+             "a restart re-runs or skips; write commands keep its log in step with DST, "
+             "which then owns it."),
+        renamed_option("--sink", "--file-sink", "file_sink"))
+
+
+def progress_log_option(command: F) -> F:
+    """``--progress-log FILE`` (``--progress`` before)."""
+    return _apply(command, click.option(
+        "--progress-log", "progress_log", default=None, metavar="FILE",
+        help="The query's StreamingQueryProgress log (JSON lines or a JSON array, any fsspec "
+             "URL): history beyond the retained batches, batch durations, the operators; "
+             "pipeline run appends to it."),
+        renamed_option("--progress", "--progress-log", "progress_log"))
+
+
+def rto_option(command: F) -> F:
+    """``--rto DURATION``."""
+    from statekit.cli.params import DURATION
+
+    return click.option(
+        "--rto", type=DURATION, default=None, metavar="DURATION",
+        help="Recovery-time objective (e.g. 30s): the restart estimate is judged against "
+             "it, with the largest minDeltasForSnapshot that meets it.")(command)
+
+
+def stale_after_option(command: F) -> F:
+    """``--stale-after K``."""
+    return click.option(
+        "--stale-after", type=click.IntRange(min=1), default=None, metavar="K",
+        help="State versions without change after which a key counts as stale (growth "
+             "reports them: default a third of the history, 2..10; evict removes them).")(command)
+
+
+def where_option(command: F) -> F:
+    """``--where SQL``."""
+    return click.option(
+        "--where", default=None, metavar="SQL",
+        help="Spark SQL predicate over key.* and value.*, as `state show` prints them, "
+             "e.g. \"key.user_id = 'u42'\" (state show: the rows shown; evict: the rows "
+             "removed).")(command)
+
+
+def out_option(required: bool = True, dest: str = "target") -> Callable[[F], F]:
+    """``--out DST``: where a command writes."""
+    return click.option("--out", dest, default=None, required=required, metavar="DST",
+                        help="The new folder to write (must not exist, or be empty).")
+
+
+def to_batch_option(dest: str) -> Callable[[F], F]:
+    """``--to-batch B``: the last batch of what a command produces."""
+    return click.option(
+        "--to-batch", dest, type=click.IntRange(min=0), default=None, metavar="B",
+        help="Last batch id: rollback's new end (the query then runs B + 1 and later "
+             "again); state changes' feed end (default: the last committed).")
+
+
+def decode_option(command: F) -> F:
+    """``--decode``: the Python-side check of every file a restart loads (``--verify`` on
+    report/recovery/metrics before; ``--verify`` now means only the write commands' Spark
+    read-back)."""
+    return _apply(command, click.option(
+        "--decode", is_flag=True, default=False,
+        help="Also read and decode every state file a restart loads (no JVM; with --master "
+             "as Spark tasks): a truncated or corrupt file becomes an error naming it."),
+        renamed_option("--verify", "--decode", "decode", flag=True))
+
+
+def changelog_option(command: F) -> F:
+    """``--changelog``."""
+    return click.option(
+        "--changelog", is_flag=True, default=False,
+        help="RocksDB with changelog checkpointing on (migrate: the target is written so; "
+             "restart the query with it on as well).")(command)
+
+
+def write_options(*, out_required: bool = True, allow_uncommitted: bool = True,
+                  file_sink: bool = True) -> Callable[[F], F]:
+    """What the commands that write a new checkpoint take: ``--out``, ``--dry-run``,
+    ``--verify/--no-verify``, ``--allow-uncommitted`` (not rollback: it picks a committed
+    batch), ``--force`` and ``--file-sink`` (not evict: it leaves the batch ledger as it is)."""
+    decorators: list[Callable[[F], F]] = [
+        out_option(required=out_required),
+        click.option("--dry-run", is_flag=True, default=False,
+                     help="Show what would be written (the plan; evict: the rows per operator "
+                          "and partition) and write nothing."),
+        click.option("--verify/--no-verify", default=True, show_default=True,
+                     help="Read the target back through Spark before publishing it "
+                          "(--no-verify: no JVM for that step)."),
+        click.option("--force", is_flag=True, default=False,
+                     help="Proceed although a batch started recently (the query looks live).")]
+    if allow_uncommitted:
+        decorators.append(click.option(
+            "--allow-uncommitted", is_flag=True, default=False,
+            help="Use the last COMMITTED batch although a newer batch was planned."))
+    if file_sink:
+        decorators.append(file_sink_option)
+
+    def apply(command: F) -> F:
+        return _apply(command, *decorators)
+
+    return apply

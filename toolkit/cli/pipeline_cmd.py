@@ -17,7 +17,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from statekit.cli.options import json_option, spark_options
+from statekit.cli.options import (
+    changelog_option,
+    json_option,
+    partitions_option,
+    progress_log_option,
+    spark_options,
+)
 from statekit.errors import BadInput
 from statekit.reference_pipeline.generator import GeneratorConfig, generate, read_manifest
 from statekit.reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
@@ -31,9 +37,14 @@ def cli() -> None:
     """The reference fraud/session pipeline: a realistic stateful query to inspect."""
 
 
+_landing_option = click.option(
+    "--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
+    help="Landing folder: events/ (read by the query), truth/ and generator.json, written by "
+         "`generate`.")
+
+
 @cli.command("generate")
-@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Landing folder: events/ (read by the query), truth/, generator.json.")
+@_landing_option
 @click.option("--batches", default=20, show_default=True, type=click.IntRange(min=1),
               help="Batch files to write (one file = one micro-batch).")
 @click.option("--append", is_flag=True,
@@ -114,8 +125,7 @@ def _manifest(landing: Path) -> tuple[GeneratorConfig, int] | None:
 
 
 @cli.command("labels")
-@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Landing folder written by `generate`.")
+@_landing_option
 def labels_cmd(landing: Path) -> None:
     """Print the users the generator made fraudulent (JSON: user → fraud session ids)."""
     if _manifest(landing) is None:
@@ -136,21 +146,20 @@ def _duration_ms(text: str) -> str:
 
 
 @cli.command("run")
-@click.option("--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Landing folder written by `generate`.")
+@_landing_option
 @click.option("--checkpoint", required=True, help="Checkpoint location (path or URL).")
 @click.option("--output", required=True, help="Parquet sink location for alerts and sessions.")
 @click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="hdfs",
               show_default=True, help="State store provider.")
-@click.option("--partitions", default=8, show_default=True, type=click.IntRange(min=1),
-              help="spark.sql.shuffle.partitions (= state partitions; pinned at first run).")
+@partitions_option()
 @click.option("--min-deltas-for-snapshot", type=click.IntRange(min=1), default=None,
               help="stateStore.minDeltasForSnapshot (Spark's default: 10).")
 @click.option("--maintenance-interval", default=None,
               help="stateStore.maintenanceInterval, e.g. 1s (Spark's default: 60s). "
                    "HDFS snapshots are written by this background task.")
-@click.option("--changelog/--no-changelog", default=False, show_default=True,
-              help="RocksDB changelog checkpointing.")
+@changelog_option
+@click.option("--no-changelog", "_no_changelog", is_flag=True, hidden=True, expose_value=False,
+              help="The default (kept so that scripts that spelled it out still run).")
 @click.option("--watermark-delay", default="5 minutes", show_default=True,
               help="Event-time watermark delay; events behind it are dropped.")
 @click.option("--leaky", is_flag=True,
@@ -162,8 +171,7 @@ def _duration_ms(text: str) -> str:
               help="Trigger interval for processing-time.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
               help="Stop a live run after this many seconds.")
-@click.option("--progress-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Append each StreamingQueryProgress as a JSON line to this file.")
+@progress_log_option
 @spark_options
 @json_option
 def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
@@ -174,6 +182,10 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
 
     if _manifest(landing) is None:
         raise BadInput("not a landing folder (run `generate` first)", path=str(landing))
+    if options["partitions"] is None:
+        del options["partitions"]  # RunOptions' default
+    if options["progress_log"]:
+        options["progress_log"] = Path(options["progress_log"])
     if options["maintenance_interval"]:
         options["maintenance_interval"] = _duration_ms(options["maintenance_interval"])
     opts = RunOptions(landing=landing, checkpoint=checkpoint, output=output, **options)

@@ -16,16 +16,22 @@ from rich.table import Table
 
 from statekit.cli.options import (
     checkpoint_options,
+    cores_option,
+    decode_option,
+    file_sink_option,
     json_option,
+    min_deltas_option,
     open_from_cli,
     parse_storage_options,
     print_json,
+    progress_log_option,
     read_progress_text,
+    rto_option,
     spark_options,
     spark_runner,
     start_spark_for,
 )
-from statekit.cli.params import DURATION, JVM_SIZE
+from statekit.cli.params import JVM_SIZE
 from statekit.cli.render import console, status
 from statekit.machine import usable_cpus
 from statekit.presentation import human_bytes, human_duration
@@ -39,45 +45,38 @@ if TYPE_CHECKING:
 
 @click.command("recovery")
 @checkpoint_options
-@click.option("--cores", type=click.IntRange(min=1),
-              help="Task slots per executor (default: this machine's cores).")
+@cores_option
 @click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True,
               help="Executors; the restart runs cores × executors tasks at once.")
 @click.option("--executor-memory", "executor_memory", type=JVM_SIZE, metavar="SIZE",
               help="Each executor's heap (local masters: the driver's), e.g. 4g: warn when the "
                    "loaded state will not fit in it.")
-@click.option("--progress", "progress_log", metavar="FILE",
-              help="StreamingQueryProgress JSON: batch durations for re-running uncommitted "
-                   "batches, and the file sink's path.")
-@click.option("--sink", metavar="PATH",
-              help="The query's file sink folder: an uncommitted batch it already committed "
-                   "(_spark_metadata/<batch>) is skipped on restart, not re-run.")
-@click.option("--rto", type=DURATION,
-              help="Recovery-time objective (e.g. 30s): recommend the largest "
-                   "minDeltasForSnapshot whose worst case meets it.")
-@click.option("--min-deltas", type=click.IntRange(min=1),
-              help="minDeltasForSnapshot the query runs with (added to the what-if table).")
+@progress_log_option
+@file_sink_option
+@rto_option
+@min_deltas_option
 @click.option("--calibrate", is_flag=True,
               help="Time reading a sample of this checkpoint's files through its filesystem "
                    "and use the measured latency and bandwidth.")
 @click.option("--measure", is_flag=True,
               help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
                    "and scale the model to what it measured.")
-@click.option("--verify", is_flag=True,
-              help="First read and decode every file the restart loads (no JVM; with "
-                   "--master as Spark tasks there). A checkpoint that will not restart has "
-                   "no estimate: the command says why and exits with the doctor's code.")
+@decode_option
 @spark_options
 @json_option
 def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: int | None,
                      executors: int, executor_memory: float | None,
-                     progress_log: str | None, sink: str | None,
+                     progress_log: str | None, file_sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, verify: bool, master: str | None, confs: tuple[str, ...],
+                     measure: bool, decode: bool, master: str | None, confs: tuple[str, ...],
                      as_json: bool) -> None:
     """Estimate how long a restart takes: from the restart until its first batch completes,
     beyond what that batch costs on an empty checkpoint (loading state, then running on it),
     plus re-running uncommitted batches; and the memory the loaded state needs.
+
+    With --file-sink an uncommitted batch the sink already committed (_spark_metadata/<batch>)
+    is skipped on restart, not re-run; with --decode a checkpoint that will not restart has no
+    estimate: the command says why and exits with the doctor's code.
 
     Example: statekit recovery demo/checkpoint --rto 30s
     """
@@ -90,12 +89,12 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
 
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
-    with status(not as_json, "reading the files a restart loads…" if verify else
+    with status(not as_json, "reading the files a restart loads…" if decode else
                 "checking that the checkpoint restarts…") as on_progress:
         runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress) \
-            if verify else None
-        health = restart_health(ckpt, decode=verify, progress=on_progress, runner=runner,
-                                file_sink=resolve(sink, options) if sink else None)
+            if decode else None
+        health = restart_health(ckpt, decode=decode, progress=on_progress, runner=runner,
+                                file_sink=resolve(file_sink, options) if file_sink else None)
     verified = health.verification
     if not health.restarts:  # no restart, so no restart time: the estimate does not apply
         if as_json:
@@ -107,7 +106,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
             print_health(health)
         raise click.exceptions.Exit(health.exit_code)
     slots = (cores or usable_cpus()) * executors
-    sink_location: Location | None = resolve(sink, options) if sink else None
+    sink_location: Location | None = resolve(file_sink, options) if file_sink else None
     timings: list[BatchTiming] | None = None
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
@@ -150,7 +149,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                   f"({verified.elapsed_s:.2f} s)")
     else:
         out.print("[dim]state files not verified: this estimate assumes they load; "
-                  "--verify (or statekit report --verify) reads them first[/]")
+                  "--decode (or statekit report --decode) reads them first[/]")
     print_health(health, detail=False)
 
 

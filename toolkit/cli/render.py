@@ -35,3 +35,29 @@ def status(enabled: bool, first: str) -> Iterator[Callable[[str], None]]:
 
     with Console(stderr=True).status(escape(first)) as line:
         yield lambda message: line.update(escape(message))
+
+
+def command_line(*, without: tuple[str, ...] = ()) -> str | None:
+    """The command being run, as typed (``statekit …``), minus the flags in ``without``;
+    ``None`` outside the ``statekit`` group (a command invoked on its own)."""
+    import shlex
+
+    import click
+
+    from statekit.cli.lazy import ARGV_KEY
+
+    context = click.get_current_context(silent=True)
+    argv = context.meta.get(ARGV_KEY) if context is not None else None
+    if argv is None:
+        return None
+    return shlex.join(["statekit", *(a for a in argv if a not in without)])
+
+
+def print_next(command: str | None, why: str = "") -> None:
+    """One line saying what to run next (a verdict that calls for action, a dry run)."""
+    if command:
+        from rich.markup import escape
+
+        console().print(f"[bold]next:[/] {escape(command)}" + (f"  [dim]# {escape(why)}[/]"
+                                                                  if why else ""),
+                        soft_wrap=True)  # one line to copy, whatever its length

@@ -16,14 +16,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from statekit.cli.options import (
+    changelog_option,
     checkpoint_options,
     json_option,
     open_from_cli,
     parse_storage_options,
+    partitions_option,
     print_json,
     spark_options,
+    write_options,
 )
-from statekit.cli.render import console, status
+from statekit.cli.render import command_line, console, print_next, status
 from statekit.presentation import human_bytes
 
 if TYPE_CHECKING:
@@ -35,32 +38,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _common_options(command: F) -> F:
-    for decorator in reversed([
-        checkpoint_options,
-        click.option("--out", "target", required=True, metavar="DST",
-                     help="The new checkpoint folder (must not exist, or be empty)."),
-        click.option("--dry-run", is_flag=True,
-                     help="Print the plan (with keys per new partition) and write nothing."),
-        click.option("--verify/--no-verify", default=True, show_default=True,
-                     help="Read the target back through Spark before publishing it."),
-        click.option("--allow-uncommitted", is_flag=True,
-                     help="Use the last COMMITTED batch although a newer batch was planned."),
-        click.option("--force", is_flag=True,
-                     help="Proceed although a batch started recently (the query looks live)."),
-        click.option("--file-sink", metavar="PATH",
-                     help="The query's file sink output: after publishing, add the new "
-                          "batch's entry to its _spark_metadata log (the sink then belongs "
-                          "to DST)."),
-        spark_options,
-        json_option,
-    ]):
+    for decorator in reversed([checkpoint_options, write_options(), spark_options,
+                               json_option]):
         command = decorator(command)
     return command
 
 
 @click.command("repartition")
-@click.option("--partitions", "-n", type=click.IntRange(min=1), required=True,
-              help="The new number of shuffle partitions.")
+@partitions_option(required=True)
 @_common_options
 def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partitions: int,
                         **options: Any) -> None:
@@ -74,11 +59,8 @@ def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partit
 @click.command("migrate")
 @click.option("--to", "to_provider", type=click.Choice(["rocksdb", "hdfs"]), required=True,
               help="The state store provider of the new checkpoint.")
-@click.option("--partitions", "-n", type=click.IntRange(min=1), default=None,
-              help="Also change the number of shuffle partitions (default: keep it).")
-@click.option("--changelog", is_flag=True,
-              help="RocksDB target: write it with changelog checkpointing on (restart the "
-                   "query with it on as well).")
+@partitions_option()
+@changelog_option
 @_common_options
 def migrate_command(checkpoint: str, storage_option: tuple[str, ...], to_provider: str,
                     partitions: int | None, changelog: bool, **options: Any) -> None:
@@ -102,7 +84,7 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
                        partitions, to_provider=to_provider, changelog=changelog,
                        storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
-                       allow_uncommitted=allow_uncommitted, force=force)
+                       allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
     from statekit.jobs.session import build_session, parse_conf_pairs
 
     with status(not as_json, "planning…") as progress:
@@ -120,6 +102,8 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
         verb = "would write" if outcome.dry_run else "wrote"
         console().print(f"file sink: {verb} {escape(outcome.file_sink_entry)} — restart only "
                         "the new checkpoint against this sink from now on")
+    if outcome.dry_run:
+        print_next(command_line(without=("--dry-run",)), "write it for real")
 
 
 def _render_plan(plan: RepartitionPlan, verify: bool) -> None:

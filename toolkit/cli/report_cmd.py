@@ -8,13 +8,17 @@ import click
 
 from statekit.cli.options import (
     checkpoint_options,
+    decode_option,
     json_option,
+    min_deltas_option,
     open_from_cli,
+    operator_option,
+    partition_option,
     print_json,
     spark_options,
     spark_runner,
 )
-from statekit.cli.render import console, status
+from statekit.cli.render import console, print_next, status
 from statekit.presentation import dash, human_bytes, iso_ms
 
 if TYPE_CHECKING:
@@ -27,28 +31,23 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 @click.command("report")
 @checkpoint_options
-@click.option("--operator", type=click.IntRange(min=0), help="Only this operator id.")
-@click.option("--partition", type=click.IntRange(min=0),
-              help="Only this partition in the per-partition table.")
-@click.option("--min-deltas", type=click.IntRange(min=1),
-              help="minDeltasForSnapshot the query runs with (Spark does not pin it; "
-                   "default 10). Sets the snapshot-lag thresholds.")
-@click.option("--verify", is_flag=True,
-              help="Also read and decode every file a restart loads (in parallel, no JVM): "
-                   "truncated or corrupt files become errors naming them.")
+@operator_option
+@partition_option()
+@min_deltas_option
+@decode_option
 @click.option("--no-fail", is_flag=True,
               help="Exit 0 even when the checkpoint will not restart (the findings and the "
                    "restart line say so).")
 @spark_options
 @json_option
 def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
-                   partition: int | None, min_deltas: int | None, verify: bool,
+                   partition: int | None, min_deltas: int | None, decode: bool,
                    no_fail: bool, master: str | None, confs: tuple[str, ...],
                    as_json: bool) -> None:
     """Delta/snapshot/changelog/zip/SST counts, sizes, snapshot lag and warnings.
 
     Reads only listings and small metadata files: no JVM, fast on object stores. With
-    --verify --master URL the restart path is decoded on that Spark cluster instead.
+    --decode --master URL the restart path is decoded on that Spark cluster instead.
     Ends with the doctor's answer to "will it restart?", and exits with the doctor's code
     (11, 12) when it will not.
 
@@ -58,20 +57,24 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
     from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.report import build_report, read_ahead
 
-    if master is not None and not verify:
-        raise click.UsageError("--master runs --verify on Spark: give --verify too")
+    if master is not None and not decode:
+        raise click.UsageError("--master runs --decode on Spark: give --decode too")
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     read_ahead(ckpt, operator=operator, partition=partition)
     check_selection(ckpt, operator, partition)
-    with status(verify and not as_json, "reading the files a restart loads…") as on_progress:
+    with status(decode and not as_json, "reading the files a restart loads…") as on_progress:
         runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
-        health = restart_health(ckpt, decode=verify, progress=on_progress, runner=runner)
+        health = restart_health(ckpt, decode=decode, progress=on_progress, runner=runner)
         report = build_report(ckpt, operator=operator, partition=partition,
                               min_deltas=min_deltas, verification=health.verification,
                               progress=on_progress)
     code = 0 if no_fail or health.restarts else health.exit_code
+    import shlex
+
+    step = None if health.restarts and not any(f.severity == "error" for f in report.findings) \
+        else f"statekit doctor {shlex.quote(checkpoint)}"
     if as_json:
-        print_json({**report.to_dict(), "restart": health_summary(health)})
+        print_json({**report.to_dict(), "restart": health_summary(health), "next": step})
         if code:
             raise click.exceptions.Exit(code)
         return
@@ -105,7 +108,7 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                   f"({human_bytes(checked.bytes)}) in {checked.elapsed_s:.2f} s: {verdict}")
     if not report.findings and health.restarts:
         out.print("[green]no warnings[/]" + ("" if checked is not None else
-                  " [dim](files not read: --verify decodes the ones a restart loads)[/]"))
+                  " [dim](files not read: --decode decodes the ones a restart loads)[/]"))
     from rich.markup import escape
 
     for finding in report.findings:
@@ -113,6 +116,7 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
         out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.message)}")
     out.print()
     print_health(health)
+    print_next(step, "what Spark will do on each problem, and the fix")
     if code:
         raise click.exceptions.Exit(code)
 

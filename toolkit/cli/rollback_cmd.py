@@ -21,8 +21,10 @@ from statekit.cli.options import (
     parse_storage_options,
     print_json,
     spark_options,
+    to_batch_option,
+    write_options,
 )
-from statekit.cli.render import console, status
+from statekit.cli.render import command_line, console, print_next, status
 from statekit.presentation import human_bytes
 
 if TYPE_CHECKING:
@@ -31,23 +33,10 @@ if TYPE_CHECKING:
 
 @click.command("rollback")
 @checkpoint_options
-@click.option("--to-batch", "batch", type=click.IntRange(min=0), default=None, metavar="B",
-              help="The committed batch the new checkpoint ends with (the query then runs "
-                   "B + 1 and later again).")
-@click.option("--out", "target", default=None, metavar="DST",
-              help="The new checkpoint folder (must not exist, or be empty).")
+@to_batch_option("batch")
 @click.option("--list", "list_only", is_flag=True,
               help="List the committed batches and whether each is possible (no JVM).")
-@click.option("--dry-run", is_flag=True, help="Print the plan and write nothing (no JVM).")
-@click.option("--verify/--no-verify", default=True, show_default=True,
-              help="Read the state back through Spark before publishing (--no-verify: no "
-                   "JVM).")
-@click.option("--force", is_flag=True,
-              help="Proceed although a batch started recently (the query looks live).")
-@click.option("--file-sink", metavar="PATH",
-              help="The query's file sink output: after publishing, move its log entries "
-                   "after B out of _spark_metadata (into _statekit_sink_log_backup/), so the "
-                   "re-run batches write again; the sink then belongs to DST.")
+@write_options(out_required=False, allow_uncommitted=False)
 @click.option("--new-query-id", is_flag=True,
               help="Write a new query id into the target's metadata file instead of copying "
                    "the source's (required when the source's is missing).")
@@ -67,6 +56,9 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
                      master: str | None,
                      confs: tuple[str, ...], as_json: bool) -> None:
     """Roll CKPT back to committed batch B, in a new checkpoint DST.
+
+    With --file-sink the sink's log entries after B move out of _spark_metadata (into
+    _statekit_sink_log_backup/), so the re-run batches write their output again.
 
     With --set-offset / --shift-by (and no --to-batch: the last committed batch) the
     sources of DST resume elsewhere, as Kafka Streams' reset tool does; state is kept.
@@ -109,12 +101,13 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     sink = resolve(file_sink, options) if file_sink else None
     plan = plan_rollback(ckpt, resolve(target, options), batch, force=force,
                          new_query_id=str(uuid.uuid4()) if new_query_id else None,
-                         file_sink=sink, offset_edits=edits)
+                         file_sink=sink, offset_edits=edits, dry_run=dry_run)
     if dry_run:
         if as_json:
             print_json({"dry_run": True, "plan": plan.to_dict()})
         else:
             _render_plan(plan)
+            print_next(command_line(without=("--dry-run",)), "write it for real")
         return
     from statekit.jobs.rollback import run_rollback
     from statekit.repartition.staging import Staging
@@ -156,6 +149,8 @@ def _render_plan(plan: RollbackPlan) -> None:
     out = console()
     out.print(f"[bold]rollback[/] {escape(plan.source)} → {escape(plan.target)}: last "
               f"committed batch {plan.last_committed} → {plan.batch}")
+    for note in plan.notes:
+        out.print(f"[yellow]• {escape(note)}[/]")
     if plan.offset_changes:
         table = Table(title=f"source offsets of batch {plan.batch} (where the restart "
                             "resumes)", title_justify="left")

@@ -17,12 +17,21 @@ from rich.table import Table
 
 from statekit.cli.options import (
     F,
+    batch_option,
     checkpoint_options,
     json_option,
+    limit_option,
     open_from_cli,
+    operator_option,
+    out_option,
+    partition_option,
     print_json,
+    renamed_option,
     spark_options,
     start_spark_for,
+    store_option,
+    to_batch_option,
+    where_option,
 )
 from statekit.cli.render import console
 from statekit.errors import UnsafeOperation
@@ -34,11 +43,14 @@ if TYPE_CHECKING:
     from statekit.jobs.state_analysis import OperatorRow
 
 
+SHOW_ROWS = 20
+"""Rows ``state show`` prints without ``--limit``."""
+
+
 def target_options(command: F) -> F:
     for option in reversed([
-        click.option("--operator", type=click.IntRange(min=0),
-                     help="Operator id (default: the first)."),
-        click.option("--store", help="Store name (joins: e.g. left-keyWithIndexToValue)."),
+        operator_option,
+        store_option,
         click.option("--join-side", type=click.Choice(["left", "right"]),
                      help="Stream-stream joins: read one side's rows."),
         click.option("--state-var", help="transformWithState: the state variable to read."),
@@ -104,16 +116,16 @@ def state_group() -> None:
 @state_group.command("show")
 @checkpoint_options
 @target_options
-@click.option("--batch", type=int, help="Committed batch to read (default: the last).")
-@click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
-@click.option("--where", "where", help="Spark SQL filter, e.g. \"key.user_id = 'u42'\".")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Rows to show.")
+@batch_option
+@partition_option()
+@where_option
+@limit_option
 @spark_options
 @json_option
 def show_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                  store: str | None, join_side: str | None, state_var: str | None, timers: bool,
-                 batch: int | None, partition: int | None, where: str | None, limit: int,
+                 batch: int | None, partition: int | None, where: str | None,
+                 limit: int | None,
                  master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Key and value columns of state rows, flattened into a table.
 
@@ -129,6 +141,7 @@ def show_command(checkpoint: str, storage_option: tuple[str, ...], operator: int
         df = df.where(df.partition_id == partition)
     if where:  # on the key/value structs, before flattening: key.user_id resolves as written
         df = collect(lambda: df.where(where), f"applying --where {where!r}")
+    limit = SHOW_ROWS if limit is None else limit
     table = to_arrow(flatten(df), limit)
     rows = table.to_pylist()
     if as_json:
@@ -153,8 +166,8 @@ def _cell(value: object) -> str:
 @state_group.command("export")
 @checkpoint_options
 @target_options
-@click.option("--batch", type=int, help="Committed batch to export (default: the last).")
-@click.option("--out", required=True, help="Output folder (must not exist).")
+@batch_option
+@out_option(dest="out")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "csv"]),
               default="parquet", show_default=True,
               help="Output format (CSV writes nested values as JSON text).")
@@ -197,15 +210,18 @@ def export_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
 @state_group.command("changes")
 @checkpoint_options
 @target_options
-@click.option("--from", "start", type=int, required=True, help="First batch of the feed.")
-@click.option("--to", "end", type=int, help="Last batch (default: the last committed).")
+@click.option("--from-batch", "start", type=click.IntRange(min=0), default=None, metavar="B",
+              help="First batch of the feed (required).")
+@renamed_option("--from", "--from-batch", "start", type=int)
+@to_batch_option("end")
+@renamed_option("--to", "--to-batch", "end", type=int)
 @click.option("--rows", "show_rows", type=click.IntRange(min=0), default=0,
               help="Also show this many changed rows.")
 @spark_options
 @json_option
 def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                     store: str | None, join_side: str | None, state_var: str | None,
-                    timers: bool, start: int, end: int | None, show_rows: int,
+                    timers: bool, start: int | None, end: int | None, show_rows: int,
                     master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """The change feed: per batch, upserts and deletes (and optionally the changed rows).
 
@@ -214,6 +230,8 @@ def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: 
     from statekit.jobs.state_analysis import summarize_changes
     from statekit.jobs.state_reader import flatten, read_changes, to_arrow
 
+    if start is None:
+        raise click.UsageError("give the feed's first batch: --from-batch B")
     ctx = _Context(checkpoint, storage_option, master, confs, operator=operator, store=store,
                    join_side=join_side, state_var=state_var, timers=timers)
     spark = ctx.spark()
@@ -244,7 +262,7 @@ def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: 
 @state_group.command("stats")
 @checkpoint_options
 @target_options
-@click.option("--batch", type=int, help="Committed batch (default: the last).")
+@batch_option
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many of the largest values to list.")
 @spark_options

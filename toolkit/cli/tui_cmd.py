@@ -9,31 +9,33 @@ from __future__ import annotations
 
 import click
 
-from statekit.cli.options import checkpoint_options, open_from_cli, parse_storage_options
-from statekit.cli.params import DURATION
+from statekit.cli.options import (
+    checkpoint_options,
+    cores_option,
+    open_from_cli,
+    parse_storage_options,
+    progress_log_option,
+    rto_option,
+)
 
 
 @click.command("tui")
 @checkpoint_options
 @click.option("--watch", type=click.FloatRange(min=0.5), metavar="SECONDS",
               help="Re-read the checkpoint every SECONDS (a running query's new batches).")
-@click.option("--cores", type=click.IntRange(min=1),
-              help="Task slots the Recovery screen assumes (default: this machine's cores).")
+@cores_option
 @click.option("--allow-write", is_flag=True,
               help="Allow actions that write (executing a repartition into a new checkpoint).")
-@click.option("--progress", "progress_log", metavar="FILE",
-              help="StreamingQueryProgress log (JSON lines, any fsspec URL) for the Query tab.")
-@click.option("--rto", type=DURATION, metavar="DURATION",
-              help="Restart objective (e.g. 30s): judged on the Overview, a line on the "
-                   "Recovery chart.")
+@progress_log_option
+@rto_option
 def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float | None,
                 cores: int | None, allow_write: bool, progress_log: str | None,
                 rto: float | None) -> None:
     """Browse CKPT: a dashboard, operators → partitions → files → records, batches, growth,
-    recovery, state rows, repartition, and with --progress Spark's query charts. Keys: ? help,
+    recovery, state rows, repartition, and with --progress-log Spark's query charts. Keys: ? help,
     / filter, r refresh, q quit, ctrl+p command palette.
 
-    Example: statekit tui demo/checkpoint --progress demo/progress.jsonl --rto 30s --watch 5
+    Example: statekit tui demo/checkpoint --progress-log demo/progress.jsonl --rto 30s --watch 5
     """
     from statekit.gc_pause import long_running_process
     from statekit.tui.model import snapshot_in_background

@@ -87,7 +87,7 @@ class Diagnosis:
     """Whether the fix was looked for (``fix_command`` ``None`` means no fix only then)."""
     verification: Verification | None = field(default=None, compare=False, repr=False)
     """What decoding the restart path found (``None`` when not decoded): ``report
-    --verify`` shows it rather than reading the files twice."""
+    --decode`` shows it rather than reading the files twice."""
 
     @property
     def fatal(self) -> tuple[Problem, ...]:

@@ -205,8 +205,9 @@ def next_watermark(ckpt: Checkpoint, batch: int) -> int | None:
 
 def plan_evict(ckpt: Checkpoint, target: Location, selection: Selection, *,
                allow_uncommitted: bool = False, force: bool = False,
-               now_ms: float | None = None) -> EvictPlan:
-    """The plan to write ``ckpt`` minus the ``selection`` into ``target``.
+               now_ms: float | None = None, dry_run: bool = False) -> EvictPlan:
+    """The plan to write ``ckpt`` minus the ``selection`` into ``target`` (``dry_run``: the
+    write-only refusals are notes, as for :func:`plan_repartition`).
 
     Raises
     ------
@@ -228,7 +229,8 @@ def plan_evict(ckpt: Checkpoint, target: Location, selection: Selection, *,
     if selection.stale_after is not None and selection.stale_after < 1:
         raise BadInput("--stale-after must be at least 1", path=url)
     base = plan_repartition(ckpt, target, None, allow_uncommitted=allow_uncommitted,
-                            force=force, now_ms=now_ms, same_partitions=True)
+                            force=force, now_ms=now_ms, same_partitions=True,
+                            dry_run=dry_run)
     operators = ckpt.operators
     if selection.operator is not None and selection.operator not in operators:
         raise BadInput(f"--operator {selection.operator}: the checkpoint's operators are "

@@ -205,11 +205,13 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                      to_provider: str | None = None, changelog: bool = False,
                      allow_uncommitted: bool = False, force: bool = False,
                      now_ms: float | None = None,
-                     same_partitions: bool = False) -> RepartitionPlan:
+                     same_partitions: bool = False, dry_run: bool = False) -> RepartitionPlan:
     """The plan to repartition ``ckpt`` into ``target`` with ``partitions`` partitions, and
     (``statekit migrate``) to move its state to provider ``to_provider`` (``partitions``
     None: keep the source's count). ``same_partitions``: the same count and provider is the
-    point (``statekit evict`` rewrites the state with rows removed).
+    point (``statekit evict`` rewrites the state with rows removed). ``dry_run``: nothing
+    will be written, so what only a write must not do (a live-looking query, an uncommitted
+    last batch, a target with content) becomes a note instead of a refusal.
 
     Raises
     ------
@@ -241,7 +243,10 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
     notes = []
     pending = ckpt.uncommitted_batches
     if pending:
-        if not allow_uncommitted:
+        if not allow_uncommitted and dry_run:
+            notes.append(f"batch {pending[-1]} was planned but not committed: the real run "
+                         "needs --allow-uncommitted (or a restart that commits it first)")
+        elif not allow_uncommitted:
             raise UnsafeOperation(
                 f"batch {pending[-1]} was planned but not committed (a crash, or the query is "
                 "running): restart the query once so it commits, or pass --allow-uncommitted "
@@ -251,11 +256,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
             f"repartitions batch {committed}'s state and drops them, so the restarted query "
             f"re-reads their input; an exactly-once sink that already wrote them (e.g. a file "
             f"sink's _spark_metadata/{pending[0]}) would get that output twice")
-    if not force:
-        live = looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
-        if live:
-            raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
-                                  path=url)
+    notes += write_refusals(ckpt, None, force=force, now_ms=now_ms, dry_run=dry_run)
     if provider not in SUPPORTED_PROVIDERS:
         raise UnsupportedFormat(f"state store provider {entry.provider_class} is not "
                                 "supported (HDFS-backed and RocksDB are)", path=url)
@@ -268,7 +269,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
     check_operators(ckpt, to_provider or provider)
     partition_fields(ckpt)  # refuses a store whose key lacks the shape its placement needs
-    check_new_target(ckpt, target)
+    notes += write_refusals(ckpt, target, force=True, dry_run=dry_run)
     return RepartitionPlan(url, target.url, provider, codec, current, partitions, committed,
                            _store_plans(ckpt, committed + 1), _copied_logs(ckpt, committed),
                            tuple(notes), to_provider=to_provider, changelog=changelog,
@@ -277,14 +278,45 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                                if m.name in SPARK_KEYED_OPERATORS))
 
 
-def check_new_target(ckpt: Checkpoint, target: Location) -> None:
-    """Refuse a target that exists with content or lies inside the source checkpoint."""
+def write_refusals(ckpt: Checkpoint, target: Location | None, *, force: bool,
+                   now_ms: float | None = None, dry_run: bool = False) -> list[str]:
+    """Refuse what only a write must not do — a live-looking query (unless ``force``), a
+    ``target`` with content or inside the source; on a dry run (nothing is written) the
+    notes saying what the real run will need instead."""
+    notes = []
+    live = None if force else looks_live(ckpt, now_ms if now_ms is not None
+                                         else time.time() * 1000)
+    if live and dry_run:
+        notes.append(f"{live}: the real run will be refused until it stops (or --force if "
+                     "it is stopped)")
+    elif live:
+        raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
+                              path=ckpt.location.url)
+    problem = new_target_problem(ckpt, target) if target is not None else None
+    if problem and dry_run:
+        notes.append(f"{target.url if target else ''} {problem}: the real run needs another "
+                     "--out")
+    elif problem and target is not None:
+        raise UnsafeOperation(problem, path=target.url)
+    return notes
+
+
+def new_target_problem(ckpt: Checkpoint, target: Location) -> str | None:
+    """Why ``target`` cannot receive a new checkpoint (it has content or lies inside the
+    source), or ``None``."""
     if not target_is_empty(target):
-        raise UnsafeOperation("exists and is not empty: statekit only writes new checkpoints",
-                              path=target.url)
+        return "exists and is not empty: statekit only writes new checkpoints"
     if target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
             target.root.startswith(ckpt.location.root.rstrip("/") + "/"):
-        raise UnsafeOperation("is inside the source checkpoint", path=target.url)
+        return "is inside the source checkpoint"
+    return None
+
+
+def check_new_target(ckpt: Checkpoint, target: Location) -> None:
+    """Refuse a target that exists with content or lies inside the source checkpoint."""
+    problem = new_target_problem(ckpt, target)
+    if problem:
+        raise UnsafeOperation(problem, path=target.url)
 
 
 def _check_migration(url: str, provider: str, to_provider: str, partitions: int,

@@ -34,7 +34,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
-from statekit.errors import BadInput, StatekitError, UnsafeOperation
+from statekit.errors import BadInput, StatekitError
 from statekit.repartition.source_offsets import (
     OffsetChange,
     OffsetEdit,
@@ -82,6 +82,8 @@ class RollbackPlan:
     """What ``offsets/B-1`` needed lowered to match (:func:`rewrite_offsets`)."""
     rewritten: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     """Offsets entries written instead of copied (only when the offsets change)."""
+    notes: tuple[str, ...] = ()
+    """What a dry run would have been refused for, had it written (see ``dry_run``)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -323,8 +325,11 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
                   force: bool = False, now_ms: float | None = None,
                   new_query_id: str | None = None,
                   file_sink: Location | None = None,
-                  offset_edits: Sequence[OffsetEdit] = ()) -> RollbackPlan:
+                  offset_edits: Sequence[OffsetEdit] = (), dry_run: bool = False
+                  ) -> RollbackPlan:
     """The plan to roll ``ckpt`` back to committed batch ``batch`` in ``target``.
+    ``dry_run``: a live-looking query or a target with content is a note, not a refusal
+    (nothing will be written).
 
     Raises
     ------
@@ -336,9 +341,8 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     UnsafeOperation
         The query looks live, or the target is not a new, empty folder outside the source.
     """
-    import time
 
-    from statekit.repartition.plan import check_new_target, looks_live
+    from statekit.repartition.plan import write_refusals
     from statekit.repartition.target import files_loading
 
     url = ckpt.location.url
@@ -356,12 +360,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     if not choice.possible:
         raise BadInput(f"cannot roll back to batch {batch}: {choice.reason} "
                        "(`statekit rollback --list` shows the possible batches)", path=url)
-    if not force:
-        live = looks_live(ckpt, now_ms if now_ms is not None else time.time() * 1000)
-        if live:
-            raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
-                                  path=url)
-    check_new_target(ckpt, target)
+    notes = write_refusals(ckpt, target, force=force, now_ms=now_ms, dry_run=dry_run)
     sink_entries: list[str] = []
     if file_sink is not None:
         from statekit.repartition.file_sink import sink_log_after
@@ -387,7 +386,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
                         file_sink.url if file_sink is not None else None,
                         tuple(sink_entries),
                         rewrite.changes if rewrite else (), rewrite.lowered if rewrite else (),
-                        dict(rewrite.entries) if rewrite else {})
+                        dict(rewrite.entries) if rewrite else {}, tuple(notes))
 
 
 def _edited_offsets(ckpt: Checkpoint, logs: _SourceLogs, batch: int,
