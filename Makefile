@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint check-java prometheus venv clean help
+.PHONY: demo test test-fast lint check-java prometheus venv clean help
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
@@ -60,6 +60,10 @@ lint: venv
 
 test: check-java prometheus lint
 	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
+
+# the edit loop: lint and every test that starts no JVM
+test-fast: lint
+	$(BIN)/python -m pytest -m "not spark" --durations=10 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build

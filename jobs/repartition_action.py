@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def _quiet(_message: str) -> None:
+def quiet(_message: str) -> None:
+    """The progress callback of a caller that shows none."""
     return None
 
 
@@ -109,7 +110,7 @@ def prepare(ckpt: Checkpoint, destination: Location, partitions: int | None, *,
 
 
 def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = False,
-        verify: bool = True, progress: Progress = _quiet) -> RepartitionOutcome:
+        verify: bool = True, progress: Progress = quiet) -> RepartitionOutcome:
     """Dry-run (count keys per new partition) or execute ``prepared`` on ``spark``; the
     session confs the state readers need are set for this call only."""
     from statekit.jobs.errors import spark_failure

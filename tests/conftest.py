@@ -20,6 +20,10 @@ import pytest
 
 from statekit.reference_pipeline.generator import GeneratorConfig, generate
 
+# The shared helpers in tests/support assert too (statekit_json, the restart proofs): pytest
+# rewrites their asserts as it does a test module's, so a failure shows the values compared.
+pytest.register_assert_rewrite("tests.support")
+
 TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
                                  fraud_per_batch=1.0, near_miss_per_batch=1.5)
 #: Bounded traffic with lognormal bursts (seed 1: a quiet stretch, then traffic rising over

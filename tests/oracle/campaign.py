@@ -30,7 +30,7 @@ from pathlib import Path
 from tests.oracle.fault_space import Fault, enumerate_faults
 from tests.oracle.kinds import KINDS, Kind, build
 from tests.oracle.restart import Outcome, end_state, run_query
-from tests.spark.test_inspect_cli import tree_hash
+from tests.support.trees import tree_hash
 
 
 @dataclass

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from tests.oracle.campaign import statekit
-from tests.spark.test_inspect_cli import tree_hash
+from tests.support.trees import tree_hash
 
 
 def _json(text: str) -> dict:

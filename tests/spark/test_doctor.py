@@ -29,8 +29,8 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
-from tests.spark.test_inspect_cli import tree_hash
-from tests.spark.test_migrate import _cli
+from tests.support.cli import statekit_cli
+from tests.support.trees import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -239,7 +239,7 @@ def sink_behind(ckpt: Path, out: Path) -> str:
 def rolled_back_without_sink(ckpt: Path, out: Path) -> str:
     """A rollback whose file sink log was left ahead (no --file-sink)."""
     rolled = ckpt.parent / "rolled"
-    assert run_cli(_cli(), "statekit", [
+    assert run_cli(statekit_cli(), "statekit", [
         "rollback", str(ckpt), "--to-batch", str(_last(ckpt) - 2), "--out", str(rolled),
         "--no-verify", "--force"]) == 0
     shutil.rmtree(ckpt)
@@ -315,8 +315,8 @@ CASES = [
 def _doctor(ckpt: Path, out: Path) -> tuple[int, dict]:
     buffer = io.StringIO()
     with redirect_stdout(buffer):
-        code = run_cli(_cli(), "statekit", ["doctor", str(ckpt), "--file-sink", str(out),
-                                            "--json"])
+        code = run_cli(statekit_cli(), "statekit", ["doctor", str(ckpt), "--file-sink", str(out),
+                                                    "--json"])
     return code, json.loads(buffer.getvalue())
 
 
@@ -352,7 +352,7 @@ def test_doctor_predicts_the_restart_and_its_fix_works(spark, sources, tmp_path,
         args = shlex.split(command)
         assert args[:3] == ["statekit", "rollback", str(ckpt)]
         # --force only because these checkpoints are seconds old ("looks live")
-        assert run_cli(_cli(), "statekit", [*args[1:], "--force"]) == 0, command
+        assert run_cli(statekit_cli(), "statekit", [*args[1:], "--force"]) == 0, command
         assert tree_hash(ckpt) == before
         fixed = Path(args[args.index("--out") + 1])
         doctor_code, after = _doctor(fixed, out)

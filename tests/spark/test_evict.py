@@ -16,14 +16,14 @@ from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
 from statekit.growth import analyse
 from statekit.trend import ACCELERATING, BOUNDED, GROWING
-from tests.spark.test_inspect_cli import tree_hash
-from tests.spark.test_migrate import (
+from tests.support.spark_runs import (
     Sources,
     final_state,
     run_by_batch,
     run_to_end,
     source_confs,
 )
+from tests.support.trees import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

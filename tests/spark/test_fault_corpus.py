@@ -10,54 +10,20 @@ never touched (each fault works on its own copy).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from statekit.cli.main import cli
-from statekit.cli.runner import run_cli
 from tests.faults import FAULTS, Facts, Fault, facts_of
+from tests.support.cli import run, strict_json
 
 pytestmark = pytest.mark.spark
 
 _LEDGER_CODES = {"corrupt-log", "odd-log-entry", "commit-without-offsets", "missing-log",
                  "not-a-batch", "log-gap", "clock-skew", "watermark-backwards", "bad-conf",
                  "unsupported-codec"}
-HANG_LIMIT_S = 60
-
-
-@contextlib.contextmanager
-def _no_hang(what: str) -> Iterator[None]:
-    def expired(*_: object) -> None:
-        raise TimeoutError(f"{what} did not finish in {HANG_LIMIT_S} s (blocked on a FIFO?)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(HANG_LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def run(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with _no_hang(" ".join(args[:1])), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        code = run_cli(cli, "statekit", [str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
-
-
-def _strict_json(text: str) -> object:
-    def refuse(constant: str) -> object:
-        raise AssertionError(f"non-standard JSON constant {constant}")
-    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +61,7 @@ def test_pristine_checkpoints_have_no_findings(pristine):
     for name, (root, _) in pristine.items():
         code, out, err = run(["report", root, "--decode", "--json"])
         assert (code, err) == (0, ""), name
-        report = _strict_json(out)
+        report = strict_json(out)
         # the changelog copy never got a zip: that is worth a warning, and the only one
         assert {f["code"] for f in report["findings"]} == (
             {"no-snapshot"} if name == "changelog" else set()), name
@@ -154,12 +120,12 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
         else:
             assert err == "", where
         if code == 0 and name.endswith("-json"):
-            _strict_json(out)
+            strict_json(out)
     # the doctor: a damaged file on the restart path means "will not restart", and the fix
     # it prints is a rollback
     code, out, _ = results["doctor-json"]
     if code in (0, 9, 11, 12):
-        diagnosis = _strict_json(out)
+        diagnosis = strict_json(out)
         assert diagnosis["exit_code"] == code
         if fault.read_only and fault.severity == "error":
             assert code in (11, 12), diagnosis
@@ -184,14 +150,14 @@ def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
     codes = fault.finding.split("|")  # alternatives: any of them will do
     assert any(f"({code})" in flat for code in codes), f"{fault.name}@{checkpoint}: {flat[-600:]}"
     assert "no warnings" not in flat
-    report = _strict_json(results["report-json"][1])
+    report = strict_json(results["report-json"][1])
     found = [f for f in report["findings"] if f["code"] in codes]
     assert found and {f["severity"] for f in found} == {fault.severity}
     assert any(names(f"{f['message']} {f['path']}") for f in found), found
     if not fault.read_only:
         assert any(f"({code})" in " ".join(results["report"][1].split()) for code in codes)
     if set(codes) & _LEDGER_CODES:  # batches shows the ledger's problems too
-        problems = _strict_json(results["batches-json"][1])["problems"]
+        problems = strict_json(results["batches-json"][1])["problems"]
         assert any(names(p["message"]) for p in problems)
 
     # every surface gives the doctor's answer (report, recovery, growth, metrics, the TUI's
@@ -257,12 +223,12 @@ def test_a_damaged_snapshot_is_repaired_by_spark_as_the_report_says(pristine, sp
     shutil.copytree(source, root, symlinks=True)
     before = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])
     rel = next(f for f in FAULTS if f.name == "snapshot-bytes-flipped").apply(root, facts)
-    report = _strict_json(run(["report", root, "--decode", "--json"])[1])
+    report = strict_json(run(["report", root, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert finding["severity"] == "warning" and rel in finding["path"]
     after = run(["state", "show", root, "--partition", "1", "--limit", "100000", "--json"])
     assert after[0] == before[0] == 0, after[2]
     def rows(result: tuple[int, str, str]) -> list[str]:
-        return sorted(json.dumps(r, sort_keys=True) for r in _strict_json(result[1])["rows"])
+        return sorted(json.dumps(r, sort_keys=True) for r in strict_json(result[1])["rows"])
 
     assert rows(after) == rows(before) and rows(after)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.test_fault_corpus import _strict_json, run
+from tests.support.cli import run, strict_json
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
 CHECKPOINTS = sorted(GOLDEN.glob("spark-*/*/checkpoint"))
@@ -40,7 +40,7 @@ def test_every_jvm_free_command(checkpoint: Path, tmp_path):
     manifest = _manifest(checkpoint)
     code, out, err = run(["report", ck, "--decode", "--json"])
     assert (code, err) == (0, "")
-    report = _strict_json(out)
+    report = strict_json(out)
     assert [f for f in report["findings"] if f["severity"] == "error"] == []
     assert report["verification"]["files"] > 0 and not report["verification"]["damaged"]
     assert report["last_committed_batch"] == manifest["last_batch_id"]
@@ -61,7 +61,7 @@ def test_every_jvm_free_command(checkpoint: Path, tmp_path):
         code, out, err = run(args)
         assert (code, err) == (0, ""), args[0]
         if "--json" in args:
-            _strict_json(out)
+            strict_json(out)
     assert (ck / "state").exists() and sorted(p.name for p in ck.rglob("*")) == sorted(
         p.name for p in checkpoint.rglob("*"))
 
@@ -81,12 +81,12 @@ def test_spark_4_1_checksum_files_are_verified(tmp_path):
     data = bytearray(delta.read_bytes())
     data[len(data) // 2] ^= 0xFF
     delta.write_bytes(bytes(data))
-    report = _strict_json(run(["report", ck, "--decode", "--json"])[1])
+    report = strict_json(run(["report", ck, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert finding["path"] == str(delta) and "CRC32C" in finding["message"]
     assert finding["severity"] == "error"
     delta.write_bytes(bytes(data[:-3]))  # and a size that disagrees with mainFileSize
-    report = _strict_json(run(["report", ck, "--decode", "--json"])[1])
+    report = strict_json(run(["report", ck, "--decode", "--json"])[1])
     [finding] = [f for f in report["findings"] if f["code"] == "damaged-file"]
     assert "its checksum file says" in finding["message"]
 
@@ -102,7 +102,7 @@ def test_state_commands_match_spark_4_3s_reader(checkpoint: Path, spark, tmp_pat
         code, out, err = run(["state", "show", ck, "--store", store, "--limit", "1000000",
                               "--json"])
         assert (code, err) == (0, ""), store
-        shown = len(_strict_json(out)["rows"])
+        shown = len(strict_json(out)["rows"])
         spark_rows = (spark.read.format("statestore").option("operatorId", 0)
                       .option("storeName", store).load(str(ck)).count())
         assert shown == spark_rows == rows, store

@@ -3,18 +3,15 @@ exact outputs that could be wrong, exit codes for bad input, and the source left
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import stat
-from pathlib import Path
 
 import pytest
 
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from tests.spark.real_checkpoints import checkpoint_for
+from tests.support.trees import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -23,26 +20,6 @@ def invoke(args: list[str], capsys) -> tuple[int, str, str]:
     code = run_cli(cli, "statekit", [str(a) for a in args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def tree_hash(root: Path) -> dict[str, str]:
-    """Content hash of every file (dotfiles included) plus the folder structure. Links,
-    FIFOs and other special files count by what they are, never opened (a FIFO would block)."""
-    digest = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs:
-            digest[os.path.relpath(os.path.join(folder, name), root) + "/"] = "dir"
-        for name in names:
-            path = os.path.join(folder, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                seen = f"link to {os.readlink(path)}"
-            elif not stat.S_ISREG(mode):
-                seen = f"special file {stat.S_IFMT(mode):o}"
-            else:
-                seen = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            digest[os.path.relpath(path, root)] = seen
-    return digest
 
 
 @pytest.mark.parametrize("name", ["hdfs", "rocksdb-changelog-v2", "join"])

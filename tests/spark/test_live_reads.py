@@ -15,7 +15,7 @@ import pytest
 
 from statekit.reference_pipeline.generator import generate
 from tests.conftest import TEST_GENERATOR, quiesce
-from tests.spark.test_fault_corpus import _strict_json, run
+from tests.support.cli import run, strict_json
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def test_reads_during_a_running_query_are_consistent_or_one_line(provider, spark
                     errors += 1
                     assert err.count("\n") == 1 and "changed while reading" in err, err
                     continue
-                data = _strict_json(out)
+                data = strict_json(out)
                 if args[0] == "report":  # nothing a stopped checkpoint would not show
                     assert [f for f in data["findings"] if f["severity"] == "error"] == [], \
                         data["findings"]
@@ -76,7 +76,7 @@ def test_reads_during_a_running_query_are_consistent_or_one_line(provider, spark
         writer.join()
     assert not failure, failure
     quiesce(spark, checkpoint)
-    final = _keys_by_version(_strict_json(run(["growth", checkpoint, "--json"])[1]))
+    final = _keys_by_version(strict_json(run(["growth", checkpoint, "--json"])[1]))
     compared = [key for key in live_counts if key in final]
     assert len(compared) >= 5, (live_counts, final)  # the query really ran while we read
     for key in compared:

@@ -11,14 +11,9 @@ from __future__ import annotations
 import pytest
 
 from statekit.cli.runner import run_cli
-from tests.spark.test_inspect_cli import tree_hash
-from tests.spark.test_migrate import (
-    _cli,
-    final_state,
-    run_by_batch,
-    source_confs,
-    statekit_json,
-)
+from tests.support.cli import statekit_cli, statekit_json
+from tests.support.spark_runs import final_state, run_by_batch, source_confs
+from tests.support.trees import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -68,8 +63,9 @@ def test_rollback_refusals_are_one_line(small_queries, tmp_path, capsys):
     query = small_queries.get("aggregation", "hdfs")
     capsys.readouterr()
     for batch, text in (("99", "batch 99 is not committed"),):
-        code = run_cli(_cli(), "statekit", ["rollback", str(query.checkpoint), "--to-batch",
-                                            batch, "--out", str(tmp_path / "dst"), "--force"])
+        code = run_cli(statekit_cli(), "statekit", ["rollback", str(query.checkpoint),
+                                                    "--to-batch", batch, "--out",
+                                                    str(tmp_path / "dst"), "--force"])
         err = capsys.readouterr().err
         assert code == 3 and text in err and len(err.strip().splitlines()) == 1, err
         assert str(query.checkpoint) in err

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.small_queries import provider_confs
-from tests.spark.test_inspect_cli import tree_hash
-from tests.spark.test_migrate import statekit_json
+from tests.support.cli import statekit_json
+from tests.support.trees import tree_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

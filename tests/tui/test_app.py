@@ -195,7 +195,7 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
 @pytest.mark.parametrize("allow_write", [False, True])
 def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_checkpoints,
                                                                    tmp_path, allow_write):
-    from tests.spark.test_inspect_cli import tree_hash
+    from tests.support.trees import tree_hash
 
     source = reference_checkpoints.get("hdfs").checkpoint
     before = tree_hash(source)
@@ -231,7 +231,7 @@ def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_pat
     left empty), through the same prepare/run as ``statekit migrate``."""
     from statekit.checkpoint import open_checkpoint
     from statekit.tui.repartition_pane import RepartitionPane
-    from tests.spark.test_inspect_cli import tree_hash
+    from tests.support.trees import tree_hash
 
     run = reference_checkpoints.get("hdfs")
     before = tree_hash(run.checkpoint)
@@ -272,8 +272,8 @@ def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path
     sink gets the repartition batch's entry, and the reference pipeline restarted on the
     target produces exactly what the source would have. The session's confs are unchanged."""
     from statekit.jobs.session import session_conf
-    from tests.spark.test_inspect_cli import tree_hash
-    from tests.spark.test_repartition import assert_target_restarts_like_the_source, pipeline_run
+    from tests.support.restarts import assert_target_restarts_like_the_source, pipeline_run
+    from tests.support.trees import tree_hash
 
     run = pipeline_run(spark, tmp_path / "run", "hdfs", 4)
     before = tree_hash(run.checkpoint)

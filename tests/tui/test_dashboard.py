@@ -190,7 +190,7 @@ def test_a_saturating_store_is_drawn_with_its_projection_and_range():
     """The Growth chart of a finite population still being discovered: the history, then the
     projection to its plateau (dashed) between the range's ends (dotted)."""
     from statekit.growth import GrowthReport, analyse_store
-    from tests.unit.test_growth_saturation import finite, history_of
+    from tests.support.histories import finite, history_of
 
     store = analyse_store(history_of(finite(120_000, 12_000)), {})
     assert store.verdict == "saturating"

@@ -12,8 +12,8 @@ from statekit.cli.params import parse_size
 from statekit.cli.runner import run_cli
 from statekit.errors import BadInput
 from statekit.presentation import sparkline
+from tests.support.progress_logs import progress
 from tests.unit.checkpoint_builder import write_checkpoint
-from tests.unit.test_progress_log import progress
 
 
 def invoke(args, capsys) -> tuple[int, str, str]:

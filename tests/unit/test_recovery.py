@@ -179,7 +179,7 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
 
     from statekit.cli.main import cli
     from statekit.cli.runner import run_cli
-    from tests.unit.test_progress_log import progress
+    from tests.support.progress_logs import progress
 
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=11, committed=10,

@@ -24,8 +24,8 @@ import pytest
 import statekit.partition_workers as partition_workers
 from statekit.checkpoint import Checkpoint, open_checkpoint
 from statekit.state_history import StoreHistory, all_histories
+from tests.support.builders import hdfs_checkpoint
 from tests.unit.checkpoint_builder import REAL_SCHEMA_FILE, operator_metadata_text, write_checkpoint
-from tests.unit.test_state_history import hdfs_checkpoint
 
 FORMATS = REAL_SCHEMA_FILE.parent.parent
 AGG_ZSTD = FORMATS / "agg_zstd"  # groupBy(user_id).count(): 1-4.delta, zstd

@@ -14,27 +14,15 @@ from statekit.errors import BadInput, UnsafeOperation
 from statekit.jobs.rollback import run_rollback
 from statekit.repartition.rollback import plan_rollback, rollback_choices, write_rollback
 from statekit.repartition.staging import Staging
-from tests.spark.test_inspect_cli import tree_hash
+from tests.support.builders import rollback_source
+from tests.support.trees import tree_hash
 from tests.unit.checkpoint_builder import write_checkpoint
 
 LONG_AGO = 1_700_000_000_000 + 10**9
 
 
-def source(tmp_path, **kw):
-    kw.setdefault("planned", 7)
-    kw.setdefault("committed", 6)
-    kw.setdefault("snapshots", [4])
-    root = tmp_path / "src"
-    write_checkpoint(fsspec.filesystem("file"), str(root), **kw)
-    for batch in range(7):  # a file source log with one entry per batch
-        entry = {"path": f"file:/in/part-{batch}.json", "timestamp": batch, "batchId": batch}
-        (root / "sources" / "0").mkdir(parents=True, exist_ok=True)
-        (root / "sources" / "0" / str(batch)).write_text("v1\n" + json.dumps(entry))
-    return root
-
-
 def test_choices_follow_the_retained_state_files(tmp_path):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     (root / "state" / "0" / "1" / "2.delta").unlink()  # versions 2 and 3 cannot be rebuilt
     choices = {c.batch: c for c in rollback_choices(open_checkpoint(str(root)))}
     assert sorted(choices) == [0, 1, 2, 3, 4, 5]  # committed batches only
@@ -43,7 +31,7 @@ def test_choices_follow_the_retained_state_files(tmp_path):
 
 
 def test_a_compacted_file_source_log_limits_the_choices(tmp_path):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     folder = root / "sources" / "0"
     lines = [(folder / str(b)).read_text().split("\n")[1] for b in range(4)]
     (folder / "3.compact").write_text("v1\n" + "\n".join(lines))
@@ -56,7 +44,7 @@ def test_a_compacted_file_source_log_limits_the_choices(tmp_path):
 
 
 def test_plan_copies_the_logs_up_to_the_batch_and_the_state_that_loads_it(tmp_path):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     ckpt = open_checkpoint(str(root))
     plan = plan_rollback(ckpt, resolve(str(tmp_path / "dst")), 2, now_ms=LONG_AGO)
     assert plan.copied[-1] == "commits/2" and plan.dropped_batches == (3, 4, 5, 6)
@@ -83,7 +71,7 @@ def test_plan_copies_the_logs_up_to_the_batch_and_the_state_that_loads_it(tmp_pa
     (1, BadInput, "cannot roll back to batch 1: state version 2"),
 ])
 def test_impossible_batches_are_refused_in_one_line(tmp_path, batch, error, text):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     (root / "state" / "0" / "1" / "2.delta").unlink()
     with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")):
         plan_rollback(open_checkpoint(str(root)), resolve(str(tmp_path / "dst")), batch,
@@ -92,7 +80,7 @@ def test_impossible_batches_are_refused_in_one_line(tmp_path, batch, error, text
 
 
 def test_target_inside_the_source_or_not_empty_is_refused(tmp_path):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     ckpt = open_checkpoint(str(root))
     with pytest.raises(UnsafeOperation, match="inside the source"):
         plan_rollback(ckpt, resolve(str(root / "x")), 2, now_ms=LONG_AGO)
@@ -103,7 +91,7 @@ def test_target_inside_the_source_or_not_empty_is_refused(tmp_path):
 
 
 def test_a_crash_at_any_write_step_leaves_nothing(tmp_path):
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     ckpt = open_checkpoint(str(root))
     plan = plan_rollback(ckpt, resolve(str(tmp_path / "dst")), 3, now_ms=LONG_AGO)
     steps = [f"write {p}" for p in plan.copied] + ["publish"]
@@ -128,7 +116,7 @@ def test_cli_lists_plans_and_copies_without_a_jvm(tmp_path, capsys):
     from statekit.cli.main import cli
     from statekit.cli.runner import run_cli
 
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     (root / "state" / "0" / "1" / "2.delta").unlink()
     before = tree_hash(root)
 

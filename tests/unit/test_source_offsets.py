@@ -20,9 +20,9 @@ from statekit.repartition.source_offsets import (
     parse_edit,
     source_kind,
 )
-from tests.spark.test_inspect_cli import tree_hash
+from tests.support.builders import rollback_source
+from tests.support.trees import tree_hash
 from tests.unit.checkpoint_builder import offsets_text
-from tests.unit.test_rollback import source
 
 KAFKA = '{"orders":{"2":300,"1":200,"0":100},"payments":{"0":7}}'
 FILE = '{"logOffset":5}'
@@ -130,7 +130,7 @@ def test_no_change_is_not_reported_and_a_void_source_is_left_alone():
 
 def kafka_checkpoint(tmp_path):
     """The rollback test layout with a Kafka source (0) next to the file source (1)."""
-    root = source(tmp_path)
+    root = rollback_source(tmp_path)
     (root / "sources" / "0").rename(root / "sources" / "1")
     for batch in range(7):
         path = root / "offsets" / str(batch)

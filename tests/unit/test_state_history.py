@@ -15,22 +15,8 @@ from statekit.formats.unsafe_row import make_decoder
 from statekit.growth import analyse, analyse_store
 from statekit.state_history import StoreHistory, VersionStats, all_histories
 from statekit.trend import ACCELERATING, BOUNDED, GROWING
+from tests.support.builders import hdfs_checkpoint
 from tests.unit.checkpoint_builder import REAL_SCHEMA_FILE, write_checkpoint
-
-REAL_HDFS = REAL_SCHEMA_FILE.parent  # 6.snapshot, 7-9.delta, 9.snapshot of one partition
-
-
-def hdfs_checkpoint(tmp_path: Path, partitions: int = 1) -> Path:
-    root = tmp_path / "ck"
-    write_checkpoint(fsspec.filesystem("file"), str(root), planned=9, committed=9,
-                     partitions=partitions, crc=False)
-    for partition in range(partitions):
-        folder = root / "state" / "0" / str(partition)
-        for old in folder.glob("*.delta"):
-            old.unlink()
-        for name in ("6.snapshot", "7.delta", "8.delta", "9.delta", "9.snapshot"):
-            shutil.copy(REAL_HDFS / name, folder / name)
-    return root
 
 
 def percentile(sizes: list[int], q: int) -> int:

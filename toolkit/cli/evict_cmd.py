@@ -58,24 +58,21 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
     Example: statekit evict demo/checkpoint --stale-after 10 --out demo/checkpoint-evicted
     """
     from statekit.checkpoint.location import resolve
-    from statekit.repartition.evict import Selection, plan_evict
+    from statekit.jobs.evict_action import prepare, run
+    from statekit.repartition.evict import Selection
 
     options = parse_storage_options(storage_option)
-    ckpt = open_from_cli(checkpoint, storage_option, "state")
-    selection = Selection(where, stale_after, expired, no_timeout, operator)
-    plan = plan_evict(ckpt, resolve(target, options), selection,
-                      allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
-    from statekit.jobs.evict import run_evict
+    prepared = prepare(open_from_cli(checkpoint, storage_option, "state"),
+                       resolve(target, options),
+                       Selection(where, stale_after, expired, no_timeout, operator),
+                       storage_options=options, allow_uncommitted=allow_uncommitted,
+                       force=force, dry_run=dry_run)
     from statekit.jobs.session import build_session, parse_conf_pairs
-    from statekit.repartition.staging import Staging
 
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
         spark = build_session("statekit-evict", master, parse_conf_pairs(confs))
-        result = run_evict(spark, ckpt, plan, Staging(resolve(target, options),
-                                                      ckpt.location.url),
-                           storage_options=options, dry_run=dry_run, verify=verify,
-                           progress=progress)
+        result = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
         print_json(result.to_dict())
         return

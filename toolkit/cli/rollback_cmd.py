@@ -65,7 +65,7 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
 
     Example: statekit rollback demo/checkpoint --to-batch 5 --out demo/checkpoint-at-5
     """
-    from statekit.repartition.rollback import plan_rollback, rollback_choices
+    from statekit.repartition.rollback import rollback_choices
     from statekit.repartition.source_offsets import parse_edit
 
     edits = ([parse_edit(text, shift=False) for text in set_offsets]
@@ -94,47 +94,31 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     if batch is None or target is None:
         raise click.UsageError("--to-batch and --out are required (or pass --list)")
     from statekit.checkpoint.location import resolve
+    from statekit.jobs.rollback_action import prepare, run
 
     options = parse_storage_options(storage_option)
-    import uuid
-
-    sink = resolve(file_sink, options) if file_sink else None
-    plan = plan_rollback(ckpt, resolve(target, options), batch, force=force,
-                         new_query_id=str(uuid.uuid4()) if new_query_id else None,
-                         file_sink=sink, offset_edits=edits, dry_run=dry_run)
-    if dry_run:
-        if as_json:
-            print_json({"dry_run": True, "plan": plan.to_dict()})
-        else:
-            _render_plan(plan)
-            print_next(command_line(without=("--dry-run",)), "write it for real")
-        return
-    from statekit.jobs.rollback import run_rollback
-    from statekit.repartition.staging import Staging
-
+    prepared = prepare(ckpt, resolve(target, options), batch, force=force,
+                       new_query_id=new_query_id,
+                       file_sink=resolve(file_sink, options) if file_sink else None,
+                       offset_edits=edits, dry_run=dry_run)
+    plan = prepared.plan
     if not as_json:  # what the rollback means (sinks included) before anything is written
         _render_plan(plan)
-    with status(not as_json, "planning…") as progress:
-        spark = None
-        if verify:
+    spark = None
+    with status(not as_json and not dry_run, "planning…") as progress:
+        if verify and not dry_run:
             from statekit.jobs.session import build_session, parse_conf_pairs
 
             progress("starting Spark…")
             spark = build_session("statekit-rollback", master, parse_conf_pairs(confs))
-        result = run_rollback(spark, ckpt, plan, Staging(resolve(target, options),
-                                                         ckpt.location.url),
-                              progress=progress)
-    backup = None
-    if sink is not None and plan.sink_entries:
-        import time
-
-        from statekit.repartition.file_sink import cut_sink_log
-
-        backup = cut_sink_log(sink, list(plan.sink_entries),
-                              f"_statekit_sink_log_backup/{plan.batch}-{int(time.time())}")
+        outcome = run(spark, prepared, dry_run=dry_run, progress=progress)
     if as_json:
-        print_json({"dry_run": False, **result.to_dict(), "sink_log_backup": backup})
+        print_json(outcome.to_dict())
         return
+    if outcome.result is None:
+        print_next(command_line(without=("--dry-run",)), "write it for real")
+        return
+    result, backup = outcome.result, outcome.sink_log_backup
     verdict = ("verified: the same rows in every store at batch "
                f"{plan.batch}" if result.checks is not None else "not verified (--no-verify)")
     console().print(f"[green]published[/] {escape(plan.target)} in {result.seconds:.1f} s; "
