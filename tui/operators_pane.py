@@ -95,7 +95,7 @@ class OperatorsPane(Pane):
                 sum(p.files for p in s.partitions), human_bytes(sum(sizes)),
                 lag_text(lag, self.LAG_WARN), skew_text(sizes))))
         self.table.load(("op", "operator", "store", "partitions", "files", "bytes",
-                         "max deltas since snapshot", "skew (max/mean bytes)"), rows)
+                         "max snapshot lag", "skew (max/mean bytes)"), rows)
 
     def _partitions(self, key: str) -> None:
         store = self._store(key)
@@ -128,7 +128,7 @@ class OperatorsPane(Pane):
                 "-" if keys is None else f"{keys:,}",
                 Text("yes" if p.loadable else "NO", style="" if p.loadable else "bold red"),
                 str(p.orphans))))
-        self.table.load(("partition", "deltas", "snapshots", "deltas since snapshot", "bytes",
+        self.table.load(("partition", "deltas", "snapshots", "snapshot lag", "bytes",
                          "keys", "loadable", "orphans"), rows)
 
     def _count_keys(self, snapshot: Snapshot, key: str) -> None:

@@ -220,7 +220,7 @@ class OverviewPane(Pane):
         rows = [(f"{s.operator_id}/{s.store}", self._store_row(s))
                 for s in self.shown.report.stores]
         self.stores_table.load(("op", "operator", "store", "parts", "keys", "bytes",
-                                "growth", "key history", "snap lag",
+                                "growth", "key history", "snapshot lag",
                                 "unloadable", "orphans"), rows)
 
     def _findings(self) -> None:

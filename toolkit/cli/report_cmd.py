@@ -139,7 +139,7 @@ def _store_table(store: StoreReport) -> Table:
         keys = [p.keys for p in parts if p.keys is not None]
         table.add_column("keys", str(sum(keys)) if keys else "", justify="right")
     table.add_column("latest snapshot", "", justify="right")
-    table.add_column("versions since", f"max {dash(store.max_snapshot_lag)}", justify="right")
+    table.add_column("snapshot lag", f"max {dash(store.max_snapshot_lag)}", justify="right")
     table.add_column("orphans", str(sum(p.orphans for p in parts)), justify="right")
     table.add_column("bytes", human_bytes(sum(p.bytes for p in parts)), justify="right")
     for p in parts:
