@@ -344,7 +344,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
         touch_counts, why_not = comebacks(history)
         saturation = analyse_discovery(discovery_points(history), last.keys if last else 0,
                                        thresholds=thresholds, touch_counts=touch_counts)
-        if why_not and saturation.touch_note is None:
+        if why_not:  # no touch counts went in: the fit has no note of its own
             saturation = replace(saturation, touch_note=why_not)
         evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last)))
         if saturation.outcome == FITS_A_POPULATION:

@@ -360,8 +360,7 @@ def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
     draws = draws_for(accumulation(plateau, skew), touched)
     events = float(np.median(draws[-quarter:]))
     growth = events / max(float(np.median(draws[:quarter])), 1e-9)
-    touches = None if touch_counts is None else leak_test(
-        [p for p in points if p.touched > 0], touch_counts, plateau, skew)
+    touches = None if touch_counts is None else leak_test(points, touch_counts, plateau, skew)
     return DiscoveryFit(len(usable), keys, top, first, last, plateau, low, high, skew,
                         closed.high_n / 1.01, f_leak, leak_share,
                         float(np.median(touched[-quarter:])), events, growth, touches)

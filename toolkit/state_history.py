@@ -552,7 +552,7 @@ touch counts (see :attr:`StoreHistory.touch_counts`)."""
 
 def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_version: int,
                   start: int, no_timeout: Callable[[bytes], bool] | None,
-                  progress: Progress | None = None, counted_from: int = 1) -> _GroupResult:
+                  progress: Progress | None = None) -> _GroupResult:
     """Replay some partitions of a store; their totals after each version ≥ ``start``.
 
     Partition by partition: one partition's live keys are in memory at a time (its digests
@@ -574,7 +574,7 @@ def _replay_group(ckpt: Checkpoint, plans: list[_Replay], first: int, last_versi
                                           strict=True):
             base = file is plan.base
             _apply(plan, records, version, acc, no_timeout, base=base,
-                   counted=not base and version >= counted_from)
+                   counted=not base and version > start)  # the discovery curve's versions
             if version >= start:
                 merged[version - start].add(acc, base)
                 counts.append(len(plan.live))
@@ -626,14 +626,10 @@ class _ReplayWork:
     last_version: int
     start: int
     timeout: _TimeoutField | None
-    counted_from: int = 1
-    """Touches are counted from this version on: the first whose churn every partition
-    knows and that has a version before it (the discovery curve's first point)."""
-
     def __call__(self, ckpt: Checkpoint, plans: list[_Replay], progress: Progress | None
                  ) -> _GroupResult:
         return _replay_group(ckpt, plans, self.first, self.last_version, self.start,
-                             _check(self.timeout), progress, self.counted_from)
+                             _check(self.timeout), progress)
 
 
 _ZipEnds = tuple[int, StateFile, StateFile]
@@ -686,9 +682,7 @@ def _replay(ckpt: Checkpoint, operator_id: int, store: str, name: str | None,
             say(label + message)
 
         say(f"{label}replaying {len(plans)} partitions up to version {last_version}")
-    counted_from = start + 1  # the versions growth's discovery curve sees (after ``start``)
-    results = map_groups(ckpt, plans, size,
-                         _ReplayWork(first, last_version, start, timeout, counted_from),
+    results = map_groups(ckpt, plans, size, _ReplayWork(first, last_version, start, timeout),
                          labelled, runner)
     partition_index = {p.partition: i for i, p in enumerate(plans)}
     versions = tuple(_stats(first_seen, [r[0][k] for r in results], stale, timeouts == "per-key")

@@ -89,3 +89,11 @@ def test_without_the_option_the_default_stays():
     assert _parse("report", ["ckpt"])["decode"] is False
     params = _parse("doctor", ["ckpt", "--decode"])  # the doctor's default, still accepted
     assert params["no_decode"] is False
+
+
+def test_state_show_still_needs_a_row(capsys):
+    """The shared --limit allows 0 (dump's); state show refuses it before any JVM starts."""
+    from statekit.cli.runner import run_cli
+
+    assert run_cli(cli, "statekit", ["state", "show", "no-such-ckpt", "--limit", "0"]) == 2
+    assert "--limit" in capsys.readouterr().err

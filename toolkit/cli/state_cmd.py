@@ -131,6 +131,8 @@ def show_command(checkpoint: str, storage_option: tuple[str, ...], operator: int
 
     Example: statekit state show demo/checkpoint --where "value.groupState.phase = 'Flagged'"
     """
+    if limit == 0:  # the shared --limit allows 0 (dump); a table of no rows shows nothing
+        raise click.BadParameter("state show needs at least 1 row", param_hint="'--limit'")
     from statekit.jobs.state_reader import collect, flatten, read_state, to_arrow
 
     ctx = _Context(checkpoint, storage_option, master, confs, batch, operator=operator,

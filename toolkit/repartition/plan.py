@@ -256,7 +256,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
             f"repartitions batch {committed}'s state and drops them, so the restarted query "
             f"re-reads their input; an exactly-once sink that already wrote them (e.g. a file "
             f"sink's _spark_metadata/{pending[0]}) would get that output twice")
-    notes += write_refusals(ckpt, None, force=force, now_ms=now_ms, dry_run=dry_run)
+    notes += live_refusal(ckpt, force=force, now_ms=now_ms, dry_run=dry_run)
     if provider not in SUPPORTED_PROVIDERS:
         raise UnsupportedFormat(f"state store provider {entry.provider_class} is not "
                                 "supported (HDFS-backed and RocksDB are)", path=url)
@@ -269,7 +269,7 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                                 f"({', '.join(SUPPORTED_CODECS)} are)", path=url)
     check_operators(ckpt, to_provider or provider)
     partition_fields(ckpt)  # refuses a store whose key lacks the shape its placement needs
-    notes += write_refusals(ckpt, target, force=True, dry_run=dry_run)
+    notes += target_refusal(ckpt, target, dry_run=dry_run)
     return RepartitionPlan(url, target.url, provider, codec, current, partitions, committed,
                            _store_plans(ckpt, committed + 1), _copied_logs(ckpt, committed),
                            tuple(notes), to_provider=to_provider, changelog=changelog,
@@ -278,45 +278,37 @@ def plan_repartition(ckpt: Checkpoint, target: Location, partitions: int | None,
                                if m.name in SPARK_KEYED_OPERATORS))
 
 
-def write_refusals(ckpt: Checkpoint, target: Location | None, *, force: bool,
-                   now_ms: float | None = None, dry_run: bool = False) -> list[str]:
-    """Refuse what only a write must not do — a live-looking query (unless ``force``), a
-    ``target`` with content or inside the source; on a dry run (nothing is written) the
-    notes saying what the real run will need instead."""
-    notes = []
+# What only a write must not do. A dry run writes nothing: it gets a note saying what the
+# real run will need instead of the refusal.
+
+def live_refusal(ckpt: Checkpoint, *, force: bool, now_ms: float | None = None,
+                 dry_run: bool = False) -> list[str]:
+    """Refuse a query that looks live (unless ``force``); a dry run's note instead."""
     live = None if force else looks_live(ckpt, now_ms if now_ms is not None
                                          else time.time() * 1000)
     if live and dry_run:
-        notes.append(f"{live}: the real run will be refused until it stops (or --force if "
-                     "it is stopped)")
-    elif live:
+        return [f"{live}: the real run will be refused until it stops (or --force if it is "
+                "stopped)"]
+    if live:
         raise UnsafeOperation(f"{live}; stop it first (or pass --force if it is stopped)",
                               path=ckpt.location.url)
-    problem = new_target_problem(ckpt, target) if target is not None else None
-    if problem and dry_run:
-        notes.append(f"{target.url if target else ''} {problem}: the real run needs another "
-                     "--out")
-    elif problem and target is not None:
-        raise UnsafeOperation(problem, path=target.url)
-    return notes
+    return []
 
 
-def new_target_problem(ckpt: Checkpoint, target: Location) -> str | None:
-    """Why ``target`` cannot receive a new checkpoint (it has content or lies inside the
-    source), or ``None``."""
+def target_refusal(ckpt: Checkpoint, target: Location, *, dry_run: bool = False
+                   ) -> list[str]:
+    """Refuse a target that exists with content or lies inside the source checkpoint; a dry
+    run's note instead."""
     if not target_is_empty(target):
-        return "exists and is not empty: statekit only writes new checkpoints"
-    if target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
+        problem = "exists and is not empty: statekit only writes new checkpoints"
+    elif target.root.rstrip("/") == ckpt.location.root.rstrip("/") or \
             target.root.startswith(ckpt.location.root.rstrip("/") + "/"):
-        return "is inside the source checkpoint"
-    return None
-
-
-def check_new_target(ckpt: Checkpoint, target: Location) -> None:
-    """Refuse a target that exists with content or lies inside the source checkpoint."""
-    problem = new_target_problem(ckpt, target)
-    if problem:
-        raise UnsafeOperation(problem, path=target.url)
+        problem = "is inside the source checkpoint"
+    else:
+        return []
+    if dry_run:
+        return [f"{target.url} {problem}: the real run needs another --out"]
+    raise UnsafeOperation(problem, path=target.url)
 
 
 def _check_migration(url: str, provider: str, to_provider: str, partitions: int,

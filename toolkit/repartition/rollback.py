@@ -341,8 +341,7 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     UnsafeOperation
         The query looks live, or the target is not a new, empty folder outside the source.
     """
-
-    from statekit.repartition.plan import write_refusals
+    from statekit.repartition.plan import live_refusal, target_refusal
     from statekit.repartition.target import files_loading
 
     url = ckpt.location.url
@@ -360,7 +359,8 @@ def plan_rollback(ckpt: Checkpoint, target: Location, batch: int, *,
     if not choice.possible:
         raise BadInput(f"cannot roll back to batch {batch}: {choice.reason} "
                        "(`statekit rollback --list` shows the possible batches)", path=url)
-    notes = write_refusals(ckpt, target, force=force, now_ms=now_ms, dry_run=dry_run)
+    notes = live_refusal(ckpt, force=force, now_ms=now_ms, dry_run=dry_run) + \
+        target_refusal(ckpt, target, dry_run=dry_run)
     sink_entries: list[str] = []
     if file_sink is not None:
         from statekit.repartition.file_sink import sink_log_after
