@@ -102,6 +102,10 @@ class CostModel:
     """Per row on the busiest core × million rows the executor's heap holds at once (the
     HDFS provider keeps every loaded partition's map on the heap: garbage collection
     slows as the live set grows)."""
+    wave_s: float = 0.0
+    """Per task the busiest core runs in a stateful stage, either sign: a task's first commit
+    after a restart costs other than a new query's first commit on an empty checkpoint (a
+    RocksDB store re-uploads or re-links its files; a new one writes its first)."""
     restart_s: float = 0.0
     """Once per restart that loads any state. Either sign: what the estimate measures
     against, a new query's first batch on an empty checkpoint, pays costs of its own (a
@@ -140,22 +144,25 @@ class CostModel:
 #: The load terms were fitted by ``benchmarks/bench_recovery_grid.py`` on Spark's own
 #: per-partition load times (a grid with long chains of small change files, which tell the
 #: per-file cost from the per-task one); the first-batch terms (``load_factor`` …
-#: ``restart_s``) on the user-visible first batch of the fit half of the current grid
-#: (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4 and 16 partitions on 2 cores,
-#: every load path; the variant with the least leave-one-out error); ``low``/``high`` are the
-#: extreme measured ÷ estimated ratios on the other half.
+#: ``wave_s``) on warm pairs — restart and empty checkpoint in one warmed-up JVM — of the fit
+#: half of the current grid (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4 and
+#: 16 partitions on 2 cores, every load path; the variant with the least leave-one-out error
+#: that still charges for replayed records), and ``restart_s`` moved by what cold restarts
+#: of that half pay beyond them; ``low``/``high`` are the extreme measured ÷ estimated ratios
+#: of cold restarts on the other half.
 DEFAULT_MODELS = {
     "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
                       base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
                       first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, load_factor=2.668, base_factor=2.668,
-                      row_s=0.0, gc_row_s=0.0, restart_s=0.05845, low=0.371, high=1.4),
+                      first_wave_record_s=8.625e-07, load_factor=3.022, base_factor=3.022,
+                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, restart_s=0.1175, low=0.817,
+                      high=1.0),
     "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
                          change_file_s=0.0006224, base_byte_s=2.916e-09,
                          change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
                          first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
-                         load_factor=2.288, base_factor=2.539, row_s=0.0, gc_row_s=0.0,
-                         restart_s=-0.7312, low=0.706, high=2.4),
+                         load_factor=2.422, base_factor=2.89, row_s=0.0, gc_row_s=0.0,
+                         wave_s=0.0, restart_s=-1.231, low=0.543, high=1.07),
 }
 
 READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
@@ -222,6 +229,8 @@ class StageEstimate:
     """... and for collecting garbage among every row the executor's heap holds."""
     base_share: float = 0.0
     """The part of the load spent opening bases (snapshots, zips)."""
+    waves_s: float = 0.0
+    """What the busiest core's tasks' first commits cost beyond a new query's (either sign)."""
 
 @dataclass(frozen=True)
 class WhatIf:
@@ -387,9 +396,11 @@ def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int,
         factor = effective_factor(model, share)
         rows_s = model.row_s * rows
         gc_s = model.gc_row_s * rows * heap_rows / 1e6
-    return StageEstimate(operator_id, factor * load + rows_s + gc_s, len(tasks), waves,
+    waves_s = model.wave_s * waves if model is not None and any(w.files for w in works) \
+        else 0.0
+    return StageEstimate(operator_id, factor * load + rows_s + gc_s + waves_s, len(tasks), waves,
                          warmup, replay[slowest[0]] if slowest else 0.0, critical, load, rows,
-                         rows_s, gc_s, share)
+                         rows_s, gc_s, share, waves_s)
 
 
 def base_share(critical: Sequence[InstanceWork], model: CostModel, warmup: float) -> float:
@@ -705,7 +716,7 @@ def breakdown(stages: Sequence[StageEstimate], model: CostModel) -> tuple[Term, 
     seconds["records"] += sum(s.first_wave_replay_s for s in stages) * factor
     seconds["rows"] = sum(s.rows_s for s in stages)
     seconds["gc"] = sum(s.gc_s for s in stages)
-    offset = fixed_seconds(stages, model)
+    offset = fixed_seconds(stages, model) + sum(s.waves_s for s in stages)
     if offset > 0:
         seconds["fixed"] += offset
     total = sum(seconds.values())

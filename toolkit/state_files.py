@@ -158,6 +158,25 @@ def open_state_file(location: Location) -> OpenedFile:
     return OpenedFile(url, kind, decode_records(records, None, url), None)
 
 
+@dataclass(frozen=True)
+class RecordText:
+    """A decoded record as a person reads it."""
+
+    op: str
+    key: str
+    value: str
+
+
+def first_records(ckpt: Checkpoint, file: StateFile, limit: int,
+                  value_len: int | None = 400) -> list[RecordText]:
+    """The first ``limit`` records of one of ``ckpt``'s state files, as text (raises
+    StatekitError)."""
+    from itertools import islice
+
+    opened = open_file(ckpt, file)
+    return [RecordText(r.op, *record_text(r, value_len)) for r in islice(opened.records, limit)]
+
+
 def record_text(record: DecodedRecord, value_len: int | None = 400) -> tuple[str, str]:
     """A record's key and value as a person reads them: decoded with the schema when it is
     known, else hex; the value cut to ``value_len`` characters."""

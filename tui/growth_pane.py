@@ -12,10 +12,10 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from statekit.presentation import human_bytes, sparkline
-from statekit.tui.chart import Chart
-from statekit.tui.charts import bytes_chart, keys_chart, store_series
+from statekit.tui.chart_widget import Chart
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import LazyPane
+from statekit.tui.screen_charts import bytes_chart, keys_chart, store_series
 from statekit.tui.table import Table
 from statekit.tui.verdicts import verdict_text
 from statekit.tui.work import Progress

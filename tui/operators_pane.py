@@ -14,9 +14,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.presentation import human_bytes
+from statekit.state_files import RecordText, first_records
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import Pane
 from statekit.tui.work import Progress
@@ -179,38 +179,23 @@ class OperatorsPane(Pane):
         self.status.update("decoding…")
         self.table.load(("#", "op", "key", "value"), [])
         ckpt = self.shown.ckpt
-        self.ask("records", lambda _progress: decode_records(ckpt, file),
+        self.ask("records",
+                 lambda _progress: first_records(ckpt, file, RECORD_LIMIT, DETAIL_LIMIT),
                  self._records_loaded, describe=rel)
 
-    def _records_loaded(self, decoded: tuple[list[tuple[str, tuple[str, ...]]],
-                                             dict[str, str]]) -> None:
-        rows, whole = decoded
-        self.records = whole
+    def _records_loaded(self, records: list[RecordText]) -> None:
+        from statekit.formats.values import shorten
+
+        numbered = list(enumerate(records, 1))
+        rows = [(str(n), (str(n), r.op, r.key, shorten(r.value, 200))) for n, r in numbered]
+        self.records = {str(n): f"#{n} {r.op} key {r.key}\nvalue {r.value}"
+                        for n, r in numbered}
         self.table.load(("#", "op", "key", "value"), rows)
         self.status.update(f"{len(rows)} records shown")
 
 
 RECORD_LIMIT = 500
 DETAIL_LIMIT = 2000
-
-
-def decode_records(ckpt: Checkpoint, file: StateFile
-                   ) -> tuple[list[tuple[str, tuple[str, ...]]], dict[str, str]]:
-    """The first :data:`RECORD_LIMIT` records of ``file`` as table rows, and each whole
-    (raises StatekitError)."""
-    from itertools import islice
-
-    from statekit.formats.values import shorten
-    from statekit.state_files import open_file, record_text
-
-    opened = open_file(ckpt, file)
-    rows: list[tuple[str, tuple[str, ...]]] = []
-    whole: dict[str, str] = {}
-    for n, r in enumerate(islice(opened.records, RECORD_LIMIT), 1):
-        key, value = record_text(r, DETAIL_LIMIT)
-        rows.append((str(n), (str(n), r.op, key, shorten(value, 200))))
-        whole[str(n)] = f"#{n} {r.op} key {key}\nvalue {value}"
-    return rows, whole
 
 
 def lag_text(lag: int | None, warn: int) -> Text:

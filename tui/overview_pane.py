@@ -11,9 +11,7 @@ error, and every coloured cell also says it in words.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -35,9 +33,6 @@ if TYPE_CHECKING:
     from statekit.report import StoreReport
 
 LAG_WARN = 10
-ANALYSIS_DELAY_S = 0.3
-"""Seconds between the first screen and the start of the growth replay and the estimate."""
-T = TypeVar("T")
 MEANING_WIDTH = 90
 """The findings' explanation column fits a 120-column screen; the whole is shown below."""
 SPARK_WIDTH = 10
@@ -56,14 +51,6 @@ def history_cell(keys: list[int]) -> Text:
     line = "▁" * min(len(keys), SPARK_WIDTH) if low == high else sparkline(keys, SPARK_WIDTH)
     span = f"{keys[0]:,}" if low == high else f"{keys[0]:,}→{keys[-1]:,}"
     return Text(f"{line} {span}")
-
-
-def after_first_paint(compute: Callable[..., T], *args: Any) -> T:
-    """``compute(*args)`` a moment after the first screen is painted (in a worker). The
-    growth replay and the estimate are pure-Python threads: holding the GIL from the start,
-    they slowed that paint by a third on a 200-partition RocksDB checkpoint."""
-    time.sleep(ANALYSIS_DELAY_S)
-    return compute(*args)
 
 
 def growth_or_reason(snapshot: Snapshot) -> GrowthReport | str:
@@ -112,13 +99,16 @@ class OverviewPane(Pane):
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.growth = self.recovery = self.growth_error = self.health = None
         super().show_snapshot(snapshot)
-        self._analyse(snapshot)
+        # the growth replay and the restart check are pure-Python threads: holding the GIL
+        # from the start, they slowed the first paint by a third on a 200-partition RocksDB
+        # checkpoint, so they start once the screen has been painted
+        self.call_after_refresh(self._analyse, snapshot)
 
     def _analyse(self, snapshot: Snapshot) -> None:
-        self.ask("growth", lambda _progress: after_first_paint(growth_or_reason, snapshot),
-                 self._grown, describe="growth")
-        self.ask("health", lambda _progress: after_first_paint(snapshot.health),
-                 self._diagnosed, describe="restart check")
+        self.ask("growth", lambda _progress: growth_or_reason(snapshot), self._grown,
+                 describe="growth")
+        self.ask("health", lambda _progress: snapshot.health(), self._diagnosed,
+                 describe="restart check")
 
     def _diagnosed(self, health: Diagnosis) -> None:
         self.health = health

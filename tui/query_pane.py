@@ -15,10 +15,10 @@ from textual.widgets import Static
 
 from statekit.presentation import human_bytes
 from statekit.progress_log import QueryBatch
-from statekit.tui.chart import Chart
-from statekit.tui.charts import query_charts
+from statekit.tui.chart_widget import Chart
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import LazyPane
+from statekit.tui.screen_charts import query_charts
 from statekit.tui.work import Progress
 
 CHARTS = ("query-rates", "query-durations", "query-state-rows", "query-state-memory",

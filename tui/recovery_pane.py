@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from statekit.presentation import human_bytes
-from statekit.tui.chart import Chart
-from statekit.tui.charts import what_if_chart
+from statekit.tui.chart_widget import Chart
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import LazyPane
+from statekit.tui.screen_charts import what_if_chart
 from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK
 from statekit.tui.work import Progress

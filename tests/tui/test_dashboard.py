@@ -14,10 +14,10 @@ from textual.app import App, ComposeResult
 
 import statekit.tui.operators_pane as operators_pane
 from statekit.tui.app import StatekitApp
-from statekit.tui.chart import Chart
-from statekit.tui.charts import StoreSeries, keys_chart, store_series, what_if_chart
+from statekit.tui.chart_widget import Chart
 from statekit.tui.operators_pane import OperatorsPane
 from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.screen_charts import StoreSeries, keys_chart, store_series, what_if_chart
 from tests.tui.helpers import Messages, show_tab
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,16 +137,16 @@ def test_stores_of_different_sizes_give_different_charts():
 def slow_first_decode(monkeypatch):
     """The decoder holds the first file it is asked for until the test releases it."""
     release = threading.Event()
-    real = operators_pane.decode_records
+    real = operators_pane.first_records
     first: list[str] = []
 
-    def decode(ckpt, file):
+    def decode(ckpt, file, *args):
         if not first or first[0] == file.path:
             first[:1] = [file.path]
             release.wait(30)
-        return real(ckpt, file)
+        return real(ckpt, file, *args)
 
-    monkeypatch.setattr(operators_pane, "decode_records", decode)
+    monkeypatch.setattr(operators_pane, "first_records", decode)
     return release, first
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from statekit.tui.app import StatekitApp
 from statekit.tui.batches_pane import BatchesPane
-from statekit.tui.chart import Chart
+from statekit.tui.chart_widget import Chart
 from statekit.tui.growth_pane import GrowthPane
 from tests.tui.helpers import until
 

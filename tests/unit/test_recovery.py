@@ -46,8 +46,8 @@ def test_more_cores_help_until_the_slowest_partition_dominates():
     assert schedule([], 4) == 0
 
 
-NO_OFFSET = replace(DEFAULT_MODELS["hdfs"], restart_s=0.0)
-"""The default model without its fixed part, which is negative (a new query's first batch,
+NO_OFFSET = replace(DEFAULT_MODELS["hdfs"], wave_s=0.0, restart_s=0.0)
+"""The default model without its fixed parts, which may be negative (a new query's first batch,
 the baseline, pays more than a restart of a tiny state): these layouts' kilobytes of state
 would otherwise all estimate 0."""
 
@@ -263,7 +263,7 @@ def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
     holds and their garbage collection, plus a fixed part; the state load stays a term."""
     ckpt = layout(tmp_path, planned=12, committed=12, partitions=8)
     base = replace(DEFAULT_MODELS["hdfs"], load_factor=1.0, row_s=0.0, gc_row_s=0.0,
-                   restart_s=0.0)
+                   wave_s=0.0, restart_s=0.0)
     plain = estimate_recovery(ckpt, cores=2, model=base)
     assert plain.restart_s == pytest.approx(plain.state_load_s)
     model = replace(base, load_factor=1.5, row_s=1e-3, gc_row_s=1e-2, restart_s=0.25)
@@ -274,6 +274,13 @@ def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
     assert rows > 0 and heap > rows
     expected = 1.5 * plain.state_load_s + 1e-3 * rows + 1e-2 * rows * heap / 1e6 + 0.25
     assert full.restart_s == pytest.approx(expected)
+    # per task the busiest core runs (8 partitions on 2 cores: 4), either sign
+    for wave_s in (0.05, -0.05):
+        waved = estimate_recovery(ckpt, cores=2, model=replace(model, wave_s=wave_s))
+        assert [s.waves for s in waved.stages] == [4]
+        assert waved.restart_s == pytest.approx(expected + 4 * wave_s)
+        assert sum(t.seconds for t in waved.breakdown) == pytest.approx(waved.restart_s,
+                                                                        rel=0.05)
     assert full.estimate_s == pytest.approx(full.restart_s)  # nothing to re-run
     assert full.low_s == pytest.approx(full.restart_s * model.low)
     names = {t.name for t in full.breakdown}

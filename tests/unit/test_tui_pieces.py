@@ -11,7 +11,7 @@ import pytest
 
 from statekit.errors import BadInput
 from statekit.progress_log import parse_query, read_text
-from statekit.tui.chart import ChartSpec, Series, integer_ticks, linear_ticks, log_ticks
+from statekit.tui.chart_widget import ChartSpec, Series, integer_ticks, linear_ticks, log_ticks
 from statekit.tui.svg import pin_spaces
 
 PROGRESS = Path(__file__).resolve().parents[1] / "data" / "tui" / \

@@ -217,8 +217,9 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
               f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
               f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; the "
               f"first batch: load × {model.load_factor:.2f} + {model.row_s * 1e6:.2f} µs per "
-              f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap + "
-              f"{model.restart_s * 1000:.0f} ms; range × {model.low:.2f} – × "
+              f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap "
+              f"{model.wave_s * 1000:+.0f} ms per task on the busiest core "
+              f"{model.restart_s * 1000:+.0f} ms; range × {model.low:.2f} – × "
               f"{model.high:.2f} (held-out benchmark errors)")
     if measured:
         bandwidth = f"{measured.bytes_per_s / 1e6:.0f} MB/s" if measured.bytes_per_s else \

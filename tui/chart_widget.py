@@ -1,12 +1,12 @@
 """A chart with axes, units and a legend: a Plotext plot (``textual-plotext``) drawn from a
 plain :class:`ChartSpec`.
 
-Screens never draw: they build a spec (:mod:`statekit.tui.charts`), the widget renders it at
-whatever size it has. Ticks are chosen here, not by Plotext, so that a count reads ``9.0 M``
-and a size ``1.2 GiB`` rather than ``9000000.0``; a series spanning three or more decades is
-drawn on a log scale; a flat series is a line at its level with its value on the y axis (so
-"bounded at 900 keys" and "bounded at 9 M keys" look different). Each series has its own
-marker as well as its own colour, so the legend reads without colour too.
+Screens never draw: they build a spec (:mod:`statekit.tui.screen_charts`), the widget
+renders it at whatever size it has. Ticks are chosen here, not by Plotext, so that a count
+reads ``9.0 M`` and a size ``1.2 GiB`` rather than ``9000000.0``; a series spanning three or
+more decades is drawn on a log scale; a flat series is a line at its level with its value on
+the y axis (so "bounded at 900 keys" and "bounded at 9 M keys" look different). Each series
+has its own marker as well as its own colour, so the legend reads without colour too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from statekit.tui.chart import Band, ChartSpec, Reference, Series
+from statekit.tui.chart_widget import Band, ChartSpec, Reference, Series
 
 if TYPE_CHECKING:
     from statekit.growth import GrowthReport, StoreGrowth
