@@ -1047,10 +1047,14 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     ratios: dict[str, list[float]] = defaultdict(list)
     # the range: what the held-out ratios span (it widens the estimate; the errors below are
     # of the estimate itself, which the held-out half never touched)
+    # by both measures: the cold restart, and the warm pair plus the cold offset
     for config, row, estimate, _ in results:
         if config.half == "held-out" and estimate.restart_s >= JUDGE_FLOOR_S:
-            ratios[provider_of(config)].append(
-                max(0.0, row.get("cold", row["A"])) / estimate.restart_s)
+            provider = provider_of(config)
+            ratios[provider].append(max(0.0, row["A"] + OFFSETS.get(provider, 0.0))
+                                    / estimate.restart_s)
+            if "cold" in row:
+                ratios[provider].append(max(0.0, row["cold"]) / estimate.restart_s)
     for provider, values in ratios.items():
         models[provider] = replace(models[provider], low=min(min(values), 1.0),
                                    high=max(max(values), 1.0))
