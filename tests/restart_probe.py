@@ -1,6 +1,6 @@
 """A measured restart for the recovery test: a streaming aggregation over Parquet files,
-restarted in a fresh process on a checkpoint as a warm pair — a throw-away first batch on an
-empty checkpoint (the JVM's cold start), then the same batch on another empty checkpoint (the
+restarted in a fresh process on a checkpoint as a warm pair — throw-away first batches on
+empty checkpoints (the JVM's cold start), then the same batch on another empty checkpoint (the
 reference) and the restart, in one JVM. The restart minus the reference is what the state
 costs the first batch, without the cold start's run-to-run noise (about a second). Also
 Spark's own per-partition state-load times of the restart: the HDFS provider logs ``Loading
@@ -100,10 +100,16 @@ logger.state.appenderRef.file.ref = loads
 """
 
 
+WARMUPS = 4
+"""Throw-away first batches before the pair, as in ``benchmarks/bench_recovery_grid.py``:
+after a single one the JVM still warms by up to a second over the next few batches, which
+the reference (run first) would pay and the restart would not."""
+
+
 def pair(spec: dict) -> dict:
-    """The warm pair, in one fresh process: a throw-away
-    first batch on an empty checkpoint (the JVM's cold start: class loading, code generation,
-    the provider's first store), then the reference — the same batch on another empty
+    """The warm pair, in one fresh process: ``WARMUPS`` throw-away first batches on empty
+    checkpoints (the JVM's cold start: class loading, code generation, the provider's first
+    store), then the reference — the same batch on another empty
     checkpoint — and the restart on ``spec["checkpoint"]``, every store unloaded between
     them. The two differ by the state alone; a cold start (seconds, varying by a second from
     run to run) hits neither."""
@@ -139,7 +145,8 @@ def _pair(spec: dict, folder: Path) -> dict:
         return first["durationMs"]["triggerExecution"] / 1000
 
     try:
-        first_batch(spec["fresh"], str(folder / "warm-up"))
+        for n in range(WARMUPS):
+            first_batch(spec["fresh"], str(folder / f"warm-up-{n}"))
         reference = first_batch(spec["fresh"], str(folder / "reference"))
         before = log.stat().st_size if log.exists() else 0
         restart = first_batch(spec["landing"], spec["checkpoint"])
