@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from statekit.errors import BadInput, JobFailed
-from statekit.jobs.repartition import KEY_BYTES, VALUE_BYTES, WrittenPartition, each_store
+from statekit.jobs.staged_writes import KEY_BYTES, VALUE_BYTES, WrittenPartition, each_store
 from statekit.repartition.evict import CHANGED_AT, SAMPLE_ROWS
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def whole_key_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
     one per state store partition), ``CHANGED_AT`` unknown (-1)."""
     from pyspark.sql import functions as F
 
-    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.raw_rows import read_raw_rows
 
     raw = read_raw_rows(spark, path, batch, operator_id, store)
     return raw.select(
@@ -197,7 +197,7 @@ def check_predicate(frame: DataFrame, selection: StoreSelection, shown: str) -> 
     """Refuse (exit 3, Spark's own message) a predicate Spark cannot evaluate on the rows —
     before anything is written."""
     from statekit.jobs.errors import first_line
-    from statekit.jobs.repartition import is_spark_error
+    from statekit.jobs.staged_writes import is_spark_error
 
     # transformWithState: whole grouping keys only, so the predicate sees nothing else
     rows = frame.select("key") if selection.whole_keys else frame
@@ -283,7 +283,7 @@ def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, pla
                  key_fields: dict[tuple[int, str], list[str]]) -> tuple[EvictCheck, ...]:
     from pyspark.sql import functions as F
 
-    from statekit.jobs.repartition import placement
+    from statekit.jobs.staged_writes import placement
     from statekit.jobs.state_reader import StateTarget, read_state
 
     base = plan.base
@@ -346,7 +346,7 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
     On any failure the staging folder is removed and nothing is published; the source is
     only ever read."""
     from statekit.checkpoint.state_data import store_schemas
-    from statekit.jobs.repartition import point_schemas_at_target, staged_job
+    from statekit.jobs.staged_writes import point_schemas_at_target, staged_job
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_url
     from statekit.repartition.partition_key import partition_fields
 
@@ -417,7 +417,7 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
     (relative) to publish last."""
     from pyspark.sql import functions as F
 
-    from statekit.jobs.repartition import write_snapshots
+    from statekit.jobs.staged_writes import write_snapshots
     from statekit.repartition.target import commit_entry, write_logs
 
     base = plan.base

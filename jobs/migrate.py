@@ -29,13 +29,14 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from statekit.errors import JobFailed
-from statekit.jobs.repartition import (
+from statekit.jobs.hdfs_replay import keyed_frame, source_tasks
+from statekit.jobs.raw_rows import partition_key_columns, read_raw_rows, without_selected_keys
+from statekit.jobs.staged_writes import (
     KEY_BYTES,
     VALUE_BYTES,
     WrittenPartition,
-    _keyed_frame,
     each_store,
-    source_tasks,
+    staged_rocksdb_partition,
     write_snapshots,
 )
 from statekit.jobs.state_reader import session_confs, spark_url
@@ -49,55 +50,8 @@ if TYPE_CHECKING:
     from statekit.repartition.staging import Staging
 
 REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
-STATE_SOURCE_OPTIONS = "org.apache.spark.sql.execution.datasources.v2.state.StateSourceOptions"
-READ_ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
-"""Spark 4.3's value of ``StateSourceOptions.INTERNAL_ONLY_READ_ALL_COLUMN_FAMILIES``."""
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 _STORE_IN_PLAN = re.compile(r"\[operatorId=(\d+)\]\[storeName=([^\]]*)\]")
-
-
-def read_raw_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
-                  store: str) -> DataFrame:
-    """A RocksDB checkpoint's rows of one store as Spark's reader hands them to its own
-    rewriter: ``(partition_key, key_bytes, value_bytes, column_family_name)``."""
-    return (spark.read.format("statestore").option("path", path).option("batchId", batch)
-            .option("operatorId", operator_id).option("storeName", store)
-            .option(_read_all_option(spark), "true").load())
-
-
-def _read_all_option(spark: SparkSession) -> str:
-    """The reader's internal option for raw rows, as this Spark names it (the constant its
-    rewriter uses)."""
-    options = getattr(spark._jvm, STATE_SOURCE_OPTIONS)
-    try:
-        return str(options.INTERNAL_ONLY_READ_ALL_COLUMN_FAMILIES())
-    except Exception:  # py4j: no such method on this Spark
-        return READ_ALL_COLUMN_FAMILIES
-
-
-def without_selected_keys(raw: DataFrame, predicate: str) -> DataFrame:
-    """Raw rows (every column family) minus those whose grouping key the predicate over
-    ``key.*`` selects; the columns unchanged."""
-    from pyspark.sql import functions as F
-
-    keep = ~F.coalesce(F.expr(predicate), F.lit(False))
-    return (raw.withColumn("key", F.col("partition_key")).where(keep)
-            .select(*raw.columns))
-
-
-def partition_key_columns(frame: DataFrame, count: int | None) -> list:
-    """The fields of the raw rows' ``partition_key`` (Spark's extraction of the grouping
-    key), checked against the ``count`` statekit places the store by (None: transformWithState,
-    placed by Spark's extraction alone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    key_type = frame.schema["partition_key"].dataType
-    names = key_type.names if isinstance(key_type, StructType) else []
-    if count is not None and len(names) != count:
-        raise JobFailed(f"Spark's reader places this store by {len(names)} key columns "
-                        f"({', '.join(names)}), statekit by {count}: refusing to guess")
-    return [F.col("partition_key").getField(name) for name in names]
 
 
 class _PlacingTransform:
@@ -183,7 +137,7 @@ def _hdfs_replay(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
         key = (store.operator_id, store.store)
         schema = schemas[key]
         shown = ckpt.display(schema.path)
-        frame, exprs = _keyed_frame(spark, ckpt.location.url, storage_options, plan.codec,
+        frame, exprs = keyed_frame(spark, ckpt.location.url, storage_options, plan.codec,
                                     source_tasks(ckpt, *key, plan.last_committed + 1),
                                     schema.file.raw["key"], shown)
         out[key] = (frame, exprs[:len(placed_by[key])])
@@ -261,7 +215,6 @@ def _unique_ids(jvm: Any, ids: Any) -> dict[str, list[list[str]]] | None:
 def written_rocksdb(staging: Staging, plan: RepartitionPlan) -> dict[str, list[WrittenPartition]]:
     """Keys and bytes of every staged RocksDB partition at the target's state version."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.jobs.repartition import staged_rocksdb_partition
 
     staged = open_checkpoint(staging.url)
     written: dict[str, list[WrittenPartition]] = {}

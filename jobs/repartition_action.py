@@ -114,11 +114,8 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
     """Dry-run (count keys per new partition) or execute ``prepared`` on ``spark``; the
     session confs the state readers need are set for this call only."""
     from statekit.jobs.errors import spark_failure
-    from statekit.jobs.repartition import (
-        count_per_new_partition,
-        is_spark_error,
-        run_repartition,
-    )
+    from statekit.jobs.repartition import count_per_new_partition, run_repartition
+    from statekit.jobs.staged_writes import is_spark_error
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
     from statekit.repartition.partition_key import partition_fields
     from statekit.repartition.staging import Staging

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.checkpoint.operators import JOIN_STORES
 from statekit.errors import JobFailed
-from statekit.jobs.repartition import StoreCheck, point_schemas_at_target, staged_job
+from statekit.jobs.staged_writes import StoreCheck, point_schemas_at_target, staged_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,7 +86,7 @@ def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: i
     """Every store's rows at ``batch``, source against target, as multisets."""
     from pyspark.sql import functions as F
 
-    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.raw_rows import read_raw_rows
     from statekit.jobs.state_reader import (
         StateTarget,
         read_state,

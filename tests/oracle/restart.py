@@ -115,7 +115,7 @@ def end_state(spark, checkpoint: Path, layout: Path | None = None) -> Counter:
     from pyspark.sql import functions as F
 
     from statekit.checkpoint import open_checkpoint
-    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.raw_rows import read_raw_rows
     from statekit.jobs.state_reader import (
         StateTarget,
         read_state,

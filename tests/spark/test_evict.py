@@ -90,7 +90,7 @@ def _raw_rows_by_key(spark, checkpoint: Path) -> dict[str, Counter]:
     by the grouping key Spark extracts from each."""
     from pyspark.sql import functions as F
 
-    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.raw_rows import read_raw_rows
     from statekit.jobs.state_reader import reader_confs, session_confs
 
     ckpt = open_checkpoint(str(checkpoint))

@@ -116,7 +116,7 @@ def final_state(spark, checkpoint: Path) -> Counter:
 def _state_rows(spark, ckpt, checkpoint: Path) -> Counter:
     from pyspark.sql import functions as F
 
-    from statekit.jobs.migrate import read_raw_rows
+    from statekit.jobs.raw_rows import read_raw_rows
     from statekit.jobs.state_reader import StateTarget, read_state
     from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
 

@@ -7,13 +7,13 @@ import pytest
 
 from statekit.errors import UnsupportedFormat
 from statekit.formats.values import RawValue
-from statekit.jobs.repartition import _representable
+from statekit.jobs.hdfs_replay import representable
 
 
 def test_representable_columns_pass_and_raw_values_are_refused():
     columns = ("k01", 3)
-    assert _representable(columns, "file:/c") is columns
+    assert representable(columns, "file:/c") is columns
     too_late = RawValue("date", 10**9, "days, outside Python's range")
     with pytest.raises(UnsupportedFormat, match="date outside years 1-9999") as raised:
-        _representable(["k01", too_late], "file:/c")
+        representable(["k01", too_late], "file:/c")
     assert raised.value.exit_code == 5 and "file:/c" in str(raised.value)
