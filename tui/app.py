@@ -3,10 +3,11 @@
 One app, one tab per question an on-call engineer asks — how is this checkpoint (the
 Overview dashboard), where is the state (Operators → partitions → files → records), what ran
 when (Batches), is it growing (Growth), how long would a restart take (Recovery), what does
-Spark's UI say (Query, from ``--progress-log``). Everything slow is read in thread workers
-through one path (:mod:`statekit.tui.work`), so the first screen appears before anything slow
-finishes and the JVM never starts unless a screen that needs Spark is opened. Errors are
-shown where the data would have been; the rest keeps working.
+Spark's UI say (Query, from ``--progress-log``) — and the writes that move the state
+(Repartition) or repair it (Fix: the doctor's rollback, evict). Everything slow is read in
+thread workers through one path (:mod:`statekit.tui.work`), so the first screen appears
+before anything slow finishes and the JVM never starts unless a screen that needs Spark is
+opened. Errors are shown where the data would have been; the rest keeps working.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
 from statekit.machine import usable_cpus
 from statekit.tui.batches_pane import BatchesPane
+from statekit.tui.fix_pane import FixPane
 from statekit.tui.growth_pane import GrowthPane
 from statekit.tui.help import HelpScreen
 from statekit.tui.model import Snapshot, load_snapshot
@@ -40,7 +42,8 @@ from statekit.tui.work import Asks
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),
         ("batches", "Batches", BatchesPane), ("growth", "Growth", GrowthPane),
         ("recovery", "Recovery", RecoveryPane), ("state", "State", StatePane),
-        ("repartition", "Repartition", RepartitionPane), ("query", "Query", QueryPane))
+        ("repartition", "Repartition", RepartitionPane), ("query", "Query", QueryPane),
+        ("fix", "Fix", FixPane))
 
 
 class ScreenCommands(Provider):
@@ -114,7 +117,7 @@ class StatekitApp(Asks, App):
         yield Footer()
 
     def on_mount(self) -> None:
-        # Tabs are switched with 1-8 and the palette. A focusable tab bar would take the focus
+        # Tabs are switched with 1-9 and the palette. A focusable tab bar would take the focus
         # whenever the focused table's tab is hidden, after the new tab's table got it.
         self.query_one("#tabs", TabbedContent).query_one(Tabs).can_focus = False
         self.sub_title = self.url

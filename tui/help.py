@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 WIDGET_KEYS = (
     ("↑ ↓ ← → / h j k l", "move in a table"),
     ("Enter", "drill down: store → partitions → files → decoded records; "
-              "Repartition: plan (dry run)"),
+              "Repartition, Fix: plan (dry run)"),
     ("Esc", "back one level (or clear the filter)"),
     ("ctrl+p", "command palette: every screen and action"),
 )
@@ -53,5 +53,5 @@ class HelpScreen(ModalScreen[None]):
                 for binding in vars(pane).get("BINDINGS", ()):
                     table.add_row(binding.key_display or binding.key,
                                   f"{binding.description} ({title} screen)")
-            table.add_row("y / n", "answer a confirmation (Repartition: execute)")
+            table.add_row("y / n", "answer a confirmation (Repartition, Fix: execute)")
             yield table

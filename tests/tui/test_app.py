@@ -340,3 +340,113 @@ def test_the_first_snapshot_started_before_the_app_is_shown_and_refreshes_load_a
             assert broken.snapshot is None
 
     asyncio.run(scenario())
+
+
+def test_fix_tab_runs_the_doctors_rollback_through_the_rollback_action(reference_checkpoints,
+                                                                       tmp_path):
+    """A checkpoint that will not restart (a partition's newest delta is gone): the Fix tab
+    shows the doctor's verdict and fills in its rollback; the dry run (no JVM) says what the
+    rollback copies and re-runs; ``x`` → ``y`` writes it through the same action as
+    ``statekit rollback``, verified through Spark, and the doctor finds the target sound.
+    The broken source is never written."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.doctor import diagnose
+    from statekit.tui.fix_pane import FixPane
+    from tests.support.trees import tree_hash
+
+    source = tmp_path / "broken"
+    shutil.copytree(reference_checkpoints.get("hdfs").checkpoint, source)
+    deltas = sorted((source / "state" / "0" / "0").glob("*.delta"), key=lambda p: int(p.stem))
+    deltas[-1].unlink()
+    before = tree_hash(source)
+    target = tmp_path / "fixed"
+
+    async def scenario():
+        app = StatekitApp(str(source), allow_write=True)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
+            await app.messages.idle(pilot)
+            pane = app.query_one(FixPane)
+            await show_tab(pilot, app, "9")
+            await app.messages.answer(pilot, "analysis", describe="FixPane", timeout=120)
+            diagnosis = pane.result
+            assert not diagnosis.restarts and diagnosis.fix_batch is not None
+            assert str(pane.status.render()).startswith("will not restart; fix: roll back")
+            assert pane.query_one("#fx-batch").value == str(diagnosis.fix_batch)
+            assert pane.query_one("#fx-target").value.endswith(f"-at-{diagnosis.fix_batch}")
+            assert any(deltas[-1].name in str(row[1]) for row in cells(pane.table))
+            pane.query_one("#fx-target").value = str(target)
+            pane.query_one("#fx-force").value = True
+            await pilot.click("#fx-batch")
+            await pilot.press("enter")
+            await app.messages.answer(pilot, "fix", timeout=60)
+            status = str(pane.status.render())
+            assert f"→ {diagnosis.fix_batch};" in status and "files" in status, status
+            assert not target.exists()  # a dry run writes nothing
+            await pilot.press("x")
+            assert app.screen.__class__.__name__ == "ConfirmScreen"
+            assert f"rolled back to batch {diagnosis.fix_batch}" in app.screen.question
+            await pilot.press("y")
+            await app.messages.answer(pilot, "fix", 2, timeout=180)
+            status = str(pane.status.render())
+            assert "published" in status and "verified" in status and "NOT" not in status, \
+                status
+            return diagnosis.fix_batch
+
+    batch = asyncio.run(scenario())
+    assert tree_hash(source) == before
+    fixed = open_checkpoint(str(target))
+    assert fixed.last_committed_batch == batch
+    assert diagnose(fixed, decode=True, fix=False).restarts
+
+
+@pytest.mark.parametrize("allow_write", [False, True])
+def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoints, tmp_path,
+                                                           allow_write):
+    """Evict from the Fix tab: keys unchanged for ≥ 4 versions of the leaky pipeline — the
+    dry run counts exactly the keys ``statekit growth`` calls untouched; written (only with
+    ``--allow-write``) they are gone from a verified target, the rest kept."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.growth import analyse
+    from statekit.tui.fix_pane import FixPane
+    from tests.support.trees import tree_hash
+
+    source = reference_checkpoints.get("hdfs", leaky=True).checkpoint
+    (store,) = analyse(open_checkpoint(str(source)), stale_after=4).stores
+    untouched = store.history.versions[-1].untouched
+    assert untouched > 0
+    before = tree_hash(source)
+    target = tmp_path / "evicted"
+
+    async def scenario():
+        app = StatekitApp(str(source), allow_write=allow_write)
+        async with driven(app) as pilot:
+            await app.messages.answer(pilot, "snapshot")
+            await app.messages.idle(pilot)
+            pane = app.query_one(FixPane)
+            await show_tab(pilot, app, "9")
+            await app.messages.answer(pilot, "analysis", describe="FixPane", timeout=120)
+            pane.query_one("#fx-action").value = "evict"
+            pane.query_one("#fx-target").value = str(target)
+            pane.query_one("#fx-force").value = True
+            await pilot.click("#fx-stale")
+            await pilot.press("4", "enter")
+            await app.messages.answer(pilot, "fix", timeout=180)
+            assert f"{untouched:,} rows to remove" in str(pane.status.render()), \
+                str(pane.status.render())
+            await pilot.press("x")
+            if not allow_write:
+                assert "read-only" in str(pane.status.render())
+                assert app.screen.__class__.__name__ != "ConfirmScreen"
+                return
+            assert app.screen.__class__.__name__ == "ConfirmScreen"
+            await pilot.press("y")
+            await app.messages.answer(pilot, "fix", 2, timeout=240)
+            status = str(pane.status.render())
+            assert f"verified: {untouched:,} rows removed" in status, status
+            assert pane.done.checks[0].target_rows == store.history.versions[-1].keys \
+                - untouched
+
+    asyncio.run(scenario())
+    assert tree_hash(source) == before
+    assert target.exists() == allow_write

@@ -234,3 +234,29 @@ def test_a_checkpoint_that_will_not_restart_shows_no_estimate(tmp_path, monkeypa
             return app.export_screenshot()
 
     check_snapshot("will-not-restart", asyncio.run(scenario()), tmp_path)
+
+
+def test_the_fix_tab_plans_the_doctors_rollback(tmp_path, monkeypatch):
+    """The same broken checkpoint on the Fix tab: the doctor's findings, its rollback filled
+    in, and the rollback's dry run (no JVM); read-only, nothing is written."""
+    shutil.copytree(ROOT / FIXTURE, tmp_path / "checkpoint")
+    newest = max((tmp_path / "checkpoint/state/0/1").glob("*.delta"), key=lambda p: int(p.stem))
+    newest.unlink()
+    monkeypatch.chdir(tmp_path)
+
+    async def steps(pilot, app: StatekitApp) -> None:
+        from statekit.tui.fix_pane import FixPane
+
+        await show_tab(pilot, app, "9")
+        await settle(pilot, app)
+        pane = app.query_one(FixPane)
+        assert pane.result is not None and pane.result.fix_batch is not None
+        assert pane.query_one("#fx-target").value.endswith(f"-at-{pane.result.fix_batch}")
+        pane.query_one("#fx-target").value = "checkpoint-fixed"
+        await pilot.click("#fx-batch")
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert "read-only" in str(pane.status.render())
+
+    check_snapshot("fix-read-only", shoot("checkpoint", steps), tmp_path)
+    assert not (tmp_path / "checkpoint-fixed").exists()

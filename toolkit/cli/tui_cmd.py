@@ -25,7 +25,8 @@ from statekit.cli.options import (
               help="Re-read the checkpoint every SECONDS (a running query's new batches).")
 @cores_option
 @click.option("--allow-write", is_flag=True,
-              help="Allow actions that write (executing a repartition into a new checkpoint).")
+              help="Allow actions that write a new checkpoint (Repartition and Fix tabs: "
+                   "repartition, migrate, rollback, evict).")
 @progress_log_option
 @rto_option
 def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float | None,
