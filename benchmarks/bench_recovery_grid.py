@@ -73,7 +73,7 @@ then the fixed part moved by the median cold − warm fit of the fit half. Memor
 held-out half and the unseen configurations are predicted with
 ``statekit.recovery.estimate_recovery`` — the code ``statekit recovery`` runs — then
 ``statekit recovery --json`` with the built-in constants is run on every configuration as a
-check. The script prints the constants to paste into ``statekit.recovery`` and
+check. The script prints the constants to paste into ``statekit.cost_model`` and
 ``statekit.restart_memory``; ``--docs FILE`` writes the table there.
 
 Caveats: the machine may be shared (CPU busy before each process is printed); the
@@ -719,7 +719,8 @@ def child_reader(spec: dict) -> dict:
     from statekit.checkpoint import open_checkpoint
     from statekit.jobs.recovery_measure import time_loads
     from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.recovery import estimate_recovery, measure_targets
+    from statekit.recovery import estimate_recovery
+    from statekit.recovery_scaling import measure_targets
 
     spark = session("bench-grid-reader", {})
     out = {}
@@ -765,7 +766,7 @@ def provider_of(config: Config) -> str:
 
 
 def model_from(provider: str, coef: dict[str, float], low: float = 1.0, high: float = 1.0):
-    from statekit.recovery import CostModel
+    from statekit.cost_model import CostModel
 
     return CostModel(provider, per_task_s=coef["per_task"], base_file_s=coef["base_file"],
                      change_file_s=coef["change_file"], base_byte_s=coef["base_byte"],
@@ -1045,7 +1046,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     readers = json.loads((work / "reader.json").read_text()) \
         if (work / "reader.json").exists() else {}
     if keep_load:  # the built-in load terms (fitted with long chains of change files)
-        from statekit.recovery import DEFAULT_MODELS
+        from statekit.cost_model import DEFAULT_MODELS
 
         load_models = {p: replace(m, load_factor=1.0, base_factor=1.0, row_s=0.0,
                                   gc_row_s=0.0, wave_s=0.0, restart_s=0.0, source="fitted")
@@ -1118,7 +1119,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     memory_lines = memory_table(results, measured, memory)
     print("\n" + "\n".join(lines) + "\n\n" + "\n".join(summary))
     print("\n" + "\n".join(memory_lines))
-    print("\n# paste into statekit.recovery.DEFAULT_MODELS:")
+    print("\n# paste into statekit.cost_model.DEFAULT_MODELS:")
     for provider, model in models.items():
         print(f'    "{provider}": CostModel("{provider}", per_task_s={model.per_task_s:.4g}, '
               f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "

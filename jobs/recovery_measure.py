@@ -44,7 +44,8 @@ from statekit.jobs.state_reader import (
     state_variables,
     translate,
 )
-from statekit.recovery import InstanceWork, LoadTiming
+from statekit.recovery import InstanceWork
+from statekit.recovery_scaling import LoadTiming
 
 UNREACHABLE = ("No FileSystem for scheme", "ClassNotFoundException", "UnsupportedFileSystem")
 

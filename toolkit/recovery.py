@@ -1,4 +1,4 @@
-"""How long a restart of this query spends getting its state back — estimated from files.
+"""How long until a restarted query has completed its first batch, estimated from files.
 
 When a stateful query restarts, every task of every stateful stage first loads its store
 instance at the version it will build on (last committed batch + 1):
@@ -9,169 +9,39 @@ instance at the version it will build on (last committed batch + 1):
   the local database, the database opened), then — with changelog checkpointing — every
   ``.changelog`` after it, replayed into the database.
 
-Tasks of one stage run in waves over the available cores, so the stage takes as long as its
-busiest core (longest tasks scheduled first, as Spark's scheduler roughly does for equal-sized
-partitions); stateful stages run one after another. A batch that was planned but never
-committed is re-run first. The estimate is the sum — the time a restart spends beyond what
-the same first batch would cost with empty state (JVM start, planning and processing the new
-input are not included; they do not depend on the state).
-
-Per-instance cost is linear in what is read — files of the base, change files, bytes of
-each, records replayed, plus a fixed cost — and the first wave of tasks also pays the JVM's
-one-time warm-up of the load path: a fixed part (tens of ms for HDFS, ~0.4 s for opening
-RocksDB from a zip) and a part per record (the first wave replays while the JIT compiles the
-replay code: up to ~1.5× slower than later waves on 2 cores). Records are counted by decoding
-a sample of the files (a large file from its first MiB). The per-provider constants are fitted
-by non-negative least squares on Spark's own per-partition load times of restarts measured on
-one half of a grid (10k–3M keys, ~50 B and ~1 KB values, 4 and 16 partitions, every load
-path; ``benchmarks/bench_recovery_grid.py``) and validated on the other half, whose extreme
-errors become the estimate's range. ``calibrate`` replaces the filesystem-dependent part
-(per-file latency, bytes/s) with what reading the checkpoint's own files through its own
-filesystem measures — what matters on an object store; ``scale_to_measurement`` scales the
-whole model to loads Spark timed on the user's own master (``recovery --measure``).
+Per instance the load is linear in what is read (files of the base, change files, bytes of
+each, records replayed — counted by decoding a sample of the files — and a fixed part), the
+first wave also paying the JVM's warm-up of the load path. Tasks of one stage run in waves
+over the cores, longest first; stateful stages run one after another. The first batch then
+pays more than the load itself — the load × a factor, the rows held, garbage collection, a
+part per task and a fixed part (:class:`~statekit.cost_model.CostModel`, fitted by
+``benchmarks/bench_recovery_grid.py`` against measured restarts) — and any uncommitted batch
+runs first (:mod:`statekit.reruns`). What is estimated is that first batch over what the same
+batch costs on an empty checkpoint: the JVM's start and the new input's processing do not
+depend on the state. ``--calibrate`` / ``--measure`` tune the model
+(:mod:`statekit.recovery_scaling`).
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
-from statekit.checkpoint.logs import provider_short_name
+from statekit.cost_model import CostModel, default_model
 from statekit.progress_log import BatchTiming
+from statekit.reruns import Rerun, plan_reruns, rerun_notes
 
 if TYPE_CHECKING:
     from statekit.restart_memory import StateMemory
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """Seconds a restart spends per unit of state read, for one provider's load path.
-
-    The terms separate what grows with files (opening, a ``.crc`` beside each on Hadoop
-    filesystems, RocksDB's per-SST work when opening a database), with bytes (reading and
-    decompressing; for RocksDB's base, copying SSTs next to the local database and unzipping),
-    with records (replaying each into the in-memory map or the database) and what is paid once
-    per task and once per core of the first wave (the JVM's warm-up of the load path).
-    """
-
-    provider: str
-    per_task_s: float
-    """Fixed cost of bringing up one store instance from files."""
-    base_file_s: float
-    """Per file of the base: a snapshot (HDFS) or a zip and each SST it references."""
-    change_file_s: float
-    """Per change file replayed: ``.delta`` (HDFS) or ``.changelog`` (RocksDB)."""
-    base_byte_s: float
-    """Per byte of the base (HDFS: decompressing a snapshot; RocksDB: copying its SSTs)."""
-    change_byte_s: float
-    """Per byte of change files (decompressing them)."""
-    record_s: float
-    """Per record replayed into the store (HDFS snapshot and delta records; RocksDB
-    changelog records — zip/SST contents are copied as files, not iterated)."""
-    first_wave_s: float
-    """One-time warm-up (class loading, JIT, native libraries) paid by each task of the
-    first wave of the first stateful stage when it loads from change files only ..."""
-    first_wave_base_s: float
-    """... and when it loads a base (RocksDB: opening a checkpoint from a zip costs more)."""
-    first_wave_record_s: float = 0.0
-    """Extra per record replayed by a task of the first wave: the replay runs while the JIT
-    is still compiling it (the benchmark's first-wave partitions replayed up to ~1.5× slower
-    than the same partitions in later waves)."""
-    load_factor: float = 1.0
-    """The first batch after a restart pays this multiple of the replay part of the load
-    makespan that Spark's own load log times (change files, records, instances) ..."""
-    base_factor: float = 1.0
-    """... and this multiple of its base part (a snapshot's or zip's files and bytes, the
-    warm-up of opening one): the first batch of a new query, which the estimate is measured
-    against, pays part of opening a store too."""
-    row_s: float = 0.0
-    """Per row the busiest core's stores hold after the load: what the first batch pays on
-    top (HDFS: copying the loaded map into the batch's new version and committing it;
-    RocksDB: the first commit of a database that holds them)."""
-    gc_row_s: float = 0.0
-    """Per row on the busiest core × million rows the executor's heap holds at once (the
-    HDFS provider keeps every loaded partition's map on the heap: garbage collection
-    slows as the live set grows)."""
-    wave_s: float = 0.0
-    """Per task the busiest core runs in a stateful stage, either sign: a task's first commit
-    after a restart costs other than a new query's first commit on an empty checkpoint (a
-    RocksDB store re-uploads or re-links its files; a new one writes its first)."""
-    restart_s: float = 0.0
-    """Once per restart that loads any state. Either sign: what the estimate measures
-    against, a new query's first batch on an empty checkpoint, pays costs of its own (a
-    restart of a small state is faster than it); the estimate never goes below 0."""
-    low: float = 1.0
-    """The smallest measured ÷ estimated ratio of this load path on held-out restarts ..."""
-    high: float = 1.0
-    """... and the largest: the estimate's range is [estimate × low, estimate × high]."""
-    source: str = "default"
-    """``default`` (fitted on the benchmark grid), ``calibrated`` (this filesystem's latency
-    and bandwidth) or ``measured`` (scaled to a load Spark timed on the user's master)."""
-
-    def terms(self, base_files: int, change_files: float, base_bytes: float,
-              change_bytes: float, records: float) -> dict[str, float]:
-        """The seconds of one instance's load, by what they grow with."""
-        return {"fixed": self.per_task_s,
-                "files": self.base_file_s * base_files + self.change_file_s * change_files,
-                "bytes": self.base_byte_s * base_bytes + self.change_byte_s * change_bytes,
-                "records": self.record_s * records}
-
-    def seconds(self, base_files: int, change_files: float, base_bytes: float,
-                change_bytes: float, records: float) -> float:
-        """Seconds to load one instance (``change_files`` fractional for the what-if's
-        typical case: half an interval of deltas)."""
-        return sum(self.terms(base_files, change_files, base_bytes, change_bytes,
-                              records).values())
-
-    def scaled(self, factor: float, source: str) -> CostModel:
-        """Every cost × ``factor`` (a machine ``factor`` times slower than the benchmark's):
-        every ``*_s`` field, so a cost added later cannot be forgotten here."""
-        costs = {f.name: getattr(self, f.name) * factor for f in fields(self)
-                 if f.name.endswith("_s")}
-        return replace(self, source=source, **costs)
-
-
-#: The load terms were fitted by ``benchmarks/bench_recovery_grid.py`` on Spark's own
-#: per-partition load times (a grid with long chains of small change files, which tell the
-#: per-file cost from the per-task one); the first-batch terms (``load_factor`` …
-#: ``restart_s``) on warm pairs — restart and empty checkpoint in one warmed-up JVM — of the
-#: fit half of the current grid (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4
-#: and 16 partitions on 2 cores, every load path; the variant with the least leave-one-out
-#: error that still charges for replayed records), then × what cold restarts of that half
-#: take per second of that fit (HDFS 1.0, RocksDB 0.79: a cold JVM overlaps part of its
-#: warm-up with a long load); ``low``/``high`` are the extreme measured ÷ estimated ratios
-#: of the other half.
-DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
-                      base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
-                      first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, load_factor=3.02, base_factor=3.02,
-                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, restart_s=-0.3254, low=0.722,
-                      high=1.23),
-    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
-                         change_file_s=0.0006224, base_byte_s=2.916e-09,
-                         change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
-                         first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
-                         load_factor=1.906, base_factor=2.275, row_s=0.0, gc_row_s=0.0,
-                         wave_s=0.0, restart_s=-0.4046, low=0.47, high=1.07),
-}
-
-READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
-"""``--measure``: on the benchmark machine, Spark's state reader loading one partition and
-iterating its rows took ``fixed + ratio × (the model's restart load of it) + per_row × rows``
-(fitted on the grid's fit half: a restart never iterates a RocksDB zip's keys, the reader
-does), so a reader timing on the user's master over that is how much slower or faster than
-the benchmark machine a restart's load runs there."""
 
 
 @dataclass(frozen=True)
@@ -257,18 +127,6 @@ class Term:
     share: float
     detail: str
     """What it is, in numbers: "replaying 1.1 M delta records"."""
-
-
-@dataclass(frozen=True)
-class Rerun:
-    """A batch planned before the crash and not committed: what the restart does with it."""
-
-    batch: int
-    action: str
-    """``re-run`` (processed again, first) or ``skip`` (its sink already committed it:
-    Spark re-plans it and writes nothing)."""
-    seconds: float
-    source: str
 
 
 @dataclass(frozen=True)
@@ -449,13 +307,6 @@ def restart_seconds(stages: Sequence[StageEstimate], model: CostModel) -> float:
     return max(0.0, sum(s.seconds for s in stages) + fixed_seconds(stages, model))
 
 
-def default_model(ckpt: Checkpoint) -> CostModel:
-    """The default cost model of the checkpoint's provider."""
-    provider = provider_short_name(ckpt.conf.get(
-        "spark.sql.streaming.stateStore.providerClass")) or "hdfs"
-    return DEFAULT_MODELS.get(provider, DEFAULT_MODELS["hdfs"])
-
-
 def with_cores(estimate: RecoveryEstimate, cores: int) -> float:
     """The same load scheduled over another number of cores (for what-if questions)."""
     stages = _stages(estimate.instances, estimate.model, cores, estimate.executors)
@@ -467,11 +318,6 @@ DEFAULT_BYTES_PER_RECORD = 120.0
 
 DEFAULT_ROW_BYTES = 200.0
 """Decoded key + value bytes per state record when no file can be sampled."""
-
-SKIPPED_BATCH_S = 0.35
-"""A re-planned batch whose sink already committed it, without a progress log to time a warm
-batch's planning and log writes (``triggerExecution − addBatch``; benchmark: 0.35 s)."""
-
 
 SAMPLE_PREFIX_BYTES = 1 << 20
 """A sampled file larger than this is decoded from its first MiB only (records per compressed
@@ -489,7 +335,7 @@ class RecordSample(NamedTuple):
     source: str
 
 
-def _records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None = None
+def records_in(ckpt: Checkpoint, file: StateFile, cap: int, data: bytes | None = None
                 ) -> tuple[int, int, int]:
     """(records, compressed bytes they came from, their key + value bytes) of ``file``, or of
     its first ``cap`` bytes: the stream is decoded until the cut ends it. ``data``: the
@@ -536,7 +382,7 @@ def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance]
     size = records = row_bytes = 0
     for file in sample:
         try:
-            counted, covered, decoded = _records_in(ckpt, file, cap)
+            counted, covered, decoded = records_in(ckpt, file, cap)
         except (StatekitError, OSError):
             continue
         records += counted
@@ -545,98 +391,6 @@ def sample_bytes_per_record(ckpt: Checkpoint, instances: Sequence[StoreInstance]
     if not records:
         return RecordSample(DEFAULT_BYTES_PER_RECORD, DEFAULT_ROW_BYTES, "default")
     return RecordSample(size / records, row_bytes / records, f"sampled {len(sample)} files")
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
-def file_sink_committed(sink: Location, batch: int) -> bool | None:
-    """Whether the file sink at ``sink`` already committed ``batch`` (its ``_spark_metadata``
-    log has ``<batch>`` or ``<batch>.compact``); None when its log cannot be read."""
-    try:
-        names = {str(p).rstrip("/").rsplit("/", 1)[-1]
-                 for p in sink.fs.ls(sink.path("_spark_metadata"), detail=False)}
-    except (OSError, ValueError):
-        return None
-    return str(batch) in names or f"{batch}.compact" in names
-
-
-def _runs(timings: Sequence[BatchTiming]) -> list[list[BatchTiming]]:
-    """The log's batches split at every (re)start of the query (a new ``runId``)."""
-    runs: list[list[BatchTiming]] = []
-    for timing in timings:
-        if not runs or timing.run_id != runs[-1][-1].run_id:
-            runs.append([])
-        runs[-1].append(timing)
-    return runs
-
-
-def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
-                   ) -> tuple[float | None, str]:
-    """What re-running a batch adds to a restart.
-
-    The re-run is the restart's first batch and pays the JVM's cold start (as the first new
-    batch would have), so what it adds is a batch *after* the cold one: the second batch of a
-    run, which is still far from warm (JIT, Python workers). The progress log shows those at
-    every start of the query; without a start in the log, its median batch; without a log,
-    the offset log's median gap between batch starts.
-    """
-    if timings:
-        seconds = [run[1].trigger_s for run in _runs(timings) if len(run) > 1
-                   and run[0].run_id is not None]
-        if seconds:
-            return _median(seconds), "progress log: the second batch after a start"
-        return (_median([t.trigger_s for t in timings[-20:]]),
-                "progress log: median of the last 20 batches")
-    committed = ckpt.committed_batches[-12:]
-    pending = ckpt.uncommitted_batches[:1]
-    readable = ckpt.ledger.offsets  # a damaged old entry costs its timestamp, not the answer
-    stamps = {b: readable[b] for b in [*committed, *pending] if b in readable}
-    times = [ms for b in sorted(stamps) if (ms := stamps[b].timestamp_ms)]
-    gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
-    if not gaps:
-        return None, "unknown: no progress log and no batch timestamps"
-    return _median(gaps) / 1000, "offset log: median gap between batch starts"
-
-
-def _skip_seconds(timings: Sequence[BatchTiming] | None) -> tuple[float, str]:
-    """A re-planned batch that its sink already committed. It writes nothing and, as the
-    restart's first batch, plans cold — but then the first new batch plans warm instead of
-    cold, so what the skip adds is what a *warm* batch spends outside ``addBatch`` (planning,
-    offset and commit log writes): the median over the log's batches that are not the first
-    after a start; else a default."""
-    if not timings:
-        return SKIPPED_BATCH_S, "default for a skipped batch"
-    warm = [t for run in _runs(timings) for t in run[1:]][-20:] or list(timings)
-    return (_median([max(0.0, t.trigger_s - t.add_batch_s) for t in warm]),
-            "progress log: a warm batch's planning and log writes")
-
-
-def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
-                sink: Location | None = None) -> tuple[tuple[Rerun, ...], int]:
-    """The uncommitted batches a restart runs first, and the state version it then loads.
-
-    Spark re-runs the newest planned batch without a commit. A file sink that already
-    committed it (a crash between the sink's commit and the commit log's) makes Spark skip
-    the write — nothing is loaded for it; the next batch loads the version the crashed run
-    wrote. Any other re-run loads ``last commit + 1`` and processes the batch again.
-    """
-    committed = ckpt.last_committed_batch
-    version = committed + 1 if committed is not None else 0
-    reruns = []
-    batch_s, batch_source = _batch_seconds(ckpt, timings)
-    skipping = True
-    for batch in ckpt.uncommitted_batches:
-        done = file_sink_committed(sink, batch) if sink and skipping else None
-        if done:
-            reruns.append(Rerun(batch, "skip", *_skip_seconds(timings)))
-            version = batch + 1
-            continue
-        skipping = False
-        reruns.append(Rerun(batch, "re-run", batch_s or 0.0, batch_source))
-    return tuple(reruns), version
 
 
 def _what_if(instances: Sequence[StoreInstance], works: Sequence[InstanceWork], version: int,
@@ -796,7 +550,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
         notes.append(f"{len(broken)} store instance(s) cannot be loaded from their files "
                      "(missing deltas or snapshots): the restart would fail — see "
                      "`statekit report`")
-    notes += _rerun_notes(reruns, sink, version)
+    notes += rerun_notes(reruns, sink, version)
     if not ckpt.location.is_local and model.source == "default":
         notes.append("object storage: the defaults were measured on local disk, where a "
                      "file costs well under a millisecond; run with --calibrate to time "
@@ -836,139 +590,3 @@ def load_features(ckpt: Checkpoint) -> tuple[int, list[InstanceWork]]:
     ``benchmarks/bench_recovery_grid.py``)."""
     _, version = plan_reruns(ckpt)
     return version, load_work(ckpt, version, default_model(ckpt))[1]
-
-
-def _rerun_notes(reruns: Sequence[Rerun], sink: Location | None, version: int) -> list[str]:
-    notes = []
-    for rerun in reruns:
-        if rerun.action == "skip":
-            notes.append(f"batch {rerun.batch} was planned but not committed, and the file "
-                         f"sink {sink.url if sink else '-'} already committed it: the restart "
-                         f"re-plans it and writes nothing; state then loads at version {version}")
-        else:
-            notes.append(f"batch {rerun.batch} was planned but not committed: the restart "
-                         f"re-runs it first ({rerun.source})")
-    if any(r.action == "re-run" for r in reruns) and not sink:
-        notes.append("if the sink already committed that batch (a file sink's "
-                     "_spark_metadata/<batch>), Spark skips the re-run: give --file-sink PATH "
-                     "(or a --progress-log log naming the sink) to check")
-    return notes
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What reading a sample of this checkpoint's files through its filesystem measured."""
-
-    files: int
-    bytes: int
-    records: int
-    per_file_s: float
-    bytes_per_s: float
-    python_records_per_s: float
-
-
-def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
-              ) -> tuple[CostModel, Calibration | None]:
-    """Measure per-file latency and read bandwidth on the checkpoint's own filesystem.
-
-    Spark opens and reads the same files, so a filesystem slower than the defaults assume
-    (object stores: tens of ms per file) slows it alike: the calibrated model takes the larger
-    latency and the smaller bandwidth. Record replay is CPU-bound in the JVM; Python's decode
-    speed is reported but the default ``record_s`` stays.
-    """
-    import time
-
-    from statekit.errors import StatekitError
-
-    files = [f for i in ckpt.inventory.instances.values()
-             for f in i.of_kind("delta", "snapshot", "changelog", "zip")]
-    if not files:
-        return model, None
-    step = max(1, len(files) // limit)
-    sample = files[::step][:limit]
-    started = time.perf_counter()
-    data = {f.path: ckpt.read_bytes(f.path, fast=False) for f in sample}
-    read_s = max(time.perf_counter() - started, 1e-6)
-    size = sum(len(d) for d in data.values())
-    records = 0
-    started = time.perf_counter()
-    for file in sample:
-        if file.kind == "zip":
-            continue
-        try:
-            records += _records_in(ckpt, file, SAMPLE_PREFIX_BYTES, data[file.path])[0]
-        except StatekitError:
-            continue
-    decode_s = max(time.perf_counter() - started, 1e-6)
-    small = sorted(sample, key=lambda f: f.size)[: max(1, len(sample) // 2)]
-    started = time.perf_counter()
-    for file in small:
-        ckpt.read_bytes(file.path, fast=False)  # the per-file cost Spark pays
-    latency = (time.perf_counter() - started) / len(small)
-    # bandwidth: what the reads took beyond their per-file latency; too few bytes to tell
-    # (under 4 MiB) keeps the default
-    transfer_s = read_s - latency * len(sample)
-    bandwidth = size / transfer_s if size >= 4 << 20 and transfer_s > 0 else 0.0
-    measured = Calibration(len(sample), size, records, latency, bandwidth, records / decode_s)
-    # Spark's local/HDFS filesystems open a .crc beside every state file, object stores none
-    per_file = latency * (2 if ckpt.inventory.crc_files else 1)
-    per_byte = 1 / bandwidth if bandwidth else 0.0
-    tuned = replace(model, base_file_s=max(model.base_file_s, per_file),
-                    change_file_s=max(model.change_file_s, per_file),
-                    base_byte_s=max(model.base_byte_s, per_byte),
-                    change_byte_s=max(model.change_byte_s, per_byte), source="calibrated")
-    return tuned, measured
-
-
-@dataclass(frozen=True)
-class LoadTiming:
-    """One store instance's load, as Spark timed it on the user's master (``--measure``)."""
-
-    operator_id: int
-    store: str
-    partition: int
-    version: int
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What ``--measure`` timed and how it scaled the model."""
-
-    timings: tuple[LoadTiming, ...]
-    empty_job_s: float
-    """A job that loads nothing (scheduling), subtracted from each timing."""
-    fetch_s: float
-    """Fetching the instances' files from a store Spark cannot reach from here (added)."""
-    measured_s: float
-    """What the timed loads took, net."""
-    predicted_s: float
-    """What the default model predicts for the same reads through Spark's state reader."""
-    factor: float
-    """measured ÷ predicted: this cluster against the benchmark machine."""
-
-
-def measure_targets(estimate: RecoveryEstimate, count: int = 2) -> list[InstanceWork]:
-    """The slowest loadable store instances: the ones whose timing says the most."""
-    loading = [w for w in estimate.instances if w.loadable and w.files]
-    return sorted(loading, key=lambda w: -w.seconds)[:count]
-
-
-MEASURE_FACTOR_LIMITS = (0.05, 50.0)
-"""A factor outside this range is a broken measurement (a cluster 50× slower would be told
-by the user's eyes): it is clamped (``Measurement`` keeps the measured and predicted seconds
-it came from)."""
-
-
-def scale_to_measurement(model: CostModel, works: Sequence[InstanceWork],
-                         timings: Sequence[LoadTiming], empty_job_s: float, fetch_s: float
-                         ) -> tuple[CostModel, Measurement]:
-    """The model scaled so that it predicts what Spark measured for ``works``."""
-    fixed, ratio, per_row = READER_OVERHEAD.get(model.provider, (0.0, 1.0, 0.0))
-    predicted = fixed * len(works) + ratio * sum(w.seconds for w in works) + \
-        per_row * sum(w.rows for w in works)
-    measured = sum(max(0.0, t.seconds - empty_job_s) for t in timings) + fetch_s
-    low, high = MEASURE_FACTOR_LIMITS
-    factor = min(high, max(low, measured / predicted)) if predicted > 0 else 1.0
-    return (model.scaled(factor, "measured"),
-            Measurement(tuple(timings), empty_job_s, fetch_s, measured, predicted, factor))

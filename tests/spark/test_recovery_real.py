@@ -100,7 +100,8 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
 
 def test_object_storage_estimate_matches_local_and_calibrates(reference_checkpoints,
                                                               s3_server, capsys):
-    from statekit.recovery import calibrate, default_model
+    from statekit.cost_model import default_model
+    from statekit.recovery_scaling import calibrate
 
     local = reference_checkpoints.get("rocksdb", changelog=True).checkpoint
     url = s3_server.upload(str(local), "checkpoints", "recovery-rocksdb-changelog")

@@ -82,7 +82,8 @@ def test_every_chart_has_labelled_axes():
             from dataclasses import replace
 
             from statekit.checkpoint import open_checkpoint
-            from statekit.recovery import default_model, estimate_recovery
+            from statekit.cost_model import default_model
+            from statekit.recovery import estimate_recovery
 
             ckpt = open_checkpoint(str(FIXTURE))
             load_only = estimate_recovery(ckpt, cores=2, model=replace(

@@ -9,15 +9,10 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
+from statekit.cost_model import DEFAULT_MODELS
 from statekit.progress_log import BatchTiming
-from statekit.recovery import (
-    DEFAULT_MODELS,
-    SKIPPED_BATCH_S,
-    estimate_recovery,
-    file_sink_committed,
-    schedule,
-    with_cores,
-)
+from statekit.recovery import estimate_recovery, schedule, with_cores
+from statekit.reruns import SKIPPED_BATCH_S, file_sink_committed
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -207,7 +202,7 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
 def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
     """A re-run adds a restart's *second* batch (the re-run itself is the cold first one);
     a skipped batch costs a restart's cold planning."""
-    from statekit.recovery import plan_reruns
+    from statekit.reruns import plan_reruns
 
     ckpt = layout(tmp_path, planned=11, committed=10, extra_versions=[11])
     run_a = [BatchTiming(0, 8.0, 6.0, "a"), BatchTiming(1, 3.0, 2.8, "a"),
@@ -236,7 +231,7 @@ def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
     import random
 
     from statekit.formats.state_writer import write_snapshot
-    from statekit.recovery import SAMPLE_PREFIX_BYTES, _records_in
+    from statekit.recovery import SAMPLE_PREFIX_BYTES, records_in
 
     ckpt = layout(tmp_path, planned=3, committed=3, snapshots=[2], codec=codec)
     rng = random.Random(3)
@@ -247,8 +242,8 @@ def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
     ckpt = open_checkpoint(str(tmp_path / "ck"))
     file = ckpt.inventory.instances[sorted(ckpt.inventory.instances)[0]].of_kind("snapshot")[0]
     assert file.size > 4 * SAMPLE_PREFIX_BYTES
-    whole, size, whole_bytes = _records_in(ckpt, file, 1 << 40)
-    head, covered, head_bytes = _records_in(ckpt, file, SAMPLE_PREFIX_BYTES)
+    whole, size, whole_bytes = records_in(ckpt, file, 1 << 40)
+    head, covered, head_bytes = records_in(ckpt, file, SAMPLE_PREFIX_BYTES)
     assert (whole, size) == (120_000, file.size)
     assert covered <= SAMPLE_PREFIX_BYTES
     assert covered / head == pytest.approx(size / whole, rel=0.05)

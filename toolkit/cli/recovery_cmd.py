@@ -39,8 +39,10 @@ from statekit.presentation import human_bytes, human_duration
 if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
+    from statekit.cost_model import CostModel
     from statekit.progress_log import BatchTiming
-    from statekit.recovery import Calibration, CostModel, Measurement, RecoveryEstimate
+    from statekit.recovery import RecoveryEstimate
+    from statekit.recovery_scaling import Calibration, Measurement
 
 
 @click.command("recovery")
@@ -82,10 +84,11 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     """
     from statekit.checkpoint.location import resolve
     from statekit.cli.health import health_summary, print_health, restart_health
+    from statekit.cost_model import DEFAULT_MODELS, default_model
     from statekit.errors import StatekitError
     from statekit.progress_log import parse_timings
-    from statekit.recovery import DEFAULT_MODELS, default_model, estimate_recovery
-    from statekit.recovery import calibrate as run_calibration
+    from statekit.recovery import estimate_recovery
+    from statekit.recovery_scaling import calibrate as run_calibration
 
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
@@ -158,7 +161,8 @@ def _measure(ckpt: Checkpoint, model: CostModel, slots: int,
              confs: tuple[str, ...], show: bool) -> tuple[CostModel, Measurement]:
     """Time Spark loading the slowest partitions; the model scaled to it."""
     from statekit.errors import BadInput
-    from statekit.recovery import estimate_recovery, measure_targets, scale_to_measurement
+    from statekit.recovery import estimate_recovery
+    from statekit.recovery_scaling import measure_targets, scale_to_measurement
 
     plain = estimate_recovery(ckpt, cores=slots, model=model, timings=timings, sink=sink)
     targets = measure_targets(plain)
