@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.binding import Binding, BindingType
 
+from statekit.formats.values import render_value
 from statekit.tui.pane import Pane
 from statekit.tui.work import Progress
 
@@ -154,7 +155,7 @@ class StatePane(Pane):
 
             say("reading rows…")
             with session_confs(spark, confs):
-                return [tuple(str(v) for v in r) for r in islice(rows_iter, self.PAGE)]
+                return [tuple(map(cell_text, r)) for r in islice(rows_iter, self.PAGE)]
 
         self.ask("state-page", page, self._fetched, describe=f"page {len(self.pages) + 1}")
 
@@ -172,3 +173,16 @@ class StatePane(Pane):
         self.table.load(self.columns, [(str(first + n), r) for n, r in enumerate(rows)])
         more = "" if self.exhausted and self.page == len(self.pages) - 1 else " · n: more"
         self.status.update(f"rows {first + 1 if rows else 0}–{first + len(rows)}{more}")
+
+
+def cell_text(value: object) -> str:
+    """A state value as ``statekit state show`` prints it (``{user_id: u1, …}``, ``null``,
+    ISO times), not as PySpark's ``Row(user_id='u1', …)``: Spark's rows become the plain
+    dicts and lists the CLI reads through Arrow."""
+    as_dict = getattr(value, "asDict", None)
+    if callable(as_dict):
+        value = as_dict(recursive=True)
+    elif isinstance(value, list):
+        value = [v.asDict(recursive=True) if callable(getattr(v, "asDict", None)) else v
+                 for v in value]
+    return render_value(value, max_len=None)

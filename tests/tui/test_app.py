@@ -175,6 +175,8 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
                 await app.messages.answer(pilot, "state-page", pages + 1, timeout=60)
                 shown = sum(len(p) for p in state.pages)
             assert shown == keys  # every key, page by page
+            assert not [c for page in state.pages for r in page for c in r
+                        if c.startswith("Row(")]  # values as `statekit state show` prints
             await pilot.press("p")
             assert state.page == max(0, len(state.pages) - 2)
             # "/" + Enter: Spark searches every row, not just this page

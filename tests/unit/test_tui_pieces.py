@@ -82,3 +82,20 @@ def test_parse_query_errors_name_the_file(tmp_path):
         parse_query(broken.read_text(), shown=str(broken))
     with pytest.raises(BadInput, match="no such file"):
         read_text(str(tmp_path / "missing.jsonl"))
+
+
+def test_state_cells_show_spark_rows_as_the_cli_shows_arrow_rows():
+    """The State tab gets PySpark ``Row`` objects, ``statekit state show`` the dicts Arrow
+    gives: one value, one rendering (never ``Row(user_id='u1', …)``)."""
+    from pyspark.sql import Row
+
+    from statekit.formats.values import render_value
+    from statekit.tui.state_pane import cell_text
+
+    row = Row(user_id="u1", state=Row(phase="Watching", amounts=[1.5, 2.0]), seen=None)
+    as_arrow = {"user_id": "u1", "state": {"phase": "Watching", "amounts": [1.5, 2.0]},
+                "seen": None}
+    assert cell_text(row) == render_value(as_arrow, max_len=None) == \
+        "{user_id: 'u1', state: {phase: 'Watching', amounts: [1.5, 2.0]}, seen: null}"
+    assert cell_text([Row(a=1), Row(a=2)]) == render_value([{"a": 1}, {"a": 2}])
+    assert cell_text(None) == "null" and cell_text("u1") == "u1"
