@@ -7,11 +7,10 @@ by ``run``. The pipeline itself knows nothing of click: this is its front end.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -21,6 +20,7 @@ from statekit.cli.options import (
     changelog_option,
     json_option,
     partitions_option,
+    print_json,
     progress_log_option,
     spark_options,
 )
@@ -28,6 +28,9 @@ from statekit.errors import BadInput
 from statekit.reference_pipeline.generator import GeneratorConfig, generate, read_manifest
 from statekit.reference_pipeline.pipeline import PROVIDERS, RunOptions, RunResult, local_path
 from statekit.reference_pipeline.truth import fraud_labels
+
+if TYPE_CHECKING:
+    from statekit.checkpoint import Checkpoint
 
 DEFAULTS = GeneratorConfig()
 
@@ -108,7 +111,7 @@ def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool,
         "seconds": round(elapsed, 3), "config": asdict(config),
     }
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        print_json(summary)
         return
     click.echo(
         f"wrote batches {result.first_batch}..{result.total_batches - 1} "
@@ -130,7 +133,7 @@ def labels_cmd(landing: Path) -> None:
     """Print the users the generator made fraudulent (JSON: user → fraud session ids)."""
     if _manifest(landing) is None:
         raise BadInput("not a landing folder (no generator.json)", path=str(landing))
-    click.echo(json.dumps(fraud_labels(landing), indent=2, sort_keys=True))
+    print_json(dict(sorted(fraud_labels(landing).items())))
 
 
 def _duration_ms(text: str) -> str:
@@ -215,26 +218,29 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     elapsed = time.perf_counter() - started
     summary = _summary(opts, result, elapsed, jvm_s)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        print_json(summary)
     else:
         _print_summary(Console(), summary)
+
+
+def _existing(checkpoint: str) -> Checkpoint | None:
+    """The checkpoint a previous run left (read through statekit's own model), or None for a
+    first run or a folder that is not one yet."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.errors import StatekitError
+
+    try:
+        return open_checkpoint(checkpoint, allow_missing_metadata=True)
+    except StatekitError:
+        return None
 
 
 def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
     """Warn when the checkpoint already pins settings that differ from the options."""
     from statekit.reference_pipeline.pipeline import PARTITIONS_CONF, PROVIDER_CONF
 
-    root = local_path(checkpoint)
-    offsets = root / "offsets" if root else None
-    if offsets is None or not offsets.is_dir():
-        return []
-    entries = sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    if not entries:
-        return []
-    try:
-        conf = json.loads(entries[-1].read_text().splitlines()[1]).get("conf", {})
-    except (OSError, IndexError, ValueError):
-        return []
+    ckpt = _existing(checkpoint)
+    conf = ckpt.conf if ckpt is not None else {}
     notes = []
     pinned_parts = conf.get(PARTITIONS_CONF)
     if pinned_parts and pinned_parts != str(opts.partitions):
@@ -247,17 +253,19 @@ def _pinned_notes(checkpoint: str, opts: RunOptions) -> list[str]:
     return notes
 
 
+STATE_FILE_KINDS = ("delta", "snapshot", "zip", "changelog", "sst")
+
+
 def _state_files(checkpoint: str) -> dict[str, int]:
-    """Count state files by kind for a local checkpoint (a quick look; `statekit report`
-    is the real inventory)."""
-    local = local_path(checkpoint)
-    root = local / "state" if local else None
-    counts = {".delta": 0, ".snapshot": 0, ".zip": 0, ".changelog": 0, ".sst": 0}
-    if root is None or not root.is_dir():
+    """State files by kind, from statekit's inventory (``statekit report`` has the rest)."""
+    counts = dict.fromkeys((f".{kind}" for kind in STATE_FILE_KINDS), 0)
+    ckpt = _existing(checkpoint)
+    if ckpt is None:
         return counts
-    for path in root.rglob("*"):
-        if path.is_file() and not path.name.startswith(".") and path.suffix in counts:
-            counts[path.suffix] += 1
+    for instance in ckpt.inventory.instances.values():
+        for kind, (count, _bytes) in instance.kind_totals.items():
+            if f".{kind}" in counts:
+                counts[f".{kind}"] += count
     return counts
 
 
