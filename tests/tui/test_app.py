@@ -46,6 +46,32 @@ async def plan_repartition(pilot, app, partitions: int, target: Path,
     return pane
 
 
+async def open_fix_tab(pilot, app):
+    """Open the Fix tab once the Overview is done, and wait for the doctor's answer."""
+    from statekit.tui.fix_pane import FixPane
+
+    await app.messages.answer(pilot, "snapshot")
+    await app.messages.idle(pilot)
+    pane = app.query_one(FixPane)
+    await show_tab(pilot, app, "9")
+    await app.messages.answer(pilot, "analysis", describe="FixPane", timeout=120)
+    return pane
+
+
+async def execute(pilot, app, pane, kind: str, allow_write: bool, timeout: float) -> bool:
+    """``x`` on a planned write: refused in place without ``--allow-write`` (False), else
+    confirmed with ``y`` and waited for (its second answer after the dry run; True)."""
+    await pilot.press("x")
+    if not allow_write:
+        assert "read-only" in str(pane.status.render())
+        assert app.screen.__class__.__name__ != "ConfirmScreen"
+        return False
+    assert app.screen.__class__.__name__ == "ConfirmScreen"
+    await pilot.press("y")
+    await app.messages.answer(pilot, kind, 2, timeout=timeout)
+    return True
+
+
 def cells(table: Table) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
@@ -212,14 +238,8 @@ def test_repartition_flow_plans_and_executes_only_with_allow_write(reference_che
             assert sum(int(str(pane.table.get_row_at(i)[2]).replace(",", ""))
                        for i in range(2)) == reference_checkpoints.get("hdfs").result \
                 .state_keys()
-            await pilot.press("x")
-            if not allow_write:
-                assert "read-only" in str(pane.status.render())
-                assert app.screen.__class__.__name__ != "ConfirmScreen"
+            if not await execute(pilot, app, pane, "repartition", allow_write, timeout=120):
                 return
-            assert app.screen.__class__.__name__ == "ConfirmScreen"
-            await pilot.press("y")
-            await app.messages.answer(pilot, "repartition", 2, timeout=120)
             assert pane.result.verification.ok and "published" in str(pane.status.render())
 
     asyncio.run(scenario())
@@ -353,7 +373,6 @@ def test_fix_tab_runs_the_doctors_rollback_through_the_rollback_action(reference
     The broken source is never written."""
     from statekit.checkpoint import open_checkpoint
     from statekit.doctor import diagnose
-    from statekit.tui.fix_pane import FixPane
     from tests.support.trees import tree_hash
 
     source = tmp_path / "broken"
@@ -366,11 +385,7 @@ def test_fix_tab_runs_the_doctors_rollback_through_the_rollback_action(reference
     async def scenario():
         app = StatekitApp(str(source), allow_write=True)
         async with driven(app) as pilot:
-            await app.messages.answer(pilot, "snapshot")
-            await app.messages.idle(pilot)
-            pane = app.query_one(FixPane)
-            await show_tab(pilot, app, "9")
-            await app.messages.answer(pilot, "analysis", describe="FixPane", timeout=120)
+            pane = await open_fix_tab(pilot, app)
             diagnosis = pane.result
             assert not diagnosis.restarts and diagnosis.fix_batch is not None
             assert str(pane.status.render()).startswith("will not restart; fix: roll back")
@@ -410,7 +425,6 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
     ``--allow-write``) they are gone from a verified target, the rest kept."""
     from statekit.checkpoint import open_checkpoint
     from statekit.growth import analyse
-    from statekit.tui.fix_pane import FixPane
     from tests.support.trees import tree_hash
 
     source = reference_checkpoints.get("hdfs", leaky=True).checkpoint
@@ -423,11 +437,7 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
     async def scenario():
         app = StatekitApp(str(source), allow_write=allow_write)
         async with driven(app) as pilot:
-            await app.messages.answer(pilot, "snapshot")
-            await app.messages.idle(pilot)
-            pane = app.query_one(FixPane)
-            await show_tab(pilot, app, "9")
-            await app.messages.answer(pilot, "analysis", describe="FixPane", timeout=120)
+            pane = await open_fix_tab(pilot, app)
             pane.query_one("#fx-action").value = "evict"
             pane.query_one("#fx-target").value = str(target)
             pane.query_one("#fx-force").value = True
@@ -436,14 +446,8 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
             await app.messages.answer(pilot, "fix", timeout=180)
             assert f"{untouched:,} rows to remove" in str(pane.status.render()), \
                 str(pane.status.render())
-            await pilot.press("x")
-            if not allow_write:
-                assert "read-only" in str(pane.status.render())
-                assert app.screen.__class__.__name__ != "ConfirmScreen"
+            if not await execute(pilot, app, pane, "fix", allow_write, timeout=240):
                 return
-            assert app.screen.__class__.__name__ == "ConfirmScreen"
-            await pilot.press("y")
-            await app.messages.answer(pilot, "fix", 2, timeout=240)
             status = str(pane.status.render())
             assert f"verified: {untouched:,} rows removed" in status, status
             assert pane.done.checks[0].target_rows == store.history.versions[-1].keys \
