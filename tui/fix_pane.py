@@ -104,7 +104,7 @@ class FixPane(LazyPane["Diagnosis"]):
         return diagnose(snapshot.ckpt, decode=False, fix=True, progress=progress)
 
     def show_result(self, result: Diagnosis) -> None:
-        self.done, self.prepared = None, None
+        self.done, self.prepared, self.planned = None, None, None
         fix = (f"fix: roll back to batch {result.fix_batch} — {result.fix_command}"
                if result.fix_command else "no rollback needed" if result.restarts
                else "no rollback fixes it")

@@ -84,6 +84,21 @@ def test_an_old_spelling_still_works_with_a_one_line_note(capsys, path, old, new
                     f"release; use {new[0]}"]
 
 
+@pytest.mark.parametrize("order", ["old first", "new first"])
+def test_old_and_new_spelling_together_are_refused(capsys, order):
+    """Click keeps whichever of two options it processed last: both at once would silently
+    depend on their order, so they are a usage error (exit 2) in either order."""
+    from statekit.cli.runner import run_cli
+
+    both = [["--sink", "a/"], ["--file-sink", "b/"]]
+    if order == "new first":
+        both.reverse()
+    args = ["recovery", "no-such-ckpt", *both[0], *both[1]]
+    assert run_cli(cli, "statekit", args) == 2
+    err = capsys.readouterr().err
+    assert "--sink is the deprecated spelling of --file-sink; give --file-sink only" in err
+
+
 def test_without_the_option_the_default_stays():
     assert _parse("recovery", ["ckpt"])["file_sink"] is None
     assert _parse("report", ["ckpt"])["decode"] is False

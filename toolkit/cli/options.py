@@ -174,10 +174,25 @@ def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,
 # default, one help. ``tests/unit/test_cli_options.py`` walks every command and fails when two
 # declare the same name differently. A command-specific nuance goes in the command's own help.
 
+class _RenamedOption(click.Option):
+    """The old spelling of ``new`` (parameter ``dest``): refused beside the new one, whatever
+    their order on the command line (click would keep whichever it processed last)."""
+
+    def __init__(self, *args: Any, new: str, dest: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new, self.dest = new, dest
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> Any:
+        if opts.get(self.name) is not None and opts.get(self.dest) is not None:
+            raise click.UsageError(f"{self.opts[0]} is the deprecated spelling of {self.new}; "
+                                   f"give {self.new} only", ctx=ctx)
+        return super().handle_parse_result(ctx, opts, args)
+
+
 def renamed_option(old: str, new: str, dest: str, *, flag: bool = False,
                    type: Any = None) -> Callable[[F], F]:
     """A hidden spelling kept for one release: its value goes to ``dest`` (the new option's)
-    with a one-line note on stderr."""
+    with a one-line note on stderr; both spellings at once are a usage error."""
 
     def moved(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if value is None or value is False:
@@ -191,7 +206,7 @@ def renamed_option(old: str, new: str, dest: str, *, flag: bool = False,
     if type is not None:
         attrs["type"] = type
     return click.option(old, f"_deprecated_{dest}", hidden=True, expose_value=False,
-                        callback=moved, **attrs)
+                        callback=moved, cls=_RenamedOption, new=new, dest=dest, **attrs)
 
 
 def _apply(command: F, *decorators: Callable[[F], F]) -> F:
