@@ -101,6 +101,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -620,11 +621,10 @@ def cold_difference(restarts: list[float], baselines: list[float]) -> tuple[floa
     return value, float(low), float(high)
 
 
-JVM_SLOPE: dict[str, tuple[float, float]] = {}
-"""``jvm_slope`` of the cold runs, set by ``report`` before the rows are measured."""
 
 
-def measured_rows(config: Config, measured: dict[str, list[dict]]) -> dict | None:
+def measured_rows(config: Config, measured: dict[str, list[dict]],
+                  slope: tuple[float, float] = (0.0, 0.0)) -> dict | None:
     """What the configuration's restart costs, measured two ways.
 
     * ``A`` (fitted and judged): the warm pairs — per repeat restart − reference in one JVM,
@@ -655,7 +655,6 @@ def measured_rows(config: Config, measured: dict[str, list[dict]]) -> dict | Non
             for k, v in zip(keys, diffs, strict=True):
                 per_part[k].append(v / 1000)
             d_values.append(critical_path([max(0, v) for v in diffs]) / 1000)
-        slope = JVM_SLOPE.get("cold") or (0.0, 0.0)
         cold, low, high = cold_difference(
             [adjusted_trigger(r, slope) for r in restarts.values()],
             [adjusted_trigger(r, slope) for r in baselines.values()])
@@ -889,8 +888,35 @@ def relative_error(estimate: float, measured: float) -> float:
     return (estimate - measured) / max(abs(measured), JUDGE_FLOOR_S)
 
 
+@dataclass(frozen=True)
+class FitChoice:
+    """What the first-batch fit uses (``--fit-on``, ``--cold-adjust``)."""
+
+    fit_on: str = "warm"
+    """The warm pairs, or the cold measure (to compare: fitted on it, the held-out error is
+    larger)."""
+    cold_adjust: str = "factor"
+    """How the warm fit becomes the cold estimate: ``factor``, ``offset`` or ``none``."""
+
+
+@dataclass(frozen=True)
+class ColdAdjustment:
+    """Per provider, what turns the warm fit into the cold estimate: cold = warm × factor +
+    offset (so the warm estimate is (estimate − offset) ÷ factor)."""
+
+    offset: float = 0.0
+    factor: float = 1.0
+
+    def warm(self, cold_estimate: float) -> float:
+        return max(0.0, (cold_estimate - self.offset) / self.factor)
+
+    def cold(self, warm_measure: float) -> float:
+        return max(0.0, warm_measure * self.factor + self.offset)
+
+
 def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict[str, tuple],
-                       load_models: dict) -> dict[str, object]:
+                       load_models: dict, choice: FitChoice = FitChoice()
+                       ) -> tuple[dict[str, Any], dict[str, ColdAdjustment]]:
     """Stage 2: per provider, the first batch's extra time (A, the warm pairs' median
     restart − reference) on the load model's makespan, the rows held and the tasks per core,
     fit half only; the variant with the smallest leave-one-out error on the fit half is kept.
@@ -903,9 +929,9 @@ def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict
     pooled cold runs tell far better than any one configuration's."""
     from dataclasses import replace
 
-    models = {}
+    models, adjustments = {}, {}
     for provider, load_model in load_models.items():
-        target = "cold" if FIT_ON == "cold" else "A"
+        target = "cold" if choice.fit_on == "cold" else "A"
         points = [(restart_features(feats[c.name][1], load_model), rows[c.name][target])
                   for c in configs if c.half == "fit" and provider_of(c) == provider
                   and target in rows.get(c.name, {})]
@@ -929,9 +955,9 @@ def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict
                 for c in configs if c.half == "fit" and provider_of(c) == provider
                 and "cold" in rows.get(c.name, {})]
         offset, factor = 0.0, 1.0
-        if cold and FIT_ON != "cold" and COLD_ADJUST == "offset":
+        if cold and choice.fit_on != "cold" and choice.cold_adjust == "offset":
             offset = statistics.median(cold)
-        elif FIT_ON != "cold" and COLD_ADJUST == "factor":
+        elif choice.fit_on != "cold" and choice.cold_adjust == "factor":
             shares = [rows[c.name]["cold"] / warm for c in configs
                       if c.half == "fit" and provider_of(c) == provider
                       and "cold" in rows.get(c.name, {})
@@ -944,27 +970,13 @@ def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict
                                    wave_s=(coef["wave"] - coef["wave_negative"]) * factor,
                                    restart_s=(coef["restart"] - coef["restart_negative"])
                                    * factor + offset)
-        OFFSETS[provider] = offset
-        FACTORS[provider] = factor
+        adjustments[provider] = ColdAdjustment(offset, factor)
         print(f"{provider} first batch (A): {len(points)} configurations; leave-one-out "
               "median |error| " + ", ".join(f"{k} {v:.0%}" for k, v in scores.items())
               + f"; kept {best}: " + ", ".join(f"{k} {v:.3g}" for k, v in coef.items())
               + f"; cold offset {offset:+.2f} s, factor {factor:.3g} over {len(cold)} "
               "configurations")
-    return models
-
-
-FIT_ON = "warm"
-"""What the first-batch terms are fitted on (``--fit-on``): the warm pairs, or the cold
-measure (to compare: fitted on it, the held-out error is larger)."""
-OFFSETS: dict[str, float] = {}
-"""Per provider, the fixed part added for cold restarts (``fit_restart_models``): the warm
-estimate less this is what the warm pairs measure."""
-FACTORS: dict[str, float] = {}
-"""Per provider, the factor on every first-batch term for cold restarts (``--cold-adjust
-factor``): the estimate ÷ this, less the offset, is what the warm pairs measure."""
-COLD_ADJUST = "factor"
-"""How the warm fit becomes the cold estimate (``--cold-adjust``)."""
+    return models, adjustments
 
 
 def _linear(feature: list[float], coef: dict[str, float]) -> float:
@@ -1024,7 +1036,8 @@ def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
 
 
 def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
-           docs: Path | None = None, check: bool = True, keep_load: bool = False) -> None:
+           docs: Path | None = None, check: bool = True, keep_load: bool = False,
+           choice: FitChoice = FitChoice()) -> None:
     """Fit on the fit half, validate on the held-out half and the unseen configurations;
     print tables and constants (and write the table into ``docs``)."""
     from dataclasses import replace
@@ -1033,11 +1046,11 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
 
     rows: dict[str, dict] = {}
     feats: dict[str, tuple] = {}
-    JVM_SLOPE["cold"] = jvm_slope(measured)
-    print(f"cold runs: first batch +{JVM_SLOPE['cold'][0]:.2f} s per second of JVM start-up "
-          f"(median start-up {JVM_SLOPE['cold'][1]:.1f} s), removed from each")
+    slope = jvm_slope(measured)
+    print(f"cold runs: first batch +{slope[0]:.2f} s per second of JVM start-up "
+          f"(median start-up {slope[1]:.1f} s), removed from each")
     for config in configs:
-        row = measured_rows(config, measured)
+        row = measured_rows(config, measured, slope)
         if row is None:
             print(f"{config.name}: not measured")
             continue
@@ -1053,7 +1066,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
                        for p, m in DEFAULT_MODELS.items()}
     else:
         load_models = fit_load_models(configs, rows, feats)
-    models = fit_restart_models(configs, rows, feats, load_models)
+    models, adjustments = fit_restart_models(configs, rows, feats, load_models, choice)
     memory = fit_memory(configs, measured, feats)
     use_memory_constants(memory)
     results = []
@@ -1072,8 +1085,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     for config, row, estimate, _ in results:
         if config.half == "held-out" and estimate.restart_s >= JUDGE_FLOOR_S:
             provider = provider_of(config)
-            ratios[provider].append(max(0.0, row["A"] * FACTORS.get(provider, 1.0)
-                                                + OFFSETS.get(provider, 0.0))
+            ratios[provider].append(adjustments[provider].cold(row["A"])
                                     / estimate.restart_s)
             if "cold" in row:
                 ratios[provider].append(max(0.0, row["cold"]) / estimate.restart_s)
@@ -1094,8 +1106,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
         errors[f"{config.half}, cold restarts"].append(error)
         if config.keys >= 1_000_000:
             errors[f"{config.half}, cold restarts, ≥ 1M keys"].append(error)
-        warm_est = max(0.0, (est - OFFSETS.get(provider_of(config), 0.0))
-                       / FACTORS.get(provider_of(config), 1.0))
+        warm_est = adjustments[provider_of(config)].warm(est)
         warm_error = relative_error(warm_est, row["A"])
         errors[f"{config.half}, warm pairs"].append(warm_error)
         if config.keys >= 1_000_000:
@@ -1245,8 +1256,6 @@ def main() -> None:
     parser.add_argument("--docs", type=Path,
                         help="write the held-out table into this markdown file")
     args = parser.parse_args()
-    global FIT_ON, COLD_ADJUST
-    FIT_ON, COLD_ADJUST = args.fit_on, args.cold_adjust
     configs = grid(args.quick)
     if args.only:
         wanted = set(args.only.split(","))
@@ -1261,7 +1270,8 @@ def main() -> None:
         measure_readers(work, configs)
         protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
         measure_all(work, measured_configs, args.repeats, args.timeout, protocols)
-    report(work, configs, load_measured(work), args.docs, not args.no_check, args.keep_load)
+    report(work, configs, load_measured(work), args.docs, not args.no_check, args.keep_load,
+           FitChoice(args.fit_on, args.cold_adjust))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -110,22 +110,22 @@ class CostModel:
 #: fit half of the current grid (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4
 #: and 16 partitions on 2 cores, every load path; the variant with the least leave-one-out
 #: error that still charges for replayed records), then × what cold restarts of that half
-#: take per second of that fit (HDFS 1.0, RocksDB 0.79: a cold JVM overlaps part of its
+#: take per second of that fit (HDFS 1.03, RocksDB 0.86: a cold JVM overlaps part of its
 #: warm-up with a long load); ``low``/``high`` are the extreme measured ÷ estimated ratios
 #: of the other half.
 DEFAULT_MODELS = {
     "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
                       base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
                       first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, load_factor=3.02, base_factor=3.02,
-                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, restart_s=-0.3254, low=0.722,
+                      first_wave_record_s=8.625e-07, load_factor=3.112, base_factor=3.112,
+                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, restart_s=-0.3353, low=0.722,
                       high=1.23),
     "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
                          change_file_s=0.0006224, base_byte_s=2.916e-09,
                          change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
                          first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
-                         load_factor=1.906, base_factor=2.275, row_s=0.0, gc_row_s=0.0,
-                         wave_s=0.0, restart_s=-0.4046, low=0.47, high=1.07),
+                         load_factor=2.09, base_factor=2.493, row_s=0.0, gc_row_s=0.0,
+                         wave_s=0.0, restart_s=-0.4435, low=0.698, high=1.23),
 }
 
 READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
