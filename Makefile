@@ -63,7 +63,7 @@ test: check-java prometheus lint
 
 # the edit loop: lint and every test that starts no JVM
 test-fast: lint
-	$(BIN)/python -m pytest -m "not spark" -n auto --dist loadscope --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not spark" -n auto --dist load --durations=10 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build
