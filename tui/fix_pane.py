@@ -273,11 +273,11 @@ def _prepare(snapshot: Snapshot, request: FixRequest, options: dict[str, Any], *
     target = resolve(request.target, options)
     if request.action == "rollback":
         assert request.batch is not None
-        return rollback_action.prepare(snapshot.ckpt, target, request.batch, force=request.force,
-                                file_sink=resolve(request.file_sink, options)
-                                if request.file_sink else None, dry_run=dry_run)
+        sink = resolve(request.file_sink, options) if request.file_sink else None
+        return rollback_action.prepare(snapshot.ckpt, target, request.batch,
+                                       force=request.force, file_sink=sink, dry_run=dry_run)
     from statekit.repartition.evict import Selection
 
     return evict_action.prepare(snapshot.ckpt, target,
-                         Selection(request.where, request.stale_after),
-                         storage_options=options, force=request.force, dry_run=dry_run)
+                                Selection(request.where, request.stale_after),
+                                storage_options=options, force=request.force, dry_run=dry_run)

@@ -179,10 +179,17 @@ def cell_text(value: object) -> str:
     """A state value as ``statekit state show`` prints it (``{user_id: u1, …}``, ``null``,
     ISO times), not as PySpark's ``Row(user_id='u1', …)``: Spark's rows become the plain
     dicts and lists the CLI reads through Arrow."""
+    return render_value(_plain(value), max_len=None)
+
+
+def _plain(value: object) -> object:
+    """``value`` with every PySpark ``Row`` in it, at any depth (in lists, in map values),
+    turned into a dict."""
     as_dict = getattr(value, "asDict", None)
     if callable(as_dict):
-        value = as_dict(recursive=True)
-    elif isinstance(value, list):
-        value = [v.asDict(recursive=True) if callable(getattr(v, "asDict", None)) else v
-                 for v in value]
-    return render_value(value, max_len=None)
+        value = as_dict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

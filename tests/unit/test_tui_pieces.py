@@ -98,4 +98,7 @@ def test_state_cells_show_spark_rows_as_the_cli_shows_arrow_rows():
     assert cell_text(row) == render_value(as_arrow, max_len=None) == \
         "{user_id: 'u1', state: {phase: 'Watching', amounts: [1.5, 2.0]}, seen: null}"
     assert cell_text([Row(a=1), Row(a=2)]) == render_value([{"a": 1}, {"a": 2}])
+    # a map of structs, and a list of lists of structs: Rows at any depth
+    assert cell_text({"k": Row(a=1)}) == render_value({"k": {"a": 1}})
+    assert cell_text([[Row(a=1)]]) == render_value([[{"a": 1}]])
     assert cell_text(None) == "null" and cell_text("u1") == "u1"
