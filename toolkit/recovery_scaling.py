@@ -9,11 +9,13 @@ Apart from the estimate because both take measurements and return a tuned
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.cost_model import READER_OVERHEAD, CostModel
+from statekit.errors import StatekitError
 from statekit.recovery import SAMPLE_PREFIX_BYTES, InstanceWork, RecoveryEstimate, records_in
 
 
@@ -38,10 +40,6 @@ def calibrate(ckpt: Checkpoint, model: CostModel, limit: int = 16
     latency and the smaller bandwidth. Record replay is CPU-bound in the JVM; Python's decode
     speed is reported but the default ``record_s`` stays.
     """
-    import time
-
-    from statekit.errors import StatekitError
-
     files = [f for i in ckpt.inventory.instances.values()
              for f in i.of_kind("delta", "snapshot", "changelog", "zip")]
     if not files:
