@@ -7,12 +7,8 @@ error class and the first line of its message; the rest belongs in logs.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-from statekit.errors import JobFailed, StatekitError
-
-if TYPE_CHECKING:
-    from statekit.checkpoint import Checkpoint
+from statekit.errors import JobFailed
 
 _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Input|File|"
                        r"Format|Operation|Problem)\b(.*:|$)")
@@ -41,14 +37,3 @@ def first_line(exc: BaseException) -> str:
 def job_failed(what: str, exc: BaseException) -> JobFailed:
     """A ``JobFailed`` whose message says what was running and Spark's first line."""
     return JobFailed(f"{what} failed: {first_line(exc)}")
-
-
-def spark_failure(what: str, exc: BaseException, ckpt: Checkpoint) -> StatekitError:
-    """A Spark failure while working on ``ckpt`` as one line: a state load failure names the
-    damaged file (statekit reads the restart path itself), anything else is ``JobFailed``."""
-    from statekit.jobs.state_reader import StateLoadFailed, name_damaged_file, translate
-
-    translated = translate(what, exc)
-    if isinstance(translated, StateLoadFailed):
-        return name_damaged_file(ckpt, translated)
-    return translated  # else JobFailed, BadInput… with Spark's most telling line

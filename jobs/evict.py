@@ -28,9 +28,46 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import file_records, replay_files, store_schemas
 from statekit.errors import BadInput, JobFailed
-from statekit.jobs.staged_writes import KEY_BYTES, VALUE_BYTES, WrittenPartition, each_store
+from statekit.formats.schema import parse_struct_json
+from statekit.formats.unsafe_row import RawValue, make_decoder
+from statekit.jobs.errors import first_line
+from statekit.jobs.migrate import rewrite_into_rocksdb
+from statekit.jobs.raw_rows import read_raw_rows
+from statekit.jobs.staged_writes import (
+    KEY_BYTES,
+    MISPLACED,
+    VALUE_BYTES,
+    WrittenPartition,
+    each_store,
+    is_spark_error,
+    multiset_diff,
+    placement,
+    point_schemas_at_target,
+    staged_job,
+    write_snapshots,
+)
+from statekit.jobs.state_reader import (
+    StateTarget,
+    read_state,
+    reader_confs,
+    session_confs,
+    spark_url,
+)
 from statekit.repartition.evict import CHANGED_AT, SAMPLE_ROWS
+from statekit.repartition.partition_key import partition_fields
+from statekit.repartition.target import commit_entry, write_logs
+from statekit.state_history import age_chain
+
+STILL_SELECTED = "__statekit_still_selected"
+"""A verification's flag column: the selection still matches the target row."""
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -61,7 +98,6 @@ def aged_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int,
                ages: bool) -> list[AgedTask]:
     """One task per source partition: the files rebuilding ``version`` — from the earliest
     retained base when key ages matter (``ages``), else Spark's own load path."""
-    from statekit.state_history import age_chain
 
     tasks = []
     for instance in ckpt.inventory.instances_of(operator_id, store):
@@ -78,7 +114,6 @@ def aged_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int,
 def aged_state(ckpt: Checkpoint, task: AgedTask) -> dict[bytes, tuple[bytes, int]]:
     """One partition's live rows ``{key: (value, version that last wrote it)}``, replayed
     like Spark loads them (runs in an executor)."""
-    from statekit.checkpoint.state_data import file_records, replay_files
 
     state = replay_files(ckpt, task.chain)
     if task.older_zip is not None and task.chain:
@@ -98,13 +133,7 @@ def _rows_function(url: str, storage_options: dict, schema_json: str, key_json: 
     task's rows as Arrow batches (partition, changed-at, key, value, key and value bytes)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType
 
-        from statekit.checkpoint import open_checkpoint
-        from statekit.formats.schema import parse_struct_json
-        from statekit.formats.unsafe_row import RawValue, make_decoder
 
         # timestamps leave as UTC instants (statekit decodes them as aware datetimes)
         schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)),
@@ -145,7 +174,6 @@ def store_rows(spark: SparkSession, ckpt: Checkpoint, schema: StoreSchema, tasks
                storage_options: dict[str, Any]) -> DataFrame:
     """A store's live rows as statekit rebuilds them: ``key``, ``value``, ``CHANGED_AT``,
     ``PARTITION`` and the raw bytes, one task per source partition."""
-    from pyspark.sql.types import StructType
 
     key_json = schema.file.raw["key"]
     value_json = schema.file.raw.get("value") if schema.value is not None else None
@@ -172,9 +200,7 @@ def whole_key_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
     is the grouping key Spark extracts from each row, ``value`` the column family and the
     row's bytes (base64), ``PARTITION`` the partition the row is in (the reader's partition,
     one per state store partition), ``CHANGED_AT`` unknown (-1)."""
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.raw_rows import read_raw_rows
 
     raw = read_raw_rows(spark, path, batch, operator_id, store)
     return raw.select(
@@ -188,7 +214,6 @@ def whole_key_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
 
 def selected(predicate: str) -> Column:
     """The rows a predicate selects (SQL NULL: not selected)."""
-    from pyspark.sql import functions as F
 
     return F.coalesce(F.expr(predicate), F.lit(False))
 
@@ -196,8 +221,6 @@ def selected(predicate: str) -> Column:
 def check_predicate(frame: DataFrame, selection: StoreSelection, shown: str) -> None:
     """Refuse (exit 3, Spark's own message) a predicate Spark cannot evaluate on the rows —
     before anything is written."""
-    from statekit.jobs.errors import first_line
-    from statekit.jobs.staged_writes import is_spark_error
 
     # transformWithState: whole grouping keys only, so the predicate sees nothing else
     rows = frame.select("key") if selection.whole_keys else frame
@@ -216,7 +239,6 @@ def check_predicate(frame: DataFrame, selection: StoreSelection, shown: str) -> 
 def _row_json(frame: DataFrame) -> Column:
     """A row as Spark's ``to_json`` of its key and value: how removed, source and target rows
     are compared."""
-    from pyspark.sql import functions as F
 
     columns = ["key", "value"] if "value" in frame.columns else ["key"]
     return F.to_json(F.struct(*columns)).alias("row")
@@ -281,10 +303,7 @@ class EvictCheck:
 def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, plan: EvictPlan,
                  removed: dict[tuple[int, str], Removed],
                  key_fields: dict[tuple[int, str], list[str]]) -> tuple[EvictCheck, ...]:
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.staged_writes import placement
-    from statekit.jobs.state_reader import StateTarget, read_state
 
     base = plan.base
 
@@ -299,22 +318,20 @@ def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, pla
 
         source = _as_json(rows(source_path, base.last_committed))
         target_rows = rows(target_path, base.repartition_batch)
-        target = _as_json(target_rows)
-        gone = removed[key].rows.select("row")
-        expected = source.exceptAll(gone)
         if selection.whole_keys:  # placed by Spark's own grouping-key extraction
             names = target_rows.schema["key"].dataType.names  # type: ignore[attr-defined]
             in_partition, fields = F.col(PARTITION), list(names)
         else:
             in_partition, fields = F.col("partition_id"), key_fields[key]
-        misplaced = target_rows.where(
-            in_partition != F.expr(placement(fields, base.to_partitions))).count()
-        still = None
+        flags = {MISPLACED: in_partition != F.expr(placement(fields, base.to_partitions))}
         if selection.touched and CHANGED_AT not in selection.predicate:
-            still = target_rows.where(selected(selection.predicate)).count()
-        return EvictCheck(key[0], key[1], source.count(), gone.count(), target.count(),
-                          expected.exceptAll(target).count(),
-                          target.exceptAll(expected).count(), misplaced, still)
+            flags[STILL_SELECTED] = selected(selection.predicate)
+        target = target_rows.select(_row_json(target_rows),
+                                    *(flag.alias(name) for name, flag in flags.items()))
+        diff = multiset_diff(source, target, flags, removed=removed[key].rows.select("row"))
+        return EvictCheck(key[0], key[1], diff.source_rows, diff.removed_rows,
+                          diff.target_rows, diff.missing, diff.extra, diff.flagged[MISPLACED],
+                          diff.flagged.get(STILL_SELECTED))
 
     return tuple(each_store(plan.stores, check).values())
 
@@ -345,10 +362,6 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
 
     On any failure the staging folder is removed and nothing is published; the source is
     only ever read."""
-    from statekit.checkpoint.state_data import store_schemas
-    from statekit.jobs.staged_writes import point_schemas_at_target, staged_job
-    from statekit.jobs.state_reader import reader_confs, session_confs, spark_url
-    from statekit.repartition.partition_key import partition_fields
 
     started = time.perf_counter()
     base = plan.base
@@ -415,10 +428,7 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
            ) -> tuple[dict[str, list[WrittenPartition]], str]:
     """The kept rows as the target's state; returns what was written and the commit file
     (relative) to publish last."""
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.staged_writes import write_snapshots
-    from statekit.repartition.target import commit_entry, write_logs
 
     base = plan.base
     kept = {(s.operator_id, s.store): frames[(s.operator_id, s.store)]
@@ -439,8 +449,6 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
         written = {f"{s.operator_id}/{s.store}": w
                    for s, w in each_store(plan.stores, write).items()}
     else:
-        from statekit.jobs.migrate import rewrite_into_rocksdb
-
         progress("Spark's state rewriter: writing the kept rows as RocksDB files")
         whole = {(s.operator_id, s.store): s for s in plan.stores if s.whole_keys}
         replay = {key: (frame, [f"key.`{name}`" for name in placed_by[key]])

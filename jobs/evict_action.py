@@ -20,6 +20,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.jobs.repartition_action import Progress, quiet
 from statekit.repartition.evict import EvictPlan, Selection, plan_evict
+from statekit.repartition.staging import Staging
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,8 +51,10 @@ def prepare(ckpt: Checkpoint, destination: Location, selection: Selection, *,
 def run(spark: SparkSession, prepared: PreparedEvict, *, dry_run: bool = False,
         verify: bool = True, progress: Progress = quiet) -> EvictResult:
     """Dry-run (count and sample the rows that would go) or write, verify and publish."""
+
+    # pyspark loads here, not at import: prepare() serves the JVM-free dry-run checks and
+    # the TUI's start, which must not pay for importing it
     from statekit.jobs.evict import run_evict
-    from statekit.repartition.staging import Staging
 
     return run_evict(spark, prepared.ckpt, prepared.plan,
                      Staging(prepared.destination, prepared.ckpt.location.url),

@@ -11,9 +11,18 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import fsspec
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
 from statekit.errors import UnsupportedFormat
+from statekit.formats.records import read_state_file
+from statekit.formats.schema import parse_struct_json
+from statekit.formats.unsafe_row import RawValue, make_decoder
 from statekit.jobs.staged_writes import KEY_BYTES, VALUE_BYTES
 
 if TYPE_CHECKING:
@@ -90,9 +99,7 @@ def live_state(url: str, storage_options: dict, codec: str, task: SourceTask
                ) -> dict[bytes, bytes]:
     """In an executor: one source partition's live state at the planned version, replayed
     from its files (snapshot, then deltas) exactly as Spark's HDFS provider loads it."""
-    import fsspec
 
-    from statekit.formats.records import read_state_file
 
     fs, _ = fsspec.core.url_to_fs(url, **storage_options)
     state: dict[bytes, bytes] = {}
@@ -108,7 +115,6 @@ def live_state(url: str, storage_options: dict, codec: str, task: SourceTask
 def representable(values: S, url: str) -> S:
     """``values`` (decoded key columns), refused when one is a ``RawValue``: a value Python
     cannot represent, which statekit can neither hash nor hand to Spark."""
-    from statekit.formats.unsafe_row import RawValue
 
     if any(isinstance(v, RawValue) for v in values):
         raise UnsupportedFormat("a state key holds a value Python cannot represent (e.g. a "
@@ -125,10 +131,7 @@ def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json:
     Column-wise on purpose: the bytes are never repacked into per-row tuples."""
 
     def run(task: SourceTask) -> Iterator[tuple[list, list, list]]:
-        from itertools import islice
 
-        from statekit.formats.schema import parse_struct_json
-        from statekit.formats.unsafe_row import make_decoder
 
         state = live_state(url, storage_options, codec, task)
         decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
@@ -162,10 +165,6 @@ def _replay_arrow(url: str, storage_options: dict, codec: str, key_schema_json: 
     files; out come its live rows as Arrow batches (columns, key bytes, value bytes)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType
-
         schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)))
         replay = _replay_chunks(url, storage_options, codec, key_schema_json, converts,
                                 ARROW_ROWS)
@@ -188,7 +187,6 @@ def keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, cod
     partition and handed to the JVM in Arrow batches: ``(frame, exprs)``, the frame's
     columns being the key columns, the key bytes and the value bytes, and ``exprs`` the
     SQL rebuilding each key column's exact type."""
-    from pyspark.sql.types import StructType
 
     fields, exprs, converts = key_columns(key_schema_json, shown)
     schema = StructType.fromJson({"type": "struct", "fields": [

@@ -28,6 +28,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import DataFrame as PyDataFrame
+from pyspark.sql import functions as F
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.operators import DERIVED_VERSION
 from statekit.errors import JobFailed
 from statekit.jobs.hdfs_replay import keyed_frame, source_tasks
 from statekit.jobs.raw_rows import partition_key_columns, read_raw_rows, without_selected_keys
@@ -40,6 +46,7 @@ from statekit.jobs.staged_writes import (
     write_snapshots,
 )
 from statekit.jobs.state_reader import session_confs, spark_url
+from statekit.repartition.target import write_read_view
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -79,8 +86,6 @@ class _PlacingTransform:
             raise
 
     def _place(self, jdf: Any) -> DataFrame:
-        from pyspark.sql import DataFrame as PyDataFrame
-
         plan = jdf.queryExecution().analyzed().toString()
         found = _STORE_IN_PLAN.search(plan)
         if not found:
@@ -101,8 +106,6 @@ class _PlacingTransform:
         return rows.repartition(self.partitions, *by)
 
     def _replayed(self, original: DataFrame, key: tuple[int, str]) -> tuple[DataFrame, list]:
-        from pyspark.sql import functions as F
-
         assert self.replay is not None
         frame, exprs = self.replay[key]
         pk_type = original.schema["partition_key"].dataType
@@ -149,8 +152,6 @@ def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
     """Where Spark's raw-row reader opens the source: the source itself, or a view of it in
     the staging folder (an HDFS source, or one without operator metadata: see
     :func:`statekit.repartition.target.write_read_view`); and the view's relative path."""
-    from statekit.checkpoint.operators import DERIVED_VERSION
-    from statekit.repartition.target import write_read_view
 
     derived = any(m.version == DERIVED_VERSION for m in ckpt.operators.values())
     if plan.provider != "hdfs" and not derived:
@@ -174,7 +175,6 @@ def rewrite_into_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartitio
     (a frame with the key and value bytes, and the SQL of its partition-key columns), as
     ``statekit evict`` hands them over; ``drop``: per store, a predicate over ``key.*``
     whose keys' raw rows are left out (evict on transformWithState)."""
-    from pyspark.java_gateway import ensure_callback_server_started
 
     read_from, view = _read_location(ckpt, plan, staging)
     if replay is None and plan.provider == "hdfs":
@@ -214,7 +214,6 @@ def _unique_ids(jvm: Any, ids: Any) -> dict[str, list[list[str]]] | None:
 
 def written_rocksdb(staging: Staging, plan: RepartitionPlan) -> dict[str, list[WrittenPartition]]:
     """Keys and bytes of every staged RocksDB partition at the target's state version."""
-    from statekit.checkpoint import open_checkpoint
 
     staged = open_checkpoint(staging.url)
     written: dict[str, list[WrittenPartition]] = {}
@@ -229,7 +228,6 @@ def write_hdfs_from_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Reparti
                             storage_options: dict[str, Any], progress: Any,
                             fail_on: str | None = None) -> dict[str, list[WrittenPartition]]:
     """Every store of a RocksDB source into one HDFS ``.snapshot`` per new partition."""
-    from pyspark.sql import functions as F
 
     read_from, view = _read_location(ckpt, plan, staging)
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
 from statekit.errors import JobFailed
 
 if TYPE_CHECKING:
@@ -38,7 +41,6 @@ def _read_all_option(spark: SparkSession) -> str:
 def without_selected_keys(raw: DataFrame, predicate: str) -> DataFrame:
     """Raw rows (every column family) minus those whose grouping key the predicate over
     ``key.*`` selects; the columns unchanged."""
-    from pyspark.sql import functions as F
 
     keep = ~F.coalesce(F.expr(predicate), F.lit(False))
     return (raw.withColumn("key", F.col("partition_key")).where(keep)
@@ -49,8 +51,6 @@ def partition_key_columns(frame: DataFrame, count: int | None) -> list:
     """The fields of the raw rows' ``partition_key`` (Spark's extraction of the grouping
     key), checked against the ``count`` statekit places the store by (None: transformWithState,
     placed by Spark's extraction alone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     key_type = frame.schema["partition_key"].dataType
     names = key_type.names if isinstance(key_type, StructType) else []

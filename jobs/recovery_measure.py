@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.state_data import file_records, zip_metadata, zip_sst_paths
 from statekit.errors import CorruptFile, JobFailed, StatekitError
 from statekit.jobs.state_reader import (
     JOIN_OPERATOR,
@@ -88,7 +91,6 @@ def _run(spark: SparkSession, jdf, index: int) -> float:
 
 def damaged_file(ckpt: Checkpoint, files: Sequence[StateFile]) -> tuple[str, str] | None:
     """The first of ``files`` statekit's own decoder cannot read, and why (no JVM)."""
-    from statekit.checkpoint.state_data import file_records
 
     for file in files:
         if file.kind not in ("delta", "snapshot", "changelog"):
@@ -166,8 +168,6 @@ def _plan(spark: SparkSession, ckpt: Checkpoint, path: str, works: Sequence[Inst
 
 def _timed(spark: SparkSession, ckpt: Checkpoint, reads: Sequence[_Read],
            progress: Callable[[str], None]):
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
 
     warmed: set[tuple[int, str]] = set()
     for n, read in enumerate(reads, 1):
@@ -261,7 +261,6 @@ def stage_locally(ckpt: Checkpoint, works: Sequence[InstanceWork], staging: Path
 def _copy_instance(ckpt: Checkpoint, operator_id: int, store: str, partition: int,
                    version: int, copy: Callable[[str], int]) -> None:
     """Copy the files loading one instance at ``version`` reads (a zip's SSTs included)."""
-    from statekit.checkpoint.state_data import zip_metadata, zip_sst_paths
 
     files = ckpt.inventory.instances[(operator_id, store, partition)].files_to_load(version)
     paths = [f.path for f in files]

@@ -21,11 +21,21 @@ row sits in ``pmod(hash(key), n)``; ``state-metadata`` reports n partitions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import fsspec
+from pyspark.sql import functions as F
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.state_data import store_schemas
 from statekit.errors import JobFailed
+from statekit.formats.schema import parse_struct_json
+from statekit.formats.spark_hash import columns_hasher
+from statekit.formats.state_writer import SnapshotWriter, pack_record
+from statekit.formats.unsafe_row import make_decoder
 from statekit.jobs.hdfs_replay import (
     SourceTask,
     keyed_frame,
@@ -33,8 +43,10 @@ from statekit.jobs.hdfs_replay import (
     representable,
     source_tasks,
 )
+from statekit.jobs.migrate import rewrite_into_rocksdb, write_hdfs_from_rocksdb
 from statekit.jobs.raw_rows import partition_key_columns, read_raw_rows
 from statekit.jobs.staged_writes import (
+    MISPLACED,
     StoreCheck,
     WrittenPartition,
     each_store,
@@ -45,7 +57,21 @@ from statekit.jobs.staged_writes import (
     staged_rocksdb_partition,
     write_snapshots,
 )
-from statekit.jobs.state_reader import spark_url
+from statekit.jobs.state_reader import (
+    FORMAT_VERSION_CONF,
+    StateTarget,
+    read_metadata,
+    read_state,
+    session_confs,
+    spark_url,
+)
+from statekit.repartition.partition_key import partition_fields
+from statekit.repartition.target import (
+    commit_entry,
+    files_loading,
+    write_logs,
+    write_operator_metadata,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,10 +94,7 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
     (:func:`_bucket_packed`); else the rows go to the JVM in Arrow batches and Spark hashes
     them (:func:`write_snapshots`). The verification checks the placement with Spark's own
     hash either way."""
-    from pyspark.sql import functions as F
 
-    from statekit.formats.schema import parse_struct_json
-    from statekit.formats.spark_hash import columns_hasher
 
     key_fields = parse_struct_json(key_schema_json).fields[:partition_columns]
     if columns_hasher([f.data_type for f in key_fields]) is not None:
@@ -100,11 +123,6 @@ def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_j
     columns), n)``; out come ``(new partition, (packed bytes, records))`` chunks."""
 
     def run(task: SourceTask) -> Iterator[tuple[int, tuple[bytes, int]]]:
-        from statekit.formats.schema import parse_struct_json
-        from statekit.formats.spark_hash import columns_hasher
-        from statekit.formats.state_writer import pack_record
-        from statekit.formats.unsafe_row import make_decoder
-
         state = live_state(url, storage_options, codec, task)
         schema = parse_struct_json(key_schema_json)
         decode = make_decoder(schema, as_tuple=True)
@@ -140,9 +158,7 @@ def _packed_writer(staging_url: str, storage_options: dict, operator_id: int, st
 
     def run(partition: int, chunks: Iterable[tuple[int, tuple[bytes, int]]]
             ) -> Iterator[WrittenPartition]:
-        import fsspec
 
-        from statekit.formats.state_writer import SnapshotWriter
 
         relative = snapshot_relative(operator_id, store, partition, version)
         if fail_on == f"write {relative}":
@@ -182,9 +198,7 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan: Repa
                             ) -> dict[str, list[int]]:
     """Keys per new partition per ``op/store`` (the dry run's skew): the source's rows at
     batch N through Spark's ``statestore`` reader, placed with ``pmod(hash(key), n)``."""
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.state_reader import StateTarget, read_state
 
     out = {}
     for store in plan.stores:
@@ -235,15 +249,7 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
     format v1, and the source only at v2: the source's rows are then materialized first
     (``localCheckpoint``), and the target read after the session is switched.
     """
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.state_reader import (
-        FORMAT_VERSION_CONF,
-        StateTarget,
-        read_metadata,
-        read_state,
-        session_confs,
-    )
 
     n = plan.last_committed
     as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
@@ -266,11 +272,10 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
                                store.store)
         src = (materialized[store] if store in materialized
                else rows(store, source_path, n).select(as_json))
-        target = rows(store, target_path, n + 1)
-        tgt = target.select(as_json)
         expected = placement(key_fields[(store.operator_id, store.store)], plan.to_partitions)
-        misplaced = target.where(F.col("partition_id") != F.expr(expected)).count()
-        return StoreCheck.compare(store.operator_id, store.store, src, tgt, misplaced)
+        tgt = rows(store, target_path, n + 1).select(
+            as_json, (F.col("partition_id") != F.expr(expected)).alias(MISPLACED))
+        return StoreCheck.compare(store.operator_id, store.store, src, tgt, MISPLACED)
 
     with session_confs(spark, target_confs):
         checks = list(each_store(plan.stores, check).values())
@@ -284,18 +289,16 @@ def _verify_raw(spark: SparkSession, source_path: str, target_path: str,
     """One store compared on Spark's raw rows (key bytes, value bytes, column family): every
     column family of a transformWithState store — value, list and map state, timers, TTL
     indexes — in one pass; each target row must sit in ``pmod(hash(partition key), n)``."""
-    from pyspark.sql import functions as F
 
 
     n = plan.last_committed
     source = read_raw_rows(spark, source_path, n, operator_id, store)
     target = read_raw_rows(spark, target_path, n + 1, operator_id, store)
     columns = ["key_bytes", "value_bytes", "column_family_name"]
-    src, tgt = source.select(*columns), target.select(*columns)
     by = partition_key_columns(target, None)
     expected = F.pmod(F.hash(*by), F.lit(plan.to_partitions)) if by else F.lit(0)
-    misplaced = target.where(F.spark_partition_id() != expected).count()
-    return StoreCheck.compare(operator_id, store, src, tgt, misplaced)
+    tgt = target.select(*columns, (F.spark_partition_id() != expected).alias(MISPLACED))
+    return StoreCheck.compare(operator_id, store, source.select(*columns), tgt, MISPLACED)
 
 
 @dataclass(frozen=True)
@@ -308,8 +311,6 @@ class RepartitionResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {"plan": self.plan.to_dict(), "target": self.target, "seconds": self.seconds,
                 "written": {k: [asdict(w) for w in v] for k, v in self.written.items()},
                 "verification": None if self.verification is None else {
@@ -327,8 +328,6 @@ def repartition_rocksdb(spark: SparkSession, ckpt: Checkpoint, plan: Repartition
     copied version N + 1 files, partition folders ≥ n that Spark leaves behind) and writes
     the v1 operator metadata with the new count (Spark updates only v2).
     """
-    from statekit.checkpoint import open_checkpoint
-    from statekit.repartition.target import files_loading, write_operator_metadata
 
     for file in files_loading(ckpt, plan.last_committed + 1):
         # streamed: at 10M keys single SST files pass 50 MB
@@ -367,11 +366,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
     On any failure the staging folder is removed and nothing is published; the source is
     only ever read.
     """
-    import time
 
-    from statekit.checkpoint.state_data import store_schemas
-    from statekit.repartition.partition_key import partition_fields
-    from statekit.repartition.target import commit_entry, write_logs
 
     started = time.perf_counter()
     with staged_job(spark, ckpt, staging, "repartition"):
@@ -382,8 +377,6 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
         schemas = store_schemas(ckpt)  # read once: the HDFS job and the verification use them
         placed_by = partition_fields(ckpt, schemas)
         if rewriter:
-            from statekit.jobs.migrate import rewrite_into_rocksdb, write_hdfs_from_rocksdb
-
             unique_ids: dict[str, list[list[str]]] | None = None  # HDFS: format v1
             if plan.target_provider == "hdfs":
                 written = write_hdfs_from_rocksdb(spark, ckpt, plan, staging,

@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
+from statekit.repartition.file_sink import repartition_entry, write_entry
+from statekit.repartition.partition_key import partition_fields
 from statekit.repartition.plan import RepartitionPlan, plan_repartition
+from statekit.repartition.staging import Staging
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,8 +105,6 @@ def prepare(ckpt: Checkpoint, destination: Location, partitions: int | None, *,
                             force=force, dry_run=dry_run)
     entry = None
     if file_sink is not None:
-        from statekit.repartition.file_sink import repartition_entry
-
         relative, data = repartition_entry(file_sink, plan.repartition_batch)
         entry = FileSinkEntry(file_sink, relative, data)
     return PreparedRepartition(ckpt, plan, destination, dict(storage_options or {}), entry)
@@ -113,12 +114,11 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
         verify: bool = True, progress: Progress = quiet) -> RepartitionOutcome:
     """Dry-run (count keys per new partition) or execute ``prepared`` on ``spark``; the
     session confs the state readers need are set for this call only."""
-    from statekit.jobs.errors import spark_failure
+    # pyspark loads here, not at import: prepare() serves the JVM-free dry-run checks and
+    # the TUI's start, which must not pay for importing it
     from statekit.jobs.repartition import count_per_new_partition, run_repartition
     from statekit.jobs.staged_writes import is_spark_error
-    from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
-    from statekit.repartition.partition_key import partition_fields
-    from statekit.repartition.staging import Staging
+    from statekit.jobs.state_reader import reader_confs, session_confs, spark_failure, spark_path
 
     ckpt, plan = prepared.ckpt, prepared.plan
     result = None
@@ -140,8 +140,6 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
                 progress=progress)
     entry = prepared.file_sink
     if entry is not None and result is not None:
-        from statekit.repartition.file_sink import write_entry
-
         progress("writing the file sink's entry for the repartition batch")
         write_entry(entry.sink, entry.relative, entry.data)
     return RepartitionOutcome(plan, result, entry.url if entry else None)

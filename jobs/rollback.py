@@ -14,9 +14,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
 from statekit.checkpoint.operators import JOIN_STORES
 from statekit.errors import JobFailed
+from statekit.jobs.raw_rows import read_raw_rows
 from statekit.jobs.staged_writes import StoreCheck, point_schemas_at_target, staged_job
+from statekit.jobs.state_reader import (
+    StateTarget,
+    read_state,
+    reader_confs,
+    session_confs,
+    spark_path,
+    spark_url,
+)
+from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
+from statekit.repartition.rollback import write_rollback
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,8 +57,6 @@ def run_rollback(spark: SparkSession | None, ckpt: Checkpoint, plan: RollbackPla
                  ) -> RollbackResult:
     """Stage, verify (when ``spark`` is given) and publish the rollback ``plan``; on any
     failure the staging folder is removed and nothing is published."""
-    from statekit.jobs.state_reader import spark_url
-    from statekit.repartition.rollback import write_rollback
 
     started = time.perf_counter()
     with staged_job(spark, ckpt, staging, "rollback"):
@@ -84,17 +95,7 @@ def _has_operator_metadata(ckpt: Checkpoint, op_id: int) -> bool:
 def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: int
                ) -> tuple[StoreCheck, ...]:
     """Every store's rows at ``batch``, source against target, as multisets."""
-    from pyspark.sql import functions as F
 
-    from statekit.jobs.raw_rows import read_raw_rows
-    from statekit.jobs.state_reader import (
-        StateTarget,
-        read_state,
-        reader_confs,
-        session_confs,
-        spark_path,
-    )
-    from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
 
     source_path = spark_path(ckpt)
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.jobs.repartition_action import Progress, quiet
+from statekit.repartition.file_sink import cut_sink_log
 from statekit.repartition.rollback import RollbackPlan, plan_rollback
+from statekit.repartition.staging import Staging
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,16 +81,15 @@ def run(spark: SparkSession | None, prepared: PreparedRollback, *, dry_run: bool
     plan = prepared.plan
     if dry_run:
         return RollbackOutcome(plan, None)
+    # pyspark loads here, not at import: prepare() serves the JVM-free dry-run checks and
+    # the TUI's start, which must not pay for importing it
     from statekit.jobs.rollback import run_rollback
-    from statekit.repartition.staging import Staging
 
     result = run_rollback(spark, prepared.ckpt, plan,
                           Staging(prepared.destination, prepared.ckpt.location.url),
                           progress=progress)
     backup = None
     if prepared.file_sink is not None and plan.sink_entries:
-        from statekit.repartition.file_sink import cut_sink_log
-
         progress("moving the file sink's log entries after the batch aside")
         backup = cut_sink_log(prepared.file_sink, list(plan.sink_entries),
                               f"_statekit_sink_log_backup/{plan.batch}-{int(time.time())}")

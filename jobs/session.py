@@ -27,6 +27,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+
 from statekit.errors import BadInput, EnvironmentProblem
 from statekit.jobs.java_check import java_problem
 
@@ -103,8 +107,6 @@ def _launch_filtered_gateway(settings: Mapping[str, str]) -> None:
     """Start the JVM with its stderr piped through :func:`_forward_filtered` (pyspark would
     let it inherit ours). Not under spark-submit (its JVM already runs), and not when a
     gateway exists in this process (a session is being reused)."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
 
     if launched_by_spark_submit() or SparkContext._gateway is not None:
         return
@@ -146,7 +148,6 @@ def build_session(
     if "spark.pyspark.python" in settings:
         os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings["spark.pyspark.python"])
-    from pyspark.sql import SparkSession
 
     _launch_filtered_gateway(settings)
     builder = SparkSession.builder

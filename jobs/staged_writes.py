@@ -8,12 +8,25 @@ another's module for its plumbing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from statekit.jobs.state_reader import spark_url
+import fsspec
+import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyspark import TaskContext
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from statekit.checkpoint.state_data import zip_metadata
+from statekit.formats.state_writer import SnapshotWriter
+from statekit.jobs.state_reader import spark_failure, spark_url
+from statekit.repartition.target import retarget_schema_paths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,6 +39,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 KEY_BYTES = "__statekit_key"
 VALUE_BYTES = "__statekit_value"
+MISPLACED = "__statekit_misplaced"
+"""A verification's flag column: the target row sits outside its partition."""
 @dataclass(frozen=True)
 class WrittenPartition:
     partition: int
@@ -37,9 +52,7 @@ def write_snapshot_file(staging_url: str, storage_options: dict, relative: str, 
                     pairs: Iterator[tuple[bytes, bytes]]) -> tuple[int, int]:
     """Stream ``pairs`` into the snapshot file ``relative`` of the staging folder; returns
     (records, file bytes)."""
-    import fsspec
 
-    from statekit.formats.state_writer import SnapshotWriter
 
     fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
     path = f"{root.rstrip('/')}/{relative}"
@@ -65,9 +78,6 @@ def _snapshot_writer(staging_url: str, storage_options: dict, operator_id: int, 
     it)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark import TaskContext
-
         context = TaskContext.get()
         assert context is not None
         partition = context.partitionId()
@@ -100,7 +110,6 @@ def write_snapshots(frame: Any, placed_by: list, *, staging_url: str, storage_op
     into the file (rows cross to Python in Arrow batches). Without key columns (a global
     aggregation) everything goes to partition 0. Partitions that got no rows get an empty
     snapshot, written here."""
-    from pyspark.sql.types import StructType
 
     placed = (frame.repartition(partitions, *placed_by) if placed_by else frame.coalesce(1))
     result_schema = StructType.fromJson({"type": "struct", "fields": [
@@ -131,6 +140,62 @@ def placement(key_names: list[str], partitions: int) -> str:
 
 
 @dataclass(frozen=True)
+class MultisetDiff:
+    """A target's rows against a source's (less the rows removed from it), as multisets."""
+
+    source_rows: int
+    removed_rows: int
+    target_rows: int
+    missing: int
+    """Rows the source has, not removed, that the target lacks (with multiplicity)."""
+    extra: int
+    """Target rows beyond the source less the removed rows (with multiplicity)."""
+    flagged: dict[str, int]
+    """Target rows where each of the target's flag columns is true."""
+
+
+def multiset_diff(source: Any, target: Any, flags: Iterable[str] = (),
+                  removed: Any | None = None) -> MultisetDiff:
+    """Compare ``target`` with ``source`` less ``removed`` (DataFrames with the source's
+    columns; the target may carry extra boolean ``flags`` columns, counted, not compared).
+
+    One job with one shuffle: every side tagged and grouped by row, where a ``count`` per
+    side and ``exceptAll`` both ways read each side three times and shuffle twice — and this
+    is the verification a user waits for after every write.
+    """
+
+    flags = list(flags)
+    columns = list(source.columns)
+    zero, one = F.lit(0).cast("long"), F.lit(1).cast("long")
+
+    def tagged(frame: Any, side: str, flag_columns: list[Any]) -> Any:
+        return frame.select(*columns, *((one if side == s else zero).alias(s)
+                                        for s in ("__s", "__r", "__t")),
+                            *(c.alias(f"__f{i}") for i, c in enumerate(flag_columns)))
+
+    no_flags = [zero] * len(flags)
+    union = tagged(source, "__s", no_flags).unionByName(
+        tagged(target, "__t", [F.col(f).cast("long") for f in flags]))
+    if removed is not None:
+        union = union.unionByName(tagged(removed, "__r", no_flags))
+    per_row = union.groupBy(*columns).agg(
+        *(F.sum(c).alias(c) for c in ("__s", "__r", "__t")),
+        *(F.sum(f"__f{i}").alias(f"__f{i}") for i in range(len(flags))))
+    kept = F.greatest(F.col("__s") - F.col("__r"), zero)  # exceptAll: never below zero
+    totals = per_row.agg(
+        F.sum("__s").alias("s"), F.sum("__r").alias("r"), F.sum("__t").alias("t"),
+        F.sum(F.greatest(kept - F.col("__t"), zero)).alias("missing"),
+        F.sum(F.greatest(F.col("__t") - kept, zero)).alias("extra"),
+        *(F.sum(f"__f{i}").alias(f"f{i}") for i in range(len(flags)))).first()
+
+    def total(name: str) -> int:
+        return int(totals[name] or 0) if totals is not None else 0
+
+    return MultisetDiff(total("s"), total("r"), total("t"), total("missing"), total("extra"),
+                        {flag: total(f"f{i}") for i, flag in enumerate(flags)})
+
+
+@dataclass(frozen=True)
 class StoreCheck:
     operator_id: int
     store: str
@@ -149,17 +214,18 @@ class StoreCheck:
 
     @classmethod
     def compare(cls, operator_id: int, store: str, source: Any, target: Any,
-                misplaced: int = 0) -> StoreCheck:
-        """Source and target rows (DataFrames of the same columns) as multisets."""
-        return cls(operator_id, store, source.count(), target.count(),
-                   source.exceptAll(target).count(), target.exceptAll(source).count(),
-                   misplaced)
+                misplaced: str | None = None) -> StoreCheck:
+        """Source and target rows (DataFrames of the same columns) as multisets;
+        ``misplaced``: the name of the target's boolean column that marks a row outside its
+        partition (not compared)."""
+        diff = multiset_diff(source, target, [misplaced] if misplaced else [])
+        return cls(operator_id, store, diff.source_rows, diff.target_rows, diff.missing,
+                   diff.extra, diff.flagged[misplaced] if misplaced else 0)
 
 
 def point_schemas_at_target(ckpt: Checkpoint, staging: Staging, target: str) -> None:
     """The staged v2 operator metadata's schema paths → the target's own schema files, named
     as Spark will open them (``file:`` URLs for local paths); just before publishing."""
-    from statekit.repartition.target import retarget_schema_paths
 
     url = spark_url(target)
     retarget_schema_paths(ckpt, staging, f"file:{url}" if url.startswith("/") else url)
@@ -173,7 +239,6 @@ def wait_for_running_tasks(spark: SparkSession, timeout_s: float = 30.0) -> None
     while the driver removes it, and would leave part of it behind. Removing the folder only
     after the tasks ended keeps the promise that a failed run leaves nothing.
     """
-    import time
 
     tracker = spark.sparkContext._jsc.sc().statusTracker()
     deadline = time.monotonic() + timeout_s
@@ -187,7 +252,6 @@ def staged_rocksdb_partition(staged: Checkpoint, instance: StoreInstance, versio
                              ) -> tuple[WrittenPartition, set[str]]:
     """Keys (the zips' ``numKeys``) and bytes of one staged RocksDB partition at
     ``version``, and the paths of every file loading that version needs."""
-    from statekit.checkpoint.state_data import zip_metadata
 
     files = instance.files_to_load(version)
     metas = zip_metadata(staged, [f for f in files if f.kind == "zip"])
@@ -202,7 +266,6 @@ def each_store(stores: Iterable[T], work: Callable[[T], R]) -> dict[T, R]:
     """``work`` for every store, as concurrent Spark jobs (one driver thread each): a join's
     four stores then share the cluster's cores, where one store's last, lone tasks would
     leave them idle. The first failure is raised."""
-    from concurrent.futures import ThreadPoolExecutor
 
     stores = list(stores)
     if len(stores) <= 1:
@@ -214,9 +277,6 @@ def each_store(stores: Iterable[T], work: Callable[[T], R]) -> dict[T, R]:
 
 
 def is_spark_error(error: BaseException) -> bool:
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
     return isinstance(error, (Py4JJavaError, PySparkException))
 
 
@@ -237,8 +297,6 @@ def staged_job(spark: SparkSession | None, ckpt: Checkpoint, staging: Staging | 
                 wait_for_running_tasks(spark)
             staging.abort()
         if spark is not None and is_spark_error(error):
-            from statekit.jobs.errors import spark_failure
-
             raise spark_failure(what, error, ckpt) from error
         raise
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.jobs.state_reader import (
     FMGWS_OPERATORS,
@@ -56,8 +58,6 @@ class StateStats:
 
 
 def _percentiles(df: DataFrame, column: str) -> dict[str, float | None]:
-    from pyspark.sql import functions as F
-
     row = df.agg(F.percentile_approx(column, [0.5, 0.9, 0.99]).alias("p"),
                  F.max(column).alias("max"), F.avg(column).alias("mean")).first()
     assert row is not None  # an aggregate without grouping always has exactly one row
@@ -68,7 +68,6 @@ def _percentiles(df: DataFrame, column: str) -> dict[str, float | None]:
 
 def state_stats(spark: SparkSession, ckpt: Checkpoint, target: StateTarget, top: int = 10
                 ) -> StateStats:
-    from pyspark.sql import functions as F
 
     batch = target_batch(ckpt, target)
     df = read_state(spark, target).cache()
@@ -114,7 +113,6 @@ class BatchChanges:
 
 def summarize_changes(changes: DataFrame) -> list[BatchChanges]:
     """Per batch: upserts (``update``) and deletes, from a change-feed DataFrame."""
-    from pyspark.sql import functions as F
 
     def compute():
         rows = changes.groupBy("batch_id").agg(
@@ -173,7 +171,6 @@ def export_rows(spark: SparkSession, target: StateTarget, batch: int, out: str, 
                 on_progress: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write every row of ``target`` with Spark (no collect): flattened key/value columns
     plus ``partition_id`` and ``batch_id``. ``fmt``: parquet, jsonl or csv."""
-    from pyspark.sql import functions as F
 
     df = flatten(read_state(spark, target)).withColumn("batch_id", F.lit(batch))
     if fmt == "csv":  # CSV has no nested types: nested values become JSON text
@@ -195,7 +192,6 @@ def export_rows(spark: SparkSession, target: StateTarget, batch: int, out: str, 
 def _count_written(spark: SparkSession, out: str, fmt: str, columns: list[str]) -> int:
     """Rows in what was just written, cheaply: Parquet from its footers; JSON lines and CSV
     as lines of text (no schema inference), minus one header line per CSV file."""
-    from pyspark.sql import functions as F
 
     if fmt == "parquet":
         return spark.read.parquet(out).count()

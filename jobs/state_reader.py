@@ -17,10 +17,15 @@ module is the Python API over them, used by ``statekit state …``, the TUI and 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
@@ -33,6 +38,7 @@ from statekit.errors import (
     error_for,
 )
 from statekit.jobs.errors import first_line
+from statekit.verify import verify_restart_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -215,7 +221,6 @@ def session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
 def _spark_error_line(error: BaseException) -> str:
     """The most telling line of a Spark failure: the first ``[ERROR_CLASS] …`` line anywhere
     in the (JVM) message, plus its root cause; else the first line."""
-    import re
 
     text = str(error)
     found = re.search(r"\[[A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*\][^\n]*", text)
@@ -241,12 +246,20 @@ class StateLoadFailed(CorruptFile):
         self.spark_line = spark_line
 
 
+def spark_failure(what: str, exc: BaseException, ckpt: Checkpoint) -> StatekitError:
+    """A Spark failure while working on ``ckpt`` as one line: a state load failure names the
+    damaged file (statekit reads the restart path itself), anything else is ``JobFailed``."""
+    translated = translate(what, exc)
+    if isinstance(translated, StateLoadFailed):
+        return name_damaged_file(ckpt, translated)
+    return translated  # else JobFailed, BadInput… with Spark's most telling line
+
+
 def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
                       operator: int | None = None) -> StatekitError:
     """The damaged file behind a Spark load failure, as a one-line error naming it (statekit
     reads the restart path itself, :mod:`statekit.verify`); ``failed`` when every file
     decodes (then the problem is not in a file statekit can check)."""
-    from statekit.verify import verify_restart_path
 
     try:
         found = verify_restart_path(ckpt, operator=operator)
@@ -274,9 +287,6 @@ def translate(what: str, error: BaseException) -> StatekitError:
 
 
 def _guarded(what: str, action: Callable[[], T]) -> T:
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
     try:
         return action()
     except (PySparkException, Py4JJavaError) as error:
@@ -319,7 +329,6 @@ def read_metadata(spark: SparkSession, path: str) -> DataFrame:
 
 def flatten(df: DataFrame) -> DataFrame:
     """``key.<field>``/``value.<field>`` columns (one level) beside the other columns."""
-    from pyspark.sql import functions as F
 
     columns = []
     for field in df.schema.fields:
@@ -334,7 +343,6 @@ def flatten(df: DataFrame) -> DataFrame:
 def rows_containing(df: DataFrame, text: str) -> DataFrame:
     """The rows where any column, rendered as a string, contains ``text`` (case-insensitive):
     the TUI's ``/`` filter over the whole state, evaluated by Spark."""
-    from pyspark.sql import functions as F
 
     rendered = F.concat_ws("\u0001", *[F.col(f"`{name}`").cast("string")
                                         for name in df.columns])

@@ -162,6 +162,16 @@ def small_queries(spark, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def sources(spark, tmp_path_factory):
+    """Small real queries of every stateful operator on three files, and their restarts on a
+    copy with a fourth (tests/support/spark_runs.Sources): shared by the migrate, repartition
+    and evict tests, which only read them (each asserts its source is left untouched)."""
+    from tests.support.spark_runs import Sources
+
+    return Sources(spark, tmp_path_factory.mktemp("sources"))
+
+
+@pytest.fixture(scope="session")
 def growth_queries(spark, tmp_path_factory):
     """Labelled aggregation / dropDuplicates checkpoints with and without a watermark."""
     from tests.growth_queries import GrowthQueries

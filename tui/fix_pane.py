@@ -28,13 +28,11 @@ from statekit.presentation import human_bytes
 from statekit.tui.confirm import ConfirmScreen
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import LazyPane
-from statekit.tui.state_pane import spark_session
+from statekit.tui.spark_session import LazySession
 from statekit.tui.table import Table
 from statekit.tui.work import Progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from statekit.doctor.problems import Diagnosis
     from statekit.jobs.evict import EvictResult
 
@@ -72,7 +70,7 @@ class FixPane(LazyPane["Diagnosis"]):
         """The request of the last dry run: what ``x`` writes (not the form as edited
         since)."""
         self.done: RollbackOutcome | EvictResult | None = None
-        self.spark: SparkSession | None = None
+        self.session = LazySession()
 
     def compose(self) -> ComposeResult:
         yield Static("fix into a NEW checkpoint — Enter in a field: plan (dry run) · "
@@ -167,16 +165,12 @@ class FixPane(LazyPane["Diagnosis"]):
             prepared = _prepare(snapshot, request, options, dry_run=True)
             if isinstance(prepared, PreparedRollback):
                 return request, prepared, None
-            say("counting the rows to remove (starting Spark)…")
-            return request, prepared, evict_action.run(self._session(), prepared,
-                                                       dry_run=True, progress=say)
+            spark = self.session.get(say)
+            say("counting the rows to remove…")
+            return request, prepared, evict_action.run(spark, prepared, dry_run=True,
+                                                       progress=say)
 
         self.ask("fix", plan, self._planned, describe="dry run")
-
-    def _session(self) -> SparkSession:
-        if self.spark is None:
-            self.spark = spark_session()
-        return self.spark
 
     def _planned(self, answer: Planned) -> None:
         self.planned, prepared, counted = answer
@@ -185,13 +179,10 @@ class FixPane(LazyPane["Diagnosis"]):
                      " · read-only: start with --allow-write to execute")
         if isinstance(prepared, PreparedRollback):
             plan = prepared.plan
-            again = plan.dropped_batches
             self.status.update(
                 f"rollback: last committed batch {plan.last_committed} → {plan.batch}; "
                 f"{len(plan.copied)} files ({human_bytes(plan.state_bytes)} of state) to copy; "
-                + ("the query runs no batch again" if not again else
-                   f"the query runs batch {again[0]} again" if len(again) == 1 else
-                   f"the query runs batches {again[0]}…{again[-1]} again")
+                f"{plan.reruns}"
                 + (f"; file sink: {len(plan.sink_entries)} log entries move aside"
                    if plan.file_sink else "") + read_only)
             self.table.load(("note",), [(str(i), (note,)) for i, note in
@@ -238,10 +229,10 @@ class FixPane(LazyPane["Diagnosis"]):
         def execute(say: Progress) -> RollbackOutcome | EvictResult:
             # planned again for real: a dry run notes what a write refuses
             prepared = _prepare(snapshot, request, options, dry_run=False)
-            say("starting Spark…")
+            spark = self.session.get(say)
             if isinstance(prepared, PreparedRollback):
-                return rollback_action.run(self._session(), prepared, progress=say)
-            return evict_action.run(self._session(), prepared, verify=True, progress=say)
+                return rollback_action.run(spark, prepared, progress=say)
+            return evict_action.run(spark, prepared, verify=True, progress=say)
 
         self.ask("fix", execute, self._executed, describe="execute")
 

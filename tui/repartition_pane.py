@@ -17,13 +17,11 @@ from statekit.presentation import human_bytes
 from statekit.tui.confirm import ConfirmScreen
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import Pane
-from statekit.tui.state_pane import spark_session
+from statekit.tui.spark_session import LazySession
 from statekit.tui.table import Table
 from statekit.tui.work import Progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from statekit.jobs.repartition import RepartitionResult
     from statekit.jobs.repartition_action import PreparedRepartition, RepartitionOutcome
     from statekit.repartition.plan import RepartitionPlan
@@ -48,7 +46,7 @@ class RepartitionPane(Pane):
         super().__init__(**kwargs)
         self.prepared: PreparedRepartition | None = None
         self.outcome: RepartitionOutcome | None = None
-        self.spark: SparkSession | None = None
+        self.session = LazySession()
 
     @property
     def plan(self) -> RepartitionPlan | None:
@@ -116,16 +114,12 @@ class RepartitionPane(Pane):
                                to_provider=to_provider, storage_options=options,
                                file_sink=resolve(file_sink, options) if file_sink else None,
                                force=force)
-            say("counting keys per new partition (starting Spark)…")
-            run(self._session(), prepared, dry_run=True, progress=say)
+            spark = self.session.get(say)
+            say("counting keys per new partition…")
+            run(spark, prepared, dry_run=True, progress=say)
             return prepared
 
         self.ask("repartition", plan, self._planned, describe="dry run")
-
-    def _session(self) -> SparkSession:
-        if self.spark is None:
-            self.spark = spark_session()
-        return self.spark
 
     def _planned(self, prepared: PreparedRepartition) -> None:
         self.prepared = prepared
@@ -183,7 +177,7 @@ class RepartitionPane(Pane):
         def execute(say: Progress) -> RepartitionOutcome:
             from statekit.jobs.repartition_action import run
 
-            return run(self._session(), prepared, progress=say)
+            return run(self.session.get(say), prepared, progress=say)
 
         self.ask("repartition", execute, self._executed, describe="execute")
 

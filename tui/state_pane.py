@@ -13,26 +13,15 @@ from textual.binding import Binding, BindingType
 
 from statekit.formats.values import render_value
 from statekit.tui.pane import Pane
+from statekit.tui.spark_session import LazySession
 from statekit.tui.work import Progress
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from pyspark.sql import Row, SparkSession
+    from pyspark.sql import Row
 
     from statekit.jobs.state_reader import StateTarget
-
-
-def spark_session() -> SparkSession:
-    """A Spark session of the TUI's own (the JVM starts on first use, in a worker).
-
-    Each screen gets a new session over the one SparkContext: its SQL confs are its own, so
-    what one screen sets for a read never reaches another screen (or a notebook sharing the
-    JVM); and each read sets the confs it needs only while it runs (``session_confs``).
-    """
-    from statekit.jobs.session import build_session
-
-    return build_session("statekit-tui").newSession()
 
 
 class StatePane(Pane):
@@ -54,7 +43,7 @@ class StatePane(Pane):
         self.page = 0
         self.rows_iter: Iterator[Row] | None = None
         self.exhausted = False
-        self.spark: SparkSession | None = None
+        self.session = LazySession()
         self.confs: dict[str, str] = {}  # the reader confs, set while Spark reads
         self.spark_filter = ""  # rows shown contain this (evaluated by Spark over all rows)
 
@@ -118,14 +107,12 @@ class StatePane(Pane):
             )
 
             target = resolve_target(snapshot.ckpt, operator=operator)
-            if self.spark is None:
-                say("starting Spark (the JVM takes a few seconds)…")
-                self.spark = spark_session()
+            spark = self.session.get(say)
             say(f"planning the read of {target.label}"
                 + (f" (rows containing {wanted!r})" if wanted else "") + "…")
             self.confs = reader_confs(snapshot.ckpt)
-            with session_confs(self.spark, self.confs):
-                frame = flatten(read_state(self.spark, target))
+            with session_confs(spark, self.confs):
+                frame = flatten(read_state(spark, target))
                 if wanted:
                     frame = rows_containing(frame, wanted)
                 return target, list(frame.columns), frame.toLocalIterator()
@@ -144,7 +131,7 @@ class StatePane(Pane):
         self._fetch()
 
     def _fetch(self) -> None:
-        spark, rows_iter, confs = self.spark, self.rows_iter, self.confs
+        spark, rows_iter, confs = self.session.spark, self.rows_iter, self.confs
         if spark is None or rows_iter is None:
             return
 

@@ -17,7 +17,6 @@ from statekit.cli.runner import run_cli
 from statekit.growth import analyse
 from statekit.trend import ACCELERATING, BOUNDED, GROWING
 from tests.support.spark_runs import (
-    Sources,
     final_state,
     run_by_batch,
     run_to_end,
@@ -41,11 +40,6 @@ def evict(*args: str, code: int = 0) -> dict:
         got = run_cli(cli, "statekit", ["evict", *args, "--force", "--json"])
     assert got == code, buffer.getvalue()
     return json.loads(buffer.getvalue()) if code == 0 else {}
-
-
-@pytest.fixture(scope="module")
-def sources(spark, tmp_path_factory):
-    return Sources(spark, tmp_path_factory.mktemp("evict-sources"))
 
 
 def _key_of(entry: tuple) -> str:

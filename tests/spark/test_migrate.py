@@ -20,7 +20,6 @@ from tests.support.cli import statekit_cli, statekit_json
 from tests.support.spark_runs import (
     CHANGELOG,
     FORMAT_VERSION,
-    Sources,
     final_state,
     run_to_end,
     source_confs,
@@ -31,11 +30,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 OLD_ROWS = 180
 """Rows of the first three files (``seq`` below this): the state the restart must find."""
-
-
-@pytest.fixture(scope="module")
-def sources(spark, tmp_path_factory):
-    return Sources(spark, tmp_path_factory.mktemp("migrate-sources"))
 
 
 OPERATORS = ("aggregation", "dedup", "dedup-within-watermark", "session-window", "join",

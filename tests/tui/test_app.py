@@ -189,7 +189,7 @@ def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoi
             await app.messages.answer(pilot, "snapshot")
             state = app.query_one(StatePane)
             await pilot.press("2", "3")
-            assert state.spark is None and not state.started  # no JVM for other screens
+            assert state.session.spark is None and not state.started  # no JVM for other screens
             await pilot.press("6")
             await app.messages.answer(pilot, "state-page", timeout=90)
             assert state.table.row_count == min(StatePane.PAGE, keys)

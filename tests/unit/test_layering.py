@@ -86,6 +86,16 @@ def test_the_cli_starts_without_spark():
     assert not leaked, f"`statekit --help` would load {sorted(leaked)}"
 
 
+@pytest.mark.parametrize("module", ["statekit.tui.app", "statekit.jobs.repartition_action",
+                                    "statekit.jobs.evict_action",
+                                    "statekit.jobs.rollback_action"])
+def test_the_tui_and_the_write_actions_prepare_without_spark(module):
+    """The actions' JVM-free ``prepare`` (dry-run checks, the TUI's Fix and Repartition tabs)
+    must not pay for importing pyspark: their Spark side loads in ``run``."""
+    leaked = loaded_after_import(module) & {"pyspark", "py4j"}
+    assert not leaked, f"importing {module} loads {sorted(leaked)}"
+
+
 def test_every_pipeline_module_is_listed():
     found = set(all_modules("statekit.reference_pipeline"))
     assert found - set(PURE_PIPELINE) == {"statekit.reference_pipeline.pipeline"}

@@ -4,6 +4,7 @@ what is refused, and that a crash at any write step leaves nothing."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import fsspec
 import pytest
@@ -48,6 +49,9 @@ def test_plan_copies_the_logs_up_to_the_batch_and_the_state_that_loads_it(tmp_pa
     ckpt = open_checkpoint(str(root))
     plan = plan_rollback(ckpt, resolve(str(tmp_path / "dst")), 2, now_ms=LONG_AGO)
     assert plan.copied[-1] == "commits/2" and plan.dropped_batches == (3, 4, 5, 6)
+    assert plan.reruns == "the query runs batches 3…6 again"
+    assert replace(plan, dropped_batches=(3,)).reruns == "the query runs batch 3 again"
+    assert replace(plan, dropped_batches=()).reruns == "the query runs no batch again"
     assert {p for p in plan.copied if p.startswith(("offsets/", "commits/"))} == \
         {"offsets/0", "offsets/1", "offsets/2", "commits/0", "commits/1", "commits/2"}
     assert {p for p in plan.copied if p.startswith("sources/")} == \
@@ -135,6 +139,7 @@ def test_cli_lists_plans_and_copies_without_a_jvm(tmp_path, capsys):
     assert not (tmp_path / "dst").exists()
     # the text dry run ends with the command that writes it for real
     code, out, _ = statekit("--to-batch", "4", "--out", str(tmp_path / "dst"), "--dry-run")
+    assert "the query runs batches 5…6 again" in " ".join(out.split())
     (step,) = [line for line in out.splitlines() if line.startswith("next: ")]
     assert step.split("  #")[0] == (f"next: statekit rollback {root} --to-batch 4 --out "
                                     f"{tmp_path / 'dst'} --force")

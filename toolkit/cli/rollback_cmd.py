@@ -155,10 +155,8 @@ def _render_plan(plan: RollbackPlan) -> None:
         out.print("[yellow]• state is kept as of batch "
                   f"{plan.batch}: replayed input is counted again by aggregations (dropped "
                   "by deduplication); skipped input never reaches the state[/]")
-    again = plan.dropped_batches
     out.print(f"{len(plan.copied)} files copied ({human_bytes(plan.state_bytes)} of state, "
-              f"version {plan.batch + 1}); the query runs "
-              + (f"batches {again[0]}…{again[-1]} again" if again else "no batch again"))
+              f"version {plan.batch + 1}); {plan.reruns}")
     if plan.file_sink:
         out.print(f"file sink {escape(plan.file_sink)}: {len(plan.sink_entries)} log entries "
                   f"after batch {plan.batch} move out of its _spark_metadata, so the rerun "

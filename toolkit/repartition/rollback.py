@@ -85,6 +85,17 @@ class RollbackPlan:
     notes: tuple[str, ...] = ()
     """What a dry run would have been refused for, had it written (see ``dry_run``)."""
 
+    @property
+    def reruns(self) -> str:
+        """What the restarted query runs again, as one phrase for every front end:
+        ``the query runs no batch again`` / ``… batch 12 again`` / ``… batches 12…14 again``."""
+        again = self.dropped_batches
+        if not again:
+            return "the query runs no batch again"
+        if len(again) == 1:
+            return f"the query runs batch {again[0]} again"
+        return f"the query runs batches {again[0]}…{again[-1]} again"
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["copied"] = len(self.copied)
