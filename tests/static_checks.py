@@ -9,6 +9,11 @@ So this script builds the installed layout as a tree of symbolic links (real fol
 per source file) under ``build/static/``, points both tools at it, and prints their findings
 with the repository's own paths.
 
+A third check needs no tool of its own: the module import graph has no cycle (two modules
+importing each other, directly or round a loop, at module level or inside a function; imports
+under ``TYPE_CHECKING`` are types only and do not count). The layers contract forbids upward
+imports between statekit's children; this also covers modules of one package.
+
 Usage: ``python tests/static_checks.py`` (``make lint`` runs it).
 """
 
@@ -81,15 +86,68 @@ def run(command: list[str], env: dict[str, str], root: Path) -> int:
     return done.returncode
 
 
+def import_cycles(package: str = "statekit") -> list[list[str]]:
+    """Every set of modules that import each other round a loop (Tarjan's strongly connected
+    components of the import graph), as grimp builds it from the importable package."""
+    import grimp
+
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in edges[module]:
+            if imported not in edges:
+                continue
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(edges)))
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def check_cycles() -> int:
+    cycles = import_cycles()
+    for cycle in cycles:
+        print(f"import cycle: {' <-> '.join(cycle)}")
+    if not cycles:
+        print("Import graph: no cycle")
+    return 1 if cycles else 0
+
+
 def main() -> int:
     root = link_tree()
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PYTHONPATH=str(root), MYPYPATH=str(root))
     failed = 0
     failed |= run([str(bin_dir / "lint-imports"), "--no-cache"], env, root) != 0
+    failed |= run([sys.executable, __file__, "--cycles"], env, root) != 0
     failed |= run([sys.executable, "-m", "mypy", "-p", "statekit"], env, root) != 0
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_cycles() if sys.argv[1:] == ["--cycles"] else main())

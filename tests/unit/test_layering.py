@@ -189,3 +189,20 @@ def test_growth_and_recovery_never_load_spark_or_pandas(command, tmp_path):
     assert code == 0
     leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "statekit.jobs"}
     assert not leaked, f"`statekit {command}` loaded {sorted(leaked)}"
+
+
+def test_the_cycle_check_finds_loops_through_function_imports_not_type_checking(
+        tmp_path, monkeypatch):
+    from tests.static_checks import import_cycles
+
+    package = tmp_path / "loops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from loops import b\n")
+    (package / "b.py").write_text("def late():\n    from loops import c\n")
+    (package / "c.py").write_text("import loops.a\n")
+    (package / "d.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from loops import e\n")
+    (package / "e.py").write_text("from loops import d\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("loops") == [["loops.a", "loops.b", "loops.c"]]

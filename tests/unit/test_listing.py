@@ -248,7 +248,7 @@ def test_presigned_requests_go_through_the_proxy_botocore_would_use(
 
 
 def test_concurrency_comes_from_the_environment_and_bad_values_are_named(monkeypatch):
-    from statekit.checkpoint.listing import (
+    from statekit.checkpoint.listers import (
         CONCURRENCY_ENV,
         DEFAULT_CONCURRENCY,
         concurrency_setting,

@@ -24,7 +24,8 @@ from statekit.checkpoint.inventory import (
     schemas_to_read,
 )
 from statekit.checkpoint.ledger import Ledger, audit_ledger
-from statekit.checkpoint.listing import FastPathRefused, ListingStats, list_checkpoint
+from statekit.checkpoint.listers import FastPathRefused
+from statekit.checkpoint.listing import ListingStats, list_checkpoint
 from statekit.checkpoint.location import Location, resolve
 from statekit.checkpoint.logs import (
     CONF_SHUFFLE_PARTITIONS,

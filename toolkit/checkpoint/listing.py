@@ -26,40 +26,27 @@ parallel listing is tested against, and the "before" of ``benchmarks/bench_objec
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from statekit.errors import BadInput
+from statekit.checkpoint.listers import (
+    Entry,
+    FastPathRefused,
+    Lister,
+    concurrency_setting,
+    generic_lister,
+    regular_files,
+)
+from statekit.checkpoint.s3_fast import S3RangedLister, s3_fast_for
 
 if TYPE_CHECKING:
     from statekit.checkpoint.location import Location
 
-#: Requests in flight at once (async clients: S3's fast path, other async fsspec stores).
-#: On the 2,000-partition S3 benchmark (50 ms per request) 128 left the report waiting on
-#: the network again once each request's client CPU was cut (own presigner): 3.3 s, 256:
-#: 3.0 s, 512: no faster. S3 serves 5,500 GETs per second per prefix and answers more with
-#: 503 SlowDown, which is retried with backoff; s5cmd runs 256 workers by default.
-DEFAULT_CONCURRENCY = 256
-#: Overrides :data:`DEFAULT_CONCURRENCY` (a shared bucket, a proxy with a connection cap).
-CONCURRENCY_ENV = "STATEKIT_CONCURRENCY"
-#: Threads at most for filesystems without an async API (one blocking request each).
-_MAX_THREADS = 64
-#: Objects one S3 listing page holds (``MaxKeys`` default and maximum).
-_PAGE = 1000
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-Entry = dict[str, Any]
-"""A listing entry as fsspec's ``ls(detail=True)`` gives it: ``name``, ``type``, ``size``."""
 FileSink = Callable[[list[tuple[str, int]]], None]
 """Takes a chunk of ``(path, size)`` of listed files."""
-GroupSink = Callable[[int, list[tuple[str, int]]], None]
-"""Takes one listed group's index and files."""
 
 
 class _Counted:
@@ -115,17 +102,6 @@ class TreeListing:
     stats: ListingStats = field(default_factory=lambda: ListingStats("local"))
 
 
-def concurrency_setting() -> int:
-    """Requests in flight at once: :data:`CONCURRENCY_ENV` if set, else the default."""
-    raw = os.environ.get(CONCURRENCY_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_CONCURRENCY
-    if not raw.strip().isdecimal() or not 1 <= int(raw) <= 4096:
-        raise BadInput(f"must be a whole number from 1 to 4096, not {raw!r}",
-                       path=CONCURRENCY_ENV)
-    return int(raw)
-
-
 def list_checkpoint(location: Location, *, state: bool, log_folders: Sequence[str] = (),
                     method: str = "auto", concurrency: int | None = None,
                     on_files: FileSink | None = None,
@@ -168,7 +144,7 @@ def list_checkpoint(location: Location, *, state: bool, log_folders: Sequence[st
             if counted.objects:  # chunks already handed over cannot be taken back
                 raise
             refused = lister.requests
-            lister = _generic_lister(fs, concurrency)
+            lister = generic_lister(fs, concurrency)
             result = _level_by_level(lister, state_root if state else None, log_folders,
                                      folders, counted, on_log_folders)
         result.stats = ListingStats(lister.method, refused + lister.requests,
@@ -215,7 +191,7 @@ def _sequential(fs: Any, state_root: str | None, names: Sequence[str],
     result = TreeListing(stats=ListingStats("sequential", concurrency=1))
     if state_root is not None:
         found = fs.find(state_root, detail=True)
-        result.files = _regular_files(found.values())
+        result.files = regular_files(found.values())
         result.odd = [info["name"] for info in found.values()
                       if info.get("type", "file") not in ("file", "directory")]
         result.stats.requests += 1
@@ -226,104 +202,9 @@ def _sequential(fs: Any, state_root: str | None, names: Sequence[str],
 
 
 # ------------------------------------------------------------------ level by level
-class FastPathRefused(Exception):
-    """The store refused the fast S3 path in a way the generic path may not hit."""
-
-
-class Lister:
-    """How one level of folders is listed; subclasses choose the transport."""
-
-    method = "threads"
-    #: Whether one request chain may cover several sibling folders (S3's ``StartAfter``).
-    ranged = False
-    #: Objects per page (sizes the ranged groups).
-    page_size = _PAGE
-
-    def __init__(self, fs: Any, concurrency: int) -> None:
-        self.fs = fs
-        self.concurrency = concurrency
-        self.requests = 0
-
-    def ls_many(self, folders: list[str]) -> list[list[Entry]]:
-        """Each folder's direct entries (files and sub-folders)."""
-        raise NotImplementedError
-
-    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
-        """Every file below each group of sibling folders, handed to ``sink`` (with the
-        group's index) group by group as each is listed, one at a time."""
-        raise NotImplementedError
-
-
-class _ThreadLister(Lister):
-    """Any synchronous fsspec filesystem: its own calls, run in a thread pool."""
-
-    def _map(self, func: Callable[[_T], _R], items: list[_T]) -> list[_R]:
-        self.requests += len(items)
-        if len(items) <= 1:
-            return [func(item) for item in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items),
-                                                _MAX_THREADS)) as pool:
-            return list(pool.map(func, items))
-
-    def ls_many(self, folders: list[str]) -> list[list[Entry]]:
-        return self._map(lambda path: list(self.fs.ls(path, detail=True)), folders)
-
-    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
-        found = self._map(lambda path: self.fs.find(path, detail=True), [g[0] for g in groups])
-        for index, files in enumerate(found):
-            sink(index, _regular_files(files.values()))
-
-
-class _AsyncLister(Lister):
-    """An fsspec ``AsyncFileSystem`` (s3fs, gcsfs, adlfs …): its own coroutines on its loop."""
-
-    method = "async"
-
-    def _gather(self, coros: list[Awaitable[_R]]) -> list[_R]:
-        from fsspec.asyn import sync
-
-        self.requests += len(coros)
-        return list(sync(self.fs.loop, bounded_gather, coros, self.concurrency))
-
-    def ls_many(self, folders: list[str]) -> list[list[Entry]]:
-        return self._gather([self.fs._ls(path, detail=True) for path in folders])
-
-    def find_many(self, groups: list[list[str]], sink: GroupSink) -> None:
-        async def one(index: int, folder: str) -> None:
-            sink(index, _regular_files((await self.fs._find(folder, detail=True)).values()))
-
-        self._gather([one(i, g[0]) for i, g in enumerate(groups)])
-
-
-async def bounded_gather(coros: list[Awaitable[_R]], limit: int) -> list[_R]:
-    gate = asyncio.Semaphore(limit)
-
-    async def run(coro: Awaitable[_R]) -> _R:
-        async with gate:
-            return await coro
-
-    return list(await asyncio.gather(*(run(c) for c in coros)))
-
-
-def _regular_files(entries: Iterable[Entry]) -> list[tuple[str, int]]:
-    """``(path, size)`` of the regular files among listing entries."""
-    return [(e["name"], int(e.get("size") or 0)) for e in entries
-            if e.get("type", "file") == "file"]
-
-
-def _generic_lister(fs: Any, concurrency: int) -> Lister:
-    from fsspec.asyn import AsyncFileSystem
-
-    if isinstance(fs, AsyncFileSystem) and getattr(fs, "loop", None) is not None:
-        return _AsyncLister(fs, concurrency)
-    return _ThreadLister(fs, concurrency)
-
-
 def _lister_for(fs: Any, concurrency: int) -> Lister:
-    from statekit.checkpoint.s3_fast import S3RangedLister, s3_fast_for
-
     fast = s3_fast_for(fs, concurrency)
-    return S3RangedLister(fast) if fast is not None else _generic_lister(fs, concurrency)
+    return S3RangedLister(fast) if fast is not None else generic_lister(fs, concurrency)
 
 
 def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str],
@@ -340,11 +221,11 @@ def _level_by_level(lister: Lister, state_root: str | None, names: Sequence[str]
     if state_root is None:
         return result
     top = first[-1]
-    sink(_regular_files(top))
+    sink(regular_files(top))
     operators = _subfolders(top)
     subfolders: list[str] = []
     for entries in lister.ls_many(operators):
-        sink(_regular_files(entries))
+        sink(regular_files(entries))
         subfolders.extend(_subfolders(entries))
     # the order the store lists their keys in (a ranged group must be contiguous there)
     subfolders.sort(key=lambda folder: folder + "/")

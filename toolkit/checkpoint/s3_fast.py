@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
-from statekit.checkpoint.listing import (
+from statekit.checkpoint.listers import (
     Entry,
     FastPathRefused,
     GroupSink,
