@@ -12,6 +12,7 @@ import fsspec
 import pytest
 
 from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.soundness import raise_if_unsound
 from statekit.cli.main import cli
 from statekit.cli.options import dumps_json
 from statekit.cli.runner import run_cli
@@ -23,7 +24,7 @@ from statekit.formats.checksum_files import (
     hadoop_size_matches,
 )
 from statekit.formats.jsontext import loads_json
-from statekit.report import build_report, raise_if_unsound
+from statekit.report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 
 

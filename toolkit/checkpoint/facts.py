@@ -50,6 +50,13 @@ class InstanceFacts:
     orphans: tuple[Orphan, ...]
 
 
+def loadable(instance: StoreInstance, committed_version: int | None) -> bool:
+    """Whether the files present rebuild ``committed_version`` (nothing committed: yes)."""
+    if committed_version is None or committed_version == 0 or not instance.files:
+        return True
+    return bool(instance.files_to_load(committed_version))
+
+
 def instance_facts(instance: StoreInstance, first_batch: int | None,
                    last_committed_batch: int | None) -> InstanceFacts:
     """Judge one store instance against the retained batch range.

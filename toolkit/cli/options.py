@@ -98,7 +98,7 @@ def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
     if require == "ledger":
         ckpt.require_sound_ledger()
     elif require == "state":
-        from statekit.report import raise_if_unsound
+        from statekit.checkpoint.soundness import raise_if_unsound
 
         raise_if_unsound(ckpt)
     return ckpt
