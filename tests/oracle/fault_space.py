@@ -35,7 +35,7 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -429,3 +429,14 @@ def sample_faults(faults: list[Fault], count: int, seed: int) -> list[Fault]:
             if by_family[family] and len(chosen) < count:
                 chosen.append(by_family[family].pop())
     return chosen
+
+
+def damaged_copies(pristine: Path, faults: list[Fault], work: Path) -> Iterator[Fault]:
+    """Each fault applied to a fresh copy of ``pristine`` at ``work`` (the previous copy is
+    removed first); yields the fault once its copy is ready."""
+    for fault in faults:
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(pristine, work, symlinks=True)
+        fault.apply(work)
+        yield fault

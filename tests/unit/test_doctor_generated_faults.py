@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.oracle.fault_space import enumerate_faults, sample_faults
+from tests.oracle.fault_space import damaged_copies, enumerate_faults, sample_faults
 from tests.oracle.surfaces import contradictions
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -42,12 +42,8 @@ def test_generated_faults_on_a_golden_checkpoint(golden: Path, tmp_path: Path):
     faults = sample_faults(enumerate_faults(golden.name, pristine), PER_CHECKPOINT,
                            seed=len(golden.name))
     assert len(faults) == PER_CHECKPOINT
-    for fault in faults:
-        work = tmp_path / "work"
-        if work.exists():
-            shutil.rmtree(work)
-        shutil.copytree(pristine, work, symlinks=True)
-        fault.apply(work)
+    work = tmp_path / "work"
+    for fault in damaged_copies(pristine, faults, work):
         found = contradictions(work)
         assert found == [], f"{fault.id}: {found}"
 

@@ -17,7 +17,7 @@ from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.soundness import raise_if_unsound
 from statekit.errors import StatekitError
 from statekit.report import build_report
-from tests.oracle.fault_space import enumerate_faults, sample_faults
+from tests.oracle.fault_space import damaged_copies, enumerate_faults, sample_faults
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 CHECKPOINTS = sorted(p for p in GOLDEN.glob("spark-*/*") if (p / "checkpoint").is_dir())
@@ -55,12 +55,8 @@ def test_the_check_stops_where_the_report_finds_the_first_error(golden: Path, tm
     faults = sample_faults(enumerate_faults(golden.name, pristine), PER_CHECKPOINT,
                            seed=len(golden.name) + 7)
     stopped = 0
-    for fault in faults:
-        work = tmp_path / "work"
-        if work.exists():
-            shutil.rmtree(work)
-        shutil.copytree(pristine, work, symlinks=True)
-        fault.apply(work)
+    work = tmp_path / "work"
+    for fault in damaged_copies(pristine, faults, work):
         expected = _report_says(work)
         assert _check_says(work) == expected, fault.id
         stopped += expected is not None
