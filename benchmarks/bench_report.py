@@ -155,16 +155,18 @@ def best_of(n: int, action) -> float:
 
 def measure(checkpoint: Path, repeats: int) -> dict:
     from statekit.checkpoint import open_checkpoint
+    from statekit.checkpoint.soundness import raise_if_unsound
     from statekit.report import build_report
 
     statekit = str(ROOT / ".venv/bin/statekit")
     cold = best_of(repeats, lambda: subprocess.run(
         [statekit, "report", str(checkpoint), "--json"], check=True, capture_output=True))
     warm = best_of(repeats, lambda: build_report(open_checkpoint(str(checkpoint))))
+    entry = best_of(repeats, lambda: raise_if_unsound(open_checkpoint(str(checkpoint))))
     recovery = best_of(repeats, lambda: subprocess.run(
         [statekit, "recovery", str(checkpoint), "--json"], check=True, capture_output=True))
     verify = best_of(repeats, lambda: subprocess.run(
-        [statekit, "report", str(checkpoint), "--verify", "--json"], check=True,
+        [statekit, "report", str(checkpoint), "--decode", "--json"], check=True,
         capture_output=True))
     doctor = best_of(repeats, lambda: _doctor(checkpoint, (0, 9)))
     folder = checkpoint / "state/0/0"
@@ -185,6 +187,7 @@ def measure(checkpoint: Path, repeats: int) -> dict:
         text=True, cwd=ROOT).stdout.strip().splitlines()[-1])
     files = sum(1 for p in checkpoint.rglob("*") if p.is_file())
     return {"files": files, "state_files": report.state_files, "cold": cold, "warm": warm,
+            "entry": entry,
             "recovery": recovery, "verify": verify, "doctor": doctor,
             "doctor_broken": broken, "fix": fix, "spark": spark}
 
@@ -249,6 +252,8 @@ def main() -> None:
             print(f"statekit recovery --json, cold process, {provider}: {r['recovery']:.3f}s")
             print(f"statekit report --decode --json (reads the restart path), cold process, "
                   f"{provider}: {r['verify']:.3f}s")
+            print(f"the state commands' restart check (raise_if_unsound), warm, {provider}: "
+                  f"{r['entry']:.3f}s (the whole report: {r['warm']:.3f}s)")
             print(f"statekit doctor --json, cold process, {provider}: healthy "
                   f"{r['doctor']:.3f}s, partition 0's newest version removed "
                   f"{r['doctor_broken']:.3f}s → {r['fix']}")
