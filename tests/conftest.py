@@ -1,4 +1,4 @@
-"""Shared fixtures: one SparkSession and real reference-pipeline checkpoints, built once.
+"""Shared fixtures: one SparkSession and real reference-pipeline checkpoints per test process.
 
 Later test modules (report, recovery, growth, repartition, TUI) reuse these checkpoints:
 

@@ -16,7 +16,7 @@ from statekit.report import build_report
 from tests.conftest import TEST_PARTITIONS
 from tests.spark.real_checkpoints import ALL, REFERENCE, checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 _DATA_FILE = re.compile(r"^(\d+)(?:_[0-9a-f-]+)?\.(delta|snapshot|zip|changelog)$")
 

@@ -20,7 +20,7 @@ from statekit.state_history import all_histories
 from statekit.verify import verify_restart_path
 from tests.spark.real_checkpoints import ALL, checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def _comparable(report) -> dict:

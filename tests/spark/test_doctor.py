@@ -32,7 +32,7 @@ from statekit.cli.runner import run_cli
 from tests.support.cli import statekit_cli
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 RESTARTS = None
 JSON_ERROR = r"Unexpected (character|end-of-input)"

@@ -28,7 +28,7 @@ from tests.oracle.fault_space import (
     sample_faults,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 SAMPLE_KINDS = ("agg-hdfs", "agg-v2", "join-hdfs")
 SAMPLE_PER_KIND = int(os.environ.get("STATEKIT_CAMPAIGN_SAMPLE", "14"))

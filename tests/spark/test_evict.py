@@ -24,7 +24,7 @@ from tests.support.spark_runs import (
 )
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 

@@ -22,7 +22,7 @@ from statekit.state_history import all_histories
 from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 from tests.spark.real_checkpoints import ALL, SMALL, checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 GROWTH = (GROWING, ACCELERATING)
 

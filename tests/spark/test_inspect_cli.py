@@ -13,7 +13,7 @@ from statekit.cli.runner import run_cli
 from tests.spark.real_checkpoints import checkpoint_for
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def invoke(args: list[str], capsys) -> tuple[int, str, str]:

@@ -26,7 +26,7 @@ from tests.support.spark_runs import (
 )
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 OLD_ROWS = 180
 """Rows of the first three files (``seq`` below this): the state the restart must find."""

@@ -16,7 +16,7 @@ from statekit.cli.runner import run_cli
 from statekit.report import build_report
 from tests.spark.real_checkpoints import checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def comparable(report) -> dict:

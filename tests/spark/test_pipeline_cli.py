@@ -9,7 +9,7 @@ import pytest
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 SMALL = ["--users", "60", "--events-per-batch", "40", "--new-users-per-batch", "2"]
 

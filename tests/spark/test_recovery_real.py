@@ -15,7 +15,7 @@ from statekit.cli.runner import run_cli
 from statekit.progress_log import parse_timings
 from statekit.recovery import estimate_recovery
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def _cli():

@@ -19,7 +19,7 @@ from statekit.reference_pipeline.truth import (
 )
 from tests.conftest import TEST_BATCHES, TEST_GENERATOR, TEST_PARTITIONS
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 WATERMARK_DELAY_MS = 5 * 60_000
 NORMAL_RUNS = [("hdfs", False), ("rocksdb", False), ("rocksdb", True)]

@@ -20,7 +20,7 @@ from tests.support.restarts import (
 )
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def _cli():

@@ -15,7 +15,7 @@ from tests.support.cli import statekit_cli, statekit_json
 from tests.support.spark_runs import final_state, run_by_batch, source_confs
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 @pytest.mark.parametrize(("name", "provider"), [("aggregation", "hdfs"),

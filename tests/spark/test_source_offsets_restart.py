@@ -20,7 +20,7 @@ from tests.small_queries import provider_confs
 from tests.support.cli import statekit_json
 from tests.support.trees import tree_hash
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 ROWS_PER_BATCH = 10
 

@@ -11,7 +11,7 @@ from statekit.checkpoint.state_data import decode_records, replay, store_schemas
 from statekit.formats.records import StateRecord
 from tests.spark.real_checkpoints import checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 DECODABLE = ["hdfs", "hdfs-no-snapshot", "hdfs-purged", "rocksdb-changelog-v2", "aggregation",

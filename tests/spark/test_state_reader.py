@@ -33,7 +33,7 @@ from statekit.jobs.state_reader import (
 from statekit.reference_pipeline.simulate import simulate
 from tests.spark.real_checkpoints import ALL, checkpoint_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
 
 
 def rows_of(spark, checkpoint, raw=False, **target):

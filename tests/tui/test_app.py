@@ -288,7 +288,6 @@ def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_pat
     assert written.offset(written.last_committed_batch).provider == "rocksdb"
 
 
-@pytest.mark.slow
 def test_repartition_with_the_file_sink_then_the_target_restarts(spark, tmp_path):
     """The TUI runs the same repartition as the CLI: with the pipeline's file sink given, the
     sink gets the repartition batch's entry, and the reference pipeline restarted on the

@@ -29,7 +29,6 @@ from tests.unit.checkpoint_builder import write_checkpoint
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "toolkit", "jobs", "tui", "reference_pipeline")
 
-pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
