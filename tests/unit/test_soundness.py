@@ -61,3 +61,22 @@ def test_the_check_stops_where_the_report_finds_the_first_error(golden: Path, tm
         assert _check_says(work) == expected, fault.id
         stopped += expected is not None
     assert stopped, "no sampled fault stops a restart: the comparison proved nothing"
+
+
+@pytest.mark.parametrize("odd", ["symlink-loop", "fifo", "dangling-symlink"])
+def test_entries_that_are_not_files_stop_the_check_as_the_report(tmp_path, odd):
+    """Known only once ``state/`` is listed: the check must list it before asking."""
+    import os
+
+    root = tmp_path / "checkpoint"
+    shutil.copytree(CHECKPOINTS[0] / "checkpoint", root, symlinks=True)
+    entry = root / "state" / "0" / "1" / "odd"
+    if odd == "symlink-loop":
+        os.symlink("odd", entry)
+    elif odd == "fifo":
+        os.mkfifo(entry)
+    else:
+        os.symlink("missing-target", entry)
+    expected = _report_says(root)
+    assert expected is not None and "neither files nor folders" in expected[1]
+    assert _check_says(root) == expected

@@ -297,6 +297,7 @@ def checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]:
 def restart_errors(ckpt: Checkpoint) -> Iterator[Finding]:
     """The problems that stop a restart, in the report's order, each computed only when
     the ones before it were not found (a caller may stop at the first)."""
+    ckpt.inventory  # noqa: B018 - lists state/: only then are its odd entries known
     odd = odd_entries_finding(ckpt)
     if odd is not None:
         yield odd
