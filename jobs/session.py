@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from statekit.errors import BadInput, EnvironmentProblem
 from statekit.jobs.java_check import java_problem
+from statekit.jobs.shipping import prepare_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,6 +146,15 @@ def build_session(
     if problem:
         raise EnvironmentProblem(problem)
     settings = session_conf(app_name, master, conf)
+    # PySpark sends executors the interpreter named by PYSPARK_PYTHON in *this* process and
+    # ignores spark.pyspark.python when it starts the JVM itself: an explicit --conf must win
+    # over an inherited variable (else a cluster's executors get the driver's path), while
+    # statekit's own local default leaves a user's variable alone.
+    explicit = dict(conf or {})
+    for key, variable in (("spark.pyspark.python", "PYSPARK_PYTHON"),
+                          ("spark.pyspark.driver.python", "PYSPARK_DRIVER_PYTHON")):
+        if key in explicit:
+            os.environ[variable] = explicit[key]
     if "spark.pyspark.python" in settings:
         os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings["spark.pyspark.python"])
@@ -164,4 +174,6 @@ def build_session(
     # pyspark logs every SQL analysis error as a JSON line on stderr before raising it; the
     # CLI reports the same error as one line, so silence the duplicate.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    # a cluster's executors run the cluster's Python: statekit ships itself and checks it
+    prepare_executors(spark)
     return spark

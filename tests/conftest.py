@@ -187,3 +187,15 @@ def s3_server():
     server, httpd = start_server()
     yield server
     httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A standalone Spark cluster on 127.0.0.1 (tests/cluster.py): a Master and a Worker as
+    separate processes, executors on a Python without statekit; stopped at the end."""
+    from tests.cluster import start_cluster
+
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
