@@ -183,8 +183,8 @@ def probe(spark: SparkSession, modules: tuple[str, ...] = EXECUTOR_MODULES
             raise EnvironmentProblem(
                 f"the executors' Python cannot run statekit's probe task: {first_line(error)} "
                 f"(the driver runs Python {platform.python_version()}; executors need the "
-                "same major.minor version: set spark.pyspark.python, or ship an environment "
-                "with `statekit pack` and --env-archive)") from None
+                "same major.minor version: point --conf spark.pyspark.python at one)"
+            ) from None
         raise
     seen: dict[tuple[str, str], ExecutorPython] = {}
     for host, executable, version, missing in found:
@@ -201,8 +201,8 @@ def require_modules(executors: list[ExecutorPython], shipped: bool) -> None:
         module, why = executor.missing[0]
         fix = ("let statekit ship itself (unset STATEKIT_SHIP) or install statekit there"
                if module.startswith("statekit") and not shipped else
-               f"install {module.split('.')[0]} there, or ship the driver's environment: "
-               "`statekit pack`, then --env-archive FILE")
+               f"install {module.split('.')[0]} in that Python, or point --conf "
+               "spark.pyspark.python at a Python of the executors that has it")
         raise EnvironmentProblem(
             f"executor Python {executor.executable} (Python {executor.version}, host "
             f"{executor.host}) cannot import {module} ({why}): {fix}")
