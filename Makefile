@@ -58,15 +58,11 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/python tests/static_checks.py
 
-# Everything but the wall-clock judgements runs on TEST_WORKERS processes, a test module per
-# worker at a time (each worker has its own JVM and builds the session fixtures it needs);
-# then the `timing` tests run alone, on an otherwise idle machine. Exit 5 (nothing selected,
-# e.g. PYTEST_ARGS naming one file) is not a failure for either run.
+# The suite runs on TEST_WORKERS processes, a test module per worker at a time (each worker
+# has its own JVM and builds the session fixtures it needs).
 TEST_WORKERS ?= 2
 test: check-java prometheus lint
-	$(BIN)/python -m pytest -m "not timing" -n $(TEST_WORKERS) --dist loadfile --durations=15 \
-		$(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/python -m pytest -m timing --durations=5 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # the edit loop: lint and every test that starts no JVM
 test-fast: lint

@@ -18,7 +18,7 @@ from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
 from statekit.recovery import estimate_recovery
 
-pytestmark = [pytest.mark.spark, pytest.mark.timing]
+pytestmark = [pytest.mark.spark]
 
 KEYS = 320_000
 BATCHES = 12
