@@ -128,3 +128,24 @@ def test_state_export_on_the_cluster_equals_the_local_export(spark_cluster, sour
         parts = sorted(p for p in out.rglob("part-*") if not p.name.endswith(".crc"))
         rows.append(sorted(line for path in parts for line in path.read_text().splitlines()))
     assert rows[0] == rows[1] and rows[0]
+
+
+def test_recovery_measure_on_the_cluster_times_the_same_partitions(spark_cluster,
+                                                                   reference_checkpoints):
+    """``--measure`` times Spark's reader loading the two slowest partitions — on the
+    cluster, in its executors: the same partitions as locally, a model scaled by what it
+    measured there."""
+    path = str(reference_checkpoints.get(provider="hdfs").checkpoint)
+    results = []
+    for extra in ([], ["--master", spark_cluster.master_url, *spark_cluster.confs()]):
+        done = statekit(spark_cluster, "recovery", path, "--measure", "--json", "--cores", "2",
+                        *extra)
+        assert done.returncode == 0, done.stderr
+        results.append(json.loads(done.stdout))
+    local, on_cluster = results
+    for data in (local, on_cluster):
+        assert data["model"]["source"] == "measured" and data["measurement"]["factor"] > 0
+    assert [(t["operator_id"], t["store"], t["partition"], t["version"])
+            for t in on_cluster["measurement"]["timings"]] == \
+        [(t["operator_id"], t["store"], t["partition"], t["version"])
+         for t in local["measurement"]["timings"]]
