@@ -133,8 +133,6 @@ def _rows_function(url: str, storage_options: dict, schema_json: str, key_json: 
     task's rows as Arrow batches (partition, changed-at, key, value, key and value bytes)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-
-
         # timestamps leave as UTC instants (statekit decodes them as aware datetimes)
         schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)),
                                  timezone="UTC")
@@ -200,7 +198,6 @@ def whole_key_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
     is the grouping key Spark extracts from each row, ``value`` the column family and the
     row's bytes (base64), ``PARTITION`` the partition the row is in (the reader's partition,
     one per state store partition), ``CHANGED_AT`` unknown (-1)."""
-
 
     raw = read_raw_rows(spark, path, batch, operator_id, store)
     return raw.select(
@@ -303,8 +300,6 @@ class EvictCheck:
 def verify_evict(spark: SparkSession, *, source_path: str, target_path: str, plan: EvictPlan,
                  removed: dict[tuple[int, str], Removed],
                  key_fields: dict[tuple[int, str], list[str]]) -> tuple[EvictCheck, ...]:
-
-
     base = plan.base
 
     def check(selection: StoreSelection) -> EvictCheck:
@@ -428,7 +423,6 @@ def _write(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: Stag
            ) -> tuple[dict[str, list[WrittenPartition]], str]:
     """The kept rows as the target's state; returns what was written and the commit file
     (relative) to publish last."""
-
 
     base = plan.base
     kept = {(s.operator_id, s.store): frames[(s.operator_id, s.store)]

@@ -100,7 +100,6 @@ def live_state(url: str, storage_options: dict, codec: str, task: SourceTask
     """In an executor: one source partition's live state at the planned version, replayed
     from its files (snapshot, then deltas) exactly as Spark's HDFS provider loads it."""
 
-
     fs, _ = fsspec.core.url_to_fs(url, **storage_options)
     state: dict[bytes, bytes] = {}
     for path, kind in task.files:
@@ -131,8 +130,6 @@ def _replay_chunks(url: str, storage_options: dict, codec: str, key_schema_json:
     Column-wise on purpose: the bytes are never repacked into per-row tuples."""
 
     def run(task: SourceTask) -> Iterator[tuple[list, list, list]]:
-
-
         state = live_state(url, storage_options, codec, task)
         decode = make_decoder(parse_struct_json(key_schema_json), as_tuple=True)
         width = len(converts)

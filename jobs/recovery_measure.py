@@ -168,7 +168,6 @@ def _plan(spark: SparkSession, ckpt: Checkpoint, path: str, works: Sequence[Inst
 
 def _timed(spark: SparkSession, ckpt: Checkpoint, reads: Sequence[_Read],
            progress: Callable[[str], None]):
-
     warmed: set[tuple[int, str]] = set()
     for n, read in enumerate(reads, 1):
         work = read.work

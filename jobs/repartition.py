@@ -95,7 +95,6 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
     them (:func:`write_snapshots`). The verification checks the placement with Spark's own
     hash either way."""
 
-
     key_fields = parse_struct_json(key_schema_json).fields[:partition_columns]
     if columns_hasher([f.data_type for f in key_fields]) is not None:
         return _bucket_packed(spark, source_url=source_url, storage_options=storage_options,
@@ -158,8 +157,6 @@ def _packed_writer(staging_url: str, storage_options: dict, operator_id: int, st
 
     def run(partition: int, chunks: Iterable[tuple[int, tuple[bytes, int]]]
             ) -> Iterator[WrittenPartition]:
-
-
         relative = snapshot_relative(operator_id, store, partition, version)
         if fail_on == f"write {relative}":
             raise RuntimeError(f"injected failure before writing {relative}")
@@ -198,7 +195,6 @@ def count_per_new_partition(spark: SparkSession, *, source_path: str, plan: Repa
                             ) -> dict[str, list[int]]:
     """Keys per new partition per ``op/store`` (the dry run's skew): the source's rows at
     batch N through Spark's ``statestore`` reader, placed with ``pmod(hash(key), n)``."""
-
 
     out = {}
     for store in plan.stores:
@@ -250,7 +246,6 @@ def verify(spark: SparkSession, *, source_path: str, target_path: str, plan: Rep
     (``localCheckpoint``), and the target read after the session is switched.
     """
 
-
     n = plan.last_committed
     as_json = F.to_json(F.struct(F.col("key"), F.col("value"))).alias("row")
 
@@ -289,7 +284,6 @@ def _verify_raw(spark: SparkSession, source_path: str, target_path: str,
     """One store compared on Spark's raw rows (key bytes, value bytes, column family): every
     column family of a transformWithState store — value, list and map state, timers, TTL
     indexes — in one pass; each target row must sit in ``pmod(hash(partition key), n)``."""
-
 
     n = plan.last_committed
     source = read_raw_rows(spark, source_path, n, operator_id, store)
@@ -366,7 +360,6 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
     On any failure the staging folder is removed and nothing is published; the source is
     only ever read.
     """
-
 
     started = time.perf_counter()
     with staged_job(spark, ckpt, staging, "repartition"):

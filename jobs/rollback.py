@@ -96,7 +96,6 @@ def same_state(spark: SparkSession, ckpt: Checkpoint, target_path: str, batch: i
                ) -> tuple[StoreCheck, ...]:
     """Every store's rows at ``batch``, source against target, as multisets."""
 
-
     source_path = spark_path(ckpt)
 
     def rows(path: str, op_id: int, name: str, store: str) -> DataFrame:

@@ -53,7 +53,6 @@ def write_snapshot_file(staging_url: str, storage_options: dict, relative: str, 
     """Stream ``pairs`` into the snapshot file ``relative`` of the staging folder; returns
     (records, file bytes)."""
 
-
     fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
     path = f"{root.rstrip('/')}/{relative}"
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)

@@ -68,7 +68,6 @@ def _percentiles(df: DataFrame, column: str) -> dict[str, float | None]:
 
 def state_stats(spark: SparkSession, ckpt: Checkpoint, target: StateTarget, top: int = 10
                 ) -> StateStats:
-
     batch = target_batch(ckpt, target)
     df = read_state(spark, target).cache()
     try:

@@ -26,6 +26,7 @@ from statekit.checkpoint.soundness import (
     Finding,
     PartitionLoad,
     StoreLoad,
+    StoreShape,
     checksum_size_findings,
     corrupt_metadata,
     log_findings,
@@ -183,13 +184,11 @@ def _partition_report(instance: StoreInstance, facts: InstanceFacts,
     )
 
 
-def _store_findings(report: StoreReport, min_deltas: int, orphan_reasons: Counter[str],
-                    folder: str) -> list[Finding]:
-    """``folder``: the operator's state folder as the user names it (errors name it)."""
-    op, store = report.operator_id, report.store
-    label = f"operator {report.operator_id} ({report.operator_name or '?'}) store {report.store}"
+def _store_findings(report: StoreReport, shape: StoreShape, min_deltas: int,
+                    orphan_reasons: Counter[str]) -> list[Finding]:
+    op, store, label = report.operator_id, report.store, shape.label
     found = store_errors(StoreLoad(
-        op, store, label, folder, report.num_partitions, report.committed_version,
+        op, store, label, shape.folder, report.num_partitions, report.committed_version,
         tuple(PartitionLoad(p.partition, p.loadable, p.missing_ssts, p.first_missing)
               for p in report.partitions), report.missing_partitions))
     committed = report.committed_version or 0
@@ -318,8 +317,7 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
             files_by_kind=dict(sorted(kinds.items())),
             bytes_by_kind=dict(sorted(sizes.items())))
         stores.append(report)
-        findings.extend(_store_findings(
-            report, deltas, reasons, ckpt.display(ckpt.location.path("state", str(op_id)))))
+        findings.extend(_store_findings(report, shape, deltas, reasons))
         mismatch = partition_mismatch(ckpt, shape, pinned_entry)
         if mismatch is not None:
             findings.append(mismatch)

@@ -439,12 +439,18 @@ class Checkpoint:
                 raise _io_error(error, self.display(getattr(error, "filename", None)
                                                     or state_root)) from error
             self.listing_stats.merge(listed.stats)
-            self.odd_state_entries = tuple(sorted(listed.odd))
+            self._odd_state_entries = tuple(sorted(listed.odd))
             return builder.build()
 
-    odd_state_entries: tuple[str, ...] = ()
-    """Paths under ``state/`` that are neither files nor folders (FIFOs, sockets, dangling
-    or looping symlinks): never opened — reading a FIFO would block forever — and reported."""
+    _odd_state_entries: tuple[str, ...] = ()
+
+    @property
+    def odd_state_entries(self) -> tuple[str, ...]:
+        """Paths under ``state/`` that are neither files nor folders (FIFOs, sockets, dangling
+        or looping symlinks): never opened — reading a FIFO would block forever — and
+        reported. Known once ``state/`` is listed, which asking lists."""
+        self.inventory  # noqa: B018 - the listing finds them
+        return self._odd_state_entries
 
     @cached_property
     def operators(self) -> dict[int, OperatorMetadata]:

@@ -63,6 +63,8 @@ class StoreShape:
     expected: int | None
     """Partitions the query runs with: declared, else the pinned shuffle partitions."""
     instances: list[StoreInstance]
+    folder: str
+    """The operator's state folder as the user names it (errors name it)."""
 
     @property
     def label(self) -> str:
@@ -86,7 +88,8 @@ def store_shapes(ckpt: Checkpoint, operators: dict[int, OperatorMetadata],
                              if s.name == store), None)
             expected = declared or (latest.shuffle_partitions if latest else None)
             yield StoreShape(op_id, meta, store, declared, expected,
-                             inventory.instances_of(op_id, store))
+                             inventory.instances_of(op_id, store),
+                             ckpt.display(ckpt.location.path("state", str(op_id))))
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,6 @@ def checksum_size_findings(ckpt: Checkpoint, last: int | None) -> list[Finding]:
 def restart_errors(ckpt: Checkpoint) -> Iterator[Finding]:
     """The problems that stop a restart, in the report's order, each computed only when
     the ones before it were not found (a caller may stop at the first)."""
-    ckpt.inventory  # noqa: B018 - lists state/: only then are its odd entries known
     odd = odd_entries_finding(ckpt)
     if odd is not None:
         yield odd
@@ -316,9 +318,7 @@ def restart_errors(ckpt: Checkpoint) -> Iterator[Finding]:
         zips = newest_zip_metadata(ckpt, shape.instances, last)
         present = {i.partition for i in shape.instances}
         yield from store_errors(StoreLoad(
-            shape.operator_id, shape.store, shape.label,
-            ckpt.display(ckpt.location.path("state", str(shape.operator_id))),
-            shape.expected, committed,
+            shape.operator_id, shape.store, shape.label, shape.folder, shape.expected, committed,
             tuple(partition_load(i, committed, loadable(i, committed),
                                  zips.get(i.partition)) for i in shape.instances),
             tuple(p for p in range(shape.expected or 0) if p not in present)))
