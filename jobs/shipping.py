@@ -183,7 +183,8 @@ def probe(spark: SparkSession, modules: tuple[str, ...] = EXECUTOR_MODULES
             raise EnvironmentProblem(
                 f"the executors' Python cannot run statekit's probe task: {first_line(error)} "
                 f"(the driver runs Python {platform.python_version()}; executors need the "
-                "same major.minor version: point --conf spark.pyspark.python at one)"
+                "same major.minor version: point --conf spark.pyspark.python at one, or "
+                "ship one with statekit pack and --env-archive)"
             ) from None
         raise
     seen: dict[tuple[str, str], ExecutorPython] = {}
@@ -201,7 +202,8 @@ def require_modules(executors: list[ExecutorPython], shipped: bool) -> None:
         module, why = executor.missing[0]
         fix = ("let statekit ship itself (unset STATEKIT_SHIP) or install statekit there"
                if module.startswith("statekit") and not shipped else
-               f"install {module.split('.')[0]} in that Python, or point --conf "
+               f"install {module.split('.')[0]} in that Python, give the executors this "
+               "environment (statekit pack, then --env-archive FILE), or point --conf "
                "spark.pyspark.python at a Python of the executors that has it")
         raise EnvironmentProblem(
             f"executor Python {executor.executable} (Python {executor.version}, host "

@@ -1,7 +1,9 @@
-"""A real Spark standalone cluster on 127.0.0.1: a Master and a Worker, separate processes.
+"""A real Spark standalone cluster on 127.0.0.1: a Master and two Workers, separate processes.
 
 Started with pyspark's own ``bin/spark-class`` (no other Spark install), stopped by process
-group. Its executors run a Python that *cannot import statekit* — the normal case on a shared
+group. Each worker offers one core, so a command's two executors are two JVMs with two
+Python daemons (what a driver/executor mix-up of paths or temp folders would trip on). Its
+executors run a Python that *cannot import statekit* — the normal case on a shared
 cluster where only the edge node has it: a venv of the same base interpreter whose
 site-packages reaches the test venv's packages (pandas, pyarrow, lz4, …) through a plain path
 line in a ``.pth`` file; the test venv's own ``.pth`` files — statekit's editable-install
@@ -49,12 +51,18 @@ class Cluster:
     master_url: str
     executor_python: Path
     logs: Path
+    work: Path
+    """The workers' folders: ``<worker>/app-…/<executor>/`` is each executor's working
+    folder (where ``spark.archives`` are unpacked)."""
     processes: list[subprocess.Popen] = field(default_factory=list)
 
-    def confs(self) -> list[str]:
-        """The ``--conf`` pairs a statekit command needs for this cluster."""
-        return ["--conf", f"spark.pyspark.python={self.executor_python}",
-                "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2"]
+    def confs(self, python: bool = True) -> list[str]:
+        """The ``--conf`` pairs a statekit command needs for this cluster (``python``: run
+        the executors on the Python without statekit)."""
+        resources = ["--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2"]
+        if not python:
+            return resources
+        return ["--conf", f"spark.pyspark.python={self.executor_python}", *resources]
 
     def env(self) -> dict[str, str]:
         """A command's environment: nothing of the repository on the path."""
@@ -86,7 +94,8 @@ def _wait_for(what: str, ready, log: Path, process: subprocess.Popen,
     raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s: {log.read_text()[-2000:]}")
 
 
-def start_cluster(root: Path, cores: int = 2, memory: str = "2g") -> Cluster:
+def start_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1536m"
+                  ) -> Cluster:
     root.mkdir(parents=True, exist_ok=True)
     python = executor_python(root / "executor-venv")
     env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOG_DIR=str(root / "logs"),
@@ -94,7 +103,7 @@ def start_cluster(root: Path, cores: int = 2, memory: str = "2g") -> Cluster:
                PYSPARK_PYTHON=str(python))
     env.pop("PYTHONPATH", None)
     port = _free_port()
-    cluster = Cluster(f"spark://127.0.0.1:{port}", python, root / "logs")
+    cluster = Cluster(f"spark://127.0.0.1:{port}", python, root / "logs", root / "work")
     cluster.logs.mkdir(exist_ok=True)
 
     def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
@@ -115,14 +124,17 @@ def start_cluster(root: Path, cores: int = 2, memory: str = "2g") -> Cluster:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
 
         _wait_for("the Spark master", accepting, master_log, master)
-        worker, worker_log = start("worker", "org.apache.spark.deploy.worker.Worker",
-                                   cluster.master_url, "--host", "127.0.0.1",
-                                   "--cores", str(cores), "--memory", memory,
-                                   "--webui-port", str(_free_port()),
-                                   "--work-dir", str(root / "work"))
-        _wait_for("the Spark worker",
-                  lambda: "Successfully registered with master" in worker_log.read_text(),
-                  worker_log, worker)
+        for number in range(workers):
+            work = cluster.work / f"worker-{number}"
+            worker, worker_log = start(f"worker-{number}",
+                                       "org.apache.spark.deploy.worker.Worker",
+                                       cluster.master_url, "--host", "127.0.0.1",
+                                       "--cores", str(cores), "--memory", memory,
+                                       "--webui-port", str(_free_port()),
+                                       "--work-dir", str(work))
+            _wait_for(f"Spark worker {number}",
+                      lambda log=worker_log: "Successfully registered with master"
+                      in log.read_text(), worker_log, worker)
     except BaseException:
         cluster.stop()
         raise

@@ -191,7 +191,7 @@ def s3_server():
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    """A standalone Spark cluster on 127.0.0.1 (tests/cluster.py): a Master and a Worker as
+    """A standalone Spark cluster on 127.0.0.1 (tests/cluster.py): a Master and two Workers as
     separate processes, executors on a Python without statekit; stopped at the end."""
     from tests.cluster import start_cluster
 

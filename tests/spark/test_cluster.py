@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -64,6 +65,37 @@ def test_without_the_shipped_code_the_probe_names_the_module_first(spark_cluster
     assert "cannot import statekit" in lines[0]
     assert str(spark_cluster.executor_python) in lines[0]
     assert not done.stdout
+
+
+def test_a_packed_environment_runs_the_executors(spark_cluster, reference_checkpoints,
+                                                 tmp_path):
+    """``statekit pack``'s archive as ``spark.archives`` (``--env-archive``): Spark unpacks it
+    in each executor's folder and the executors run its Python — one without statekit (an
+    editable install is not packed; statekit arrives by shipping) — even with an inherited
+    PYSPARK_PYTHON pointing elsewhere; growth gives the local path's result."""
+    from statekit.jobs.env_archive import ARCHIVE_ALIAS
+
+    archive = tmp_path / "env.tar.gz"
+    packed = statekit(spark_cluster, "pack", str(archive), "--json")
+    assert packed.returncode == 0, packed.stderr
+    with tarfile.open(archive) as contents:
+        names = contents.getnames()
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    assert "bin/python" in names and f"{site}/pyarrow/__init__.py" in names
+    assert not any(name.startswith(f"{site}/statekit/") or "__editable__" in name
+                   for name in names)
+    path = str(reference_checkpoints.get(provider="hdfs", leaky=True).checkpoint)
+    local = statekit(spark_cluster, "growth", path, "--json")
+    shipped = statekit(spark_cluster, "growth", path, "--json", "--master",
+                       spark_cluster.master_url, "--env-archive", str(archive),
+                       *spark_cluster.confs(python=False),
+                       env={"PYSPARK_PYTHON": str(spark_cluster.executor_python)})
+    assert shipped.returncode == local.returncode, shipped.stderr
+    assert _without_timings(json.loads(shipped.stdout)) == \
+        _without_timings(json.loads(local.stdout))
+    unpacked = list(spark_cluster.work.glob(f"worker-*/app-*/*/{ARCHIVE_ALIAS}/bin/python"))
+    assert {p.parts[len(spark_cluster.work.parts)] for p in unpacked} == \
+        {"worker-0", "worker-1"}, unpacked
 
 
 def test_report_decode_on_the_cluster_reads_what_the_local_reading_reads(

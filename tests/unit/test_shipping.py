@@ -66,6 +66,7 @@ def test_a_missing_module_is_one_line_naming_it_and_the_fix():
     assert "\n" not in message and caught.value.exit_code == EXIT_ENVIRONMENT
     assert "/opt/py/bin/python3" in message and "cannot import zstandard" in message
     assert "install zstandard in that Python" in message
+    assert "statekit pack, then --env-archive FILE" in message  # a fix that exists
     unshipped = ExecutorPython("worker-2", "/opt/py/bin/python3", "3.11.7",
                                (("statekit", "ModuleNotFoundError: No module named 'statekit'"),))
     with pytest.raises(EnvironmentProblem, match="unset STATEKIT_SHIP"):

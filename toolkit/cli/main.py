@@ -41,6 +41,8 @@ COMMANDS = {
                "Will it restart? Spark's predicted error per problem and the fix command."),
     "metrics": ("statekit.cli.metrics_cmd:metrics_command",
                 "Prometheus metrics of one or many checkpoints: printed, or --serve (no JVM)."),
+    "pack": ("statekit.cli.pack_cmd:pack_command",
+             "Pack this venv for a cluster's executors (spark.archives; --env-archive)."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
             "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
     "state": ("statekit.cli.state_cmd:state_group",

@@ -68,8 +68,25 @@ def checkpoint_options(command: F) -> F:
     return click.argument("checkpoint", metavar="CKPT")(storage_option(command))
 
 
+ENV_ARCHIVE_KEY = "statekit.env_archive"
+"""Where ``--env-archive`` keeps its file (``ctx.meta``) until :func:`spark_conf` reads it."""
+
+
+def _remember_env_archive(ctx: click.Context, _param: click.Parameter,
+                          value: str | None) -> None:
+    if value is not None:
+        if "://" not in value and not os.path.isfile(value):
+            raise BadInput(f"{value}: no such archive (build one with statekit pack)")
+        ctx.meta[ENV_ARCHIVE_KEY] = value
+
+
 def spark_options(command: F) -> F:
-    """Add ``--master`` and ``--conf KEY=VALUE`` for commands that start Spark."""
+    """Add ``--master``, ``--conf KEY=VALUE`` and ``--env-archive FILE`` for commands that
+    start Spark (read them back with :func:`spark_conf`)."""
+    command = click.option(
+        "--env-archive", metavar="FILE", expose_value=False, callback=_remember_env_archive,
+        help="A packed environment (statekit pack) for the executors of a cluster master: "
+             "sets spark.archives and spark.pyspark.python.")(command)
     command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
                            help="Extra Spark settings, repeatable.")(command)
     return click.option("--master", default=None,
@@ -144,6 +161,21 @@ def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     return read_text(path, parse_storage_options(storage_option))
 
 
+def spark_conf(master: str | None, confs: tuple[str, ...]) -> dict[str, str]:
+    """The Spark settings a command was given: ``--conf`` pairs, and what ``--env-archive``
+    stands for (refused on a local master)."""
+    from statekit.jobs.session import parse_conf_pairs
+
+    conf = parse_conf_pairs(confs)
+    context = click.get_current_context(silent=True)
+    archive = context.meta.get(ENV_ARCHIVE_KEY) if context is not None else None
+    if archive:
+        from statekit.jobs.env_archive import env_archive_conf
+
+        conf = env_archive_conf(archive, master, conf)
+    return conf
+
+
 def spark_runner(ckpt: Checkpoint, app_name: str, master: str | None,
                  confs: tuple[str, ...], on_progress: Callable[[str], None]
                  ) -> GroupRunner | None:
@@ -161,10 +193,10 @@ def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,
                     confs: tuple[str, ...]) -> SparkSession:
     """Spark for one command, with the reader confs ``ckpt`` needs set for this command only
     (a notebook or test may share the session; the confs are restored when it ends)."""
-    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.session import build_session
     from statekit.jobs.state_reader import reader_confs, session_confs
 
-    spark = build_session(app_name, master, parse_conf_pairs(confs))
+    spark = build_session(app_name, master, spark_conf(master, confs))
     click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
     return spark
 

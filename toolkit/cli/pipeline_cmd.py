@@ -22,6 +22,7 @@ from statekit.cli.options import (
     partitions_option,
     print_json,
     progress_log_option,
+    spark_conf,
     spark_options,
 )
 from statekit.errors import BadInput
@@ -180,7 +181,7 @@ def _duration_ms(text: str) -> str:
 def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
             confs: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Run the fraud/session query over LANDING into CHECKPOINT and OUTPUT."""
-    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.session import build_session
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 
     if _manifest(landing) is None:
@@ -192,7 +193,7 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     if options["maintenance_interval"]:
         options["maintenance_interval"] = _duration_ms(options["maintenance_interval"])
     opts = RunOptions(landing=landing, checkpoint=checkpoint, output=output, **options)
-    extra = parse_conf_pairs(confs)
+    extra = spark_conf(master, confs)
     session_confs = dict(opts.sql_confs())
     if opts.maintenance_interval:
         # The maintenance task starts with the first state store: set it on the session.

@@ -23,6 +23,7 @@ from statekit.cli.options import (
     parse_storage_options,
     partitions_option,
     print_json,
+    spark_conf,
     spark_options,
     write_options,
 )
@@ -85,12 +86,12 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
                        storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
-    from statekit.jobs.session import build_session, parse_conf_pairs
+    from statekit.jobs.session import build_session
 
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
         spark = build_session("statekit-migrate" if to_provider else "statekit-repartition",
-                              master, parse_conf_pairs(confs))
+                              master, spark_conf(master, confs))
         outcome = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
         print_json(outcome.to_dict())

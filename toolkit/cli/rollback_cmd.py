@@ -20,6 +20,7 @@ from statekit.cli.options import (
     open_from_cli,
     parse_storage_options,
     print_json,
+    spark_conf,
     spark_options,
     to_batch_option,
     write_options,
@@ -107,10 +108,10 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     spark = None
     with status(not as_json and not dry_run, "planning…") as progress:
         if verify and not dry_run:
-            from statekit.jobs.session import build_session, parse_conf_pairs
+            from statekit.jobs.session import build_session
 
             progress("starting Spark…")
-            spark = build_session("statekit-rollback", master, parse_conf_pairs(confs))
+            spark = build_session("statekit-rollback", master, spark_conf(master, confs))
         outcome = run(spark, prepared, dry_run=dry_run, progress=progress)
     if as_json:
         print_json(outcome.to_dict())
