@@ -187,7 +187,7 @@ def store_rows(spark: SparkSession, ckpt: Checkpoint, schema: StoreSchema, tasks
     indexes = spark.createDataFrame([(i,) for i in range(len(tasks))], "task int") \
         .repartition(max(1, len(tasks)))
     return indexes.mapInArrow(
-        _rows_function(ckpt.location.url, storage_options, frame_schema.json(), key_json,
+        _rows_function(ckpt.location.portable_url, storage_options, frame_schema.json(), key_json,
                        value_json, tasks), frame_schema)
 
 
@@ -367,7 +367,7 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
         key = (selection.operator_id, selection.store)
         if selection.whole_keys:  # its schema files are Spark's to read
             with session_confs(spark, reader_confs(ckpt)):
-                frames[key] = whole_key_rows(spark, spark_url(ckpt.location.url),
+                frames[key] = whole_key_rows(spark, spark_url(ckpt.location.portable_url),
                                              base.last_committed, *key)
             shown = ckpt.display(ckpt.location.path("state", str(key[0])))
         else:
@@ -391,7 +391,7 @@ def run_evict(spark: SparkSession, ckpt: Checkpoint, plan: EvictPlan, staging: S
             checks = None
             if verify:
                 progress("verifying through Spark's state reader")
-                checks = verify_evict(spark, source_path=spark_url(ckpt.location.url),
+                checks = verify_evict(spark, source_path=spark_url(ckpt.location.portable_url),
                                       target_path=spark_url(staging.url), plan=plan,
                                       removed=removed, key_fields=placed_by)
                 bad = [c.problem() for c in checks if not c.ok]

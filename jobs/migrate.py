@@ -140,7 +140,7 @@ def _hdfs_replay(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan,
         key = (store.operator_id, store.store)
         schema = schemas[key]
         shown = ckpt.display(schema.path)
-        frame, exprs = keyed_frame(spark, ckpt.location.url, storage_options, plan.codec,
+        frame, exprs = keyed_frame(spark, ckpt.location.portable_url, storage_options, plan.codec,
                                     source_tasks(ckpt, *key, plan.last_committed + 1),
                                     schema.file.raw["key"], shown)
         out[key] = (frame, exprs[:len(placed_by[key])])
@@ -155,7 +155,7 @@ def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
 
     derived = any(m.version == DERIVED_VERSION for m in ckpt.operators.values())
     if plan.provider != "hdfs" and not derived:
-        return spark_url(ckpt.location.url), None
+        return spark_url(ckpt.location.portable_url), None
     view = write_read_view(ckpt, plan, staging, with_state=plan.provider != "hdfs")
     return spark_url(staging.url.rstrip("/") + "/" + view), view
 

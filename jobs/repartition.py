@@ -390,7 +390,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
                          f"({store.partitions} → {plan.to_partitions} partitions)")
                 schema = schemas[(store.operator_id, store.store)]
                 return bucket_hdfs_store(
-                    spark, source_url=ckpt.location.url, storage_options=storage_options,
+                    spark, source_url=ckpt.location.portable_url, storage_options=storage_options,
                     codec=plan.codec, operator_id=store.operator_id, store=store.store,
                     tasks=source_tasks(ckpt, store.operator_id, store.store,
                                        plan.last_committed + 1),
@@ -412,7 +412,7 @@ def run_repartition(spark: SparkSession, ckpt: Checkpoint, plan: RepartitionPlan
         verification = None
         if check:
             progress("verifying through Spark's state readers")
-            verification = verify(spark, source_path=spark_url(ckpt.location.url),
+            verification = verify(spark, source_path=spark_url(ckpt.location.portable_url),
                                   target_path=spark_url(staging.url), plan=plan,
                                   key_fields=placed_by)
             if not verification.ok:

@@ -99,7 +99,7 @@ class StateTarget:
 
 def spark_path(ckpt: Checkpoint) -> str:
     """The checkpoint URL for Spark: absolute local paths; ``s3://`` becomes ``s3a://``."""
-    return spark_url(ckpt.location.url)
+    return spark_url(ckpt.location.portable_url)
 
 
 def spark_url(url: str) -> str:

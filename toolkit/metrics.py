@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from statekit.errors import StatekitError
 from statekit.presentation import printable
@@ -33,7 +33,6 @@ VERDICTS = (BOUNDED, SATURATING, GROWING, ACCELERATING, INSUFFICIENT)
 RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart")
 """The doctor's verdicts as label values (its words, hyphenated)."""
 Labels = tuple[tuple[str, str], ...]
-_T = TypeVar("_T")
 
 
 @dataclass
@@ -124,26 +123,20 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     estimate (none is exported), whatever the state files would cost to load. ``verify``:
     the doctor also decodes every state file the restart loads (else it goes by what the
     listing and the small files show)."""
-    from statekit.doctor import diagnose
-    from statekit.growth import analyse
-    from statekit.recovery import estimate_recovery
-    from statekit.report import build_report
+    from statekit.fleet import read_checkpoint
 
     families = _families()
     started = clock()
     label = printable(url)
     try:
-        ckpt = open_checkpoint(url)
-        health = diagnose(ckpt, decode=verify, fix=False)
-        report = build_report(ckpt)
+        reading = read_checkpoint(url, open_checkpoint, cores=cores, decode=verify)
     except StatekitError as error:
         families["statekit_checkpoint_up"].add(0, checkpoint=label)
         families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=label)
         families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
         return list(families.values())
-    growth = _or_none(lambda: analyse(ckpt))  # a damaged store keeps what it can say
-    recovery = _or_none(lambda: estimate_recovery(ckpt, cores=cores)) if health.restarts \
-        else None
+    health, report, growth, recovery = (reading.health, reading.report, reading.growth,
+                                        reading.recovery)
     f = families
     f["statekit_checkpoint_up"].add(1, checkpoint=label)
     for verdict in RESTART_VERDICTS:
@@ -210,13 +203,6 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
             f["statekit_recovery_memory_bytes"].add(recovery.memory.bytes, checkpoint=label)
     f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
     return list(f.values())
-
-
-def _or_none(compute: Callable[[], _T]) -> _T | None:
-    try:
-        return compute()
-    except StatekitError:
-        return None
 
 
 def merge(per_checkpoint: Iterable[Sequence[Family]]) -> list[Family]:

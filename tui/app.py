@@ -12,7 +12,7 @@ opened. Errors are shown where the data would have been; the rest keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from functools import partial
 from typing import Any, ClassVar
@@ -90,12 +90,16 @@ class StatekitApp(Asks, App):
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
                  watch: float | None = None, cores: int | None = None,
                  allow_write: bool = False, first: Future[Snapshot] | None = None,
-                 progress: str | None = None, rto_s: float | None = None) -> None:
+                 progress: str | None = None, rto_s: float | None = None,
+                 fleet: Sequence[str] | None = None) -> None:
         """``first``: the first snapshot, already being built
         (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh.
         ``progress``: a StreamingQueryProgress log for the Query tab; ``rto_s``: the restart
-        objective drawn on the Recovery chart and judged on the Overview."""
+        objective drawn on the Recovery chart and judged on the Overview. ``fleet``: several
+        checkpoints — the app opens on their list (:mod:`statekit.tui.fleet_screen`), Enter
+        shows one, Esc at its top level returns to the list."""
         super().__init__()
+        self.fleet = list(dict.fromkeys(fleet or ())) if fleet and len(fleet) > 1 else None
         self.progress_path = progress
         self.rto_s = rto_s
         self._first = first
@@ -110,21 +114,65 @@ class StatekitApp(Asks, App):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(placeholder="filter rows (Enter to apply, Esc to clear)", id="filter")
-        with TabbedContent(id="tabs"):
-            for tab, title, pane in TABS:
-                with TabPane(title, id=tab):
-                    yield pane(id=f"{tab}-pane")
+        yield self._tabs()
         yield Footer()
 
-    def on_mount(self) -> None:
+    @staticmethod
+    def _tabs() -> TabbedContent:
+        """A new set of screens (what ``with TabbedContent(): yield TabPane(…)`` builds)."""
+        tabs = TabbedContent(id="tabs")
+        for tab, title, pane in TABS:
+            tabs.compose_add_child(TabPane(title, pane(id=f"{tab}-pane"), id=tab))
+        return tabs
+
+    def _unfocusable_tab_bar(self) -> None:
         # Tabs are switched with 1-9 and the palette. A focusable tab bar would take the focus
         # whenever the focused table's tab is hidden, after the new tab's table got it.
         self.query_one("#tabs", TabbedContent).query_one(Tabs).can_focus = False
+
+    def on_mount(self) -> None:
+        self._unfocusable_tab_bar()
         self.sub_title = self.url
         self.call_after_refresh(self.focus_current, self.current_pane())
-        self.load()
+        if self.fleet:
+            from statekit.tui.fleet_screen import FleetScreen
+
+            self.install_screen(FleetScreen(self.fleet, storage_options=self.storage_options,
+                                            cores=self.cores, rto_s=self.rto_s,
+                                            watch=self.watch_seconds), name="fleet")
+            self.show_fleet()
+        else:
+            self.load()
         if self.watch_seconds:
-            self.set_interval(self.watch_seconds, self.action_refresh)
+            self.set_interval(self.watch_seconds, self._watched)
+
+    def _watched(self) -> None:
+        if self.snapshot is not None or not self.fleet:  # a checkpoint is open
+            self.action_refresh()
+
+    # ---------------------------------------------------------------- the fleet
+    def show_fleet(self) -> None:
+        """The list of every checkpoint (``statekit tui CKPT CKPT…``)."""
+        self.push_screen("fleet", self.open_checkpoint)
+
+    async def open_checkpoint(self, url: str | None) -> None:
+        """Show ``url``'s screens (chosen in the fleet list). Another checkpoint than the one
+        shown gets new screens: nothing of the last one (a drill-down, a plan, a Spark
+        filter) can stay on the new one's tabs."""
+        if url is None:
+            return
+        if url == self.url and self.snapshot is not None:
+            self.call_after_refresh(self.focus_current, self.current_pane())
+            return
+        self.url = url
+        self.sub_title = url
+        self.snapshot = None
+        self.forget("snapshot")  # a reading of the last checkpoint must not land here
+        await self.query_one("#tabs", TabbedContent).remove()
+        await self.mount(self._tabs(), before=self.query_one(Footer))
+        self._unfocusable_tab_bar()
+        self.load()
+        self.call_after_refresh(self.focus_current, self.current_pane())
 
     # ---------------------------------------------------------------- loading
     def load(self) -> None:
@@ -167,8 +215,8 @@ class StatekitApp(Asks, App):
             widget = pane.main_widget() if self.current_pane() is pane else None
         except NoMatches:  # closing
             return
-        if widget is not None:  # now, not later: a key pressed meanwhile must not undo it
-            self.screen.set_focus(widget)
+        if widget is not None and widget.screen is self.screen:  # not under the fleet list
+            self.screen.set_focus(widget)  # now, not later: a key meanwhile must not undo it
 
     def pane_action(self, tab: str, action: str) -> None:
         """Run a screen's own action (from the command palette), showing the screen first."""
@@ -208,7 +256,8 @@ class StatekitApp(Asks, App):
             self.current_pane().apply_filter("")
             self.current_pane().focus_main()
             return
-        self.current_pane().back()
+        if not self.current_pane().back() and self.fleet:
+            self.show_fleet()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -232,6 +281,8 @@ class StatekitApp(Asks, App):
 def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             watch: float | None = None, cores: int | None = None,
             allow_write: bool = False, first: Future[Snapshot] | None = None,
-            progress: str | None = None, rto_s: float | None = None) -> None:
+            progress: str | None = None, rto_s: float | None = None,
+            fleet: Sequence[str] | None = None) -> None:
     StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
-                allow_write=allow_write, first=first, progress=progress, rto_s=rto_s).run()
+                allow_write=allow_write, first=first, progress=progress, rto_s=rto_s,
+                fleet=fleet).run()

@@ -52,13 +52,15 @@ class OperatorsPane(Pane):
             self.tui.clear_filter_box()
             self.render_snapshot()
 
-    def back(self) -> None:
-        if self.path:
-            if len(self.path) == 3:
-                self.forget("records")  # a decode still running must not fill the files
-            came_from = self.path.pop()
-            self.render_snapshot()
-            self.table.select_key(came_from)  # the cursor returns to the row left
+    def back(self) -> bool:
+        if not self.path:
+            return False
+        if len(self.path) == 3:
+            self.forget("records")  # a decode still running must not fill the files
+        came_from = self.path.pop()
+        self.render_snapshot()
+        self.table.select_key(came_from)  # the cursor returns to the row left
+        return True
 
     def render_snapshot(self) -> None:
         if self.snapshot is None:

@@ -132,8 +132,10 @@ class Pane(Asks, Vertical):
         """The filter box changed: panes whose table holds everything filter as you type."""
         self.apply_filter(text)
 
-    def back(self) -> None:
-        """Esc: one level up (panes with drill-down override it)."""
+    def back(self) -> bool:
+        """Esc: one level up (panes with drill-down override it); False when already at the
+        top (the app then returns to the fleet list, if it has one)."""
+        return False
 
     def activated(self) -> None:
         """The tab was opened (panes that load lazily start here)."""

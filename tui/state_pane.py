@@ -58,8 +58,10 @@ class StatePane(Pane):
             self.pages, self.page, self.exhausted = [], 0, False
             self._open(self.operator)
 
-    def back(self) -> None:
+    def back(self) -> bool:
+        filtered = bool(self.spark_filter)
         self.apply_filter("")  # Esc: all rows again
+        return filtered
 
     def render_snapshot(self) -> None:
         self.title_line.update("state rows through Spark's statestore reader")

@@ -8,9 +8,11 @@ what the local path gives; statekit reaches the executors only because it ships 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +21,11 @@ from tests.cluster import Cluster
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 
-def statekit(cluster: Cluster, *args: str, env: dict[str, str] | None = None
-             ) -> subprocess.CompletedProcess:
+def statekit(cluster: Cluster, *args: str, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "statekit", *args], capture_output=True,
-                          text=True, env={**cluster.env(), **(env or {})}, timeout=600)
+                          text=True, env={**cluster.env(), **(env or {})}, timeout=600,
+                          cwd=cwd)
 
 
 def _without_timings(data: dict) -> dict:
@@ -135,10 +138,13 @@ def test_writes_on_the_cluster_equal_the_local_writes(spark, spark_cluster, sour
     source = sources.get("aggregation", "hdfs")
     before = tree_hash(source.checkpoint)
     name, *options = WRITES[command]
-    args = [name, str(source.checkpoint), *options]
-    local = statekit_json(*args, "--out", str(tmp_path / "local"))
-    done = statekit(spark_cluster, *args, "--out", str(tmp_path / "cluster"), "--json",
-                    "--force", "--master", spark_cluster.master_url, *spark_cluster.confs())
+    local = statekit_json(name, str(source.checkpoint), *options, "--out",
+                          str(tmp_path / "local"))
+    # relative paths, as typed in a shell: resolved on the driver, never in an executor's
+    # working folder
+    done = statekit(spark_cluster, name, os.path.relpath(source.checkpoint, tmp_path),
+                    *options, "--out", "cluster", "--json", "--force", "--master",
+                    spark_cluster.master_url, *spark_cluster.confs(), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shipped = json.loads(done.stdout)
     for result in (local, shipped):
@@ -148,33 +154,43 @@ def test_writes_on_the_cluster_equal_the_local_writes(spark, spark_cluster, sour
     assert tree_hash(source.checkpoint) == before
 
 
-def test_state_export_on_the_cluster_equals_the_local_export(spark_cluster, sources, tmp_path):
+def test_state_export_on_the_cluster_equals_the_local_export(spark, spark_cluster, sources,
+                                                             tmp_path):
+    from tests.support.cli import run
+
     source = sources.get("aggregation", "hdfs")
     rows = []
-    for where, extra in (("local", []), ("cluster", ["--master", spark_cluster.master_url,
-                                                     *spark_cluster.confs()])):
+    for where in ("local", "cluster"):
         out = tmp_path / where
-        done = statekit(spark_cluster, "state", "export", str(source.checkpoint), "--out",
-                        str(out), "--format", "jsonl", "--json", *extra)
-        assert done.returncode == 0, done.stderr
+        args = ["state", "export", str(source.checkpoint), "--out", str(out), "--format",
+                "jsonl", "--json"]
+        if where == "local":  # in this process, on the tests' local[*] session
+            code, _, stderr = run(args)
+            assert code == 0, stderr
+        else:
+            done = statekit(spark_cluster, *args, "--master", spark_cluster.master_url,
+                            *spark_cluster.confs())
+            assert done.returncode == 0, done.stderr
         parts = sorted(p for p in out.rglob("part-*") if not p.name.endswith(".crc"))
         rows.append(sorted(line for path in parts for line in path.read_text().splitlines()))
     assert rows[0] == rows[1] and rows[0]
 
 
-def test_recovery_measure_on_the_cluster_times_the_same_partitions(spark_cluster,
+def test_recovery_measure_on_the_cluster_times_the_same_partitions(spark, spark_cluster,
                                                                    reference_checkpoints):
     """``--measure`` times Spark's reader loading the two slowest partitions — on the
     cluster, in its executors: the same partitions as locally, a model scaled by what it
     measured there."""
+    from tests.support.cli import run
+
     path = str(reference_checkpoints.get(provider="hdfs").checkpoint)
-    results = []
-    for extra in ([], ["--master", spark_cluster.master_url, *spark_cluster.confs()]):
-        done = statekit(spark_cluster, "recovery", path, "--measure", "--json", "--cores", "2",
-                        *extra)
-        assert done.returncode == 0, done.stderr
-        results.append(json.loads(done.stdout))
-    local, on_cluster = results
+    args = ["recovery", path, "--measure", "--json", "--cores", "2"]
+    code, stdout, stderr = run(args)  # in this process, on the tests' local[*] session
+    assert code == 0, stderr
+    done = statekit(spark_cluster, *args, "--master", spark_cluster.master_url,
+                    *spark_cluster.confs())
+    assert done.returncode == 0, done.stderr
+    local, on_cluster = json.loads(stdout), json.loads(done.stdout)
     for data in (local, on_cluster):
         assert data["model"]["source"] == "measured" and data["measurement"]["factor"] > 0
     assert [(t["operator_id"], t["store"], t["partition"], t["version"])

@@ -281,3 +281,15 @@ def test_files_are_sorted_as_file_order_sorts_them():
                  for kind in generator.choices(["delta", "snapshot", "zip", "changelog",
                                                 "sst"], k=generator.randint(0, 12))]
         assert list(_in_file_order(files)) == sorted(files, key=_file_order)
+
+
+def test_a_relative_location_travels_as_an_absolute_one(tmp_path, monkeypatch):
+    """What a job hands to an executor must not depend on the executor's working folder."""
+    from statekit.checkpoint.location import resolve
+
+    (tmp_path / "ckpt").mkdir()
+    monkeypatch.chdir(tmp_path)
+    location = resolve("ckpt")
+    assert location.url == "ckpt"  # messages keep what the user typed
+    assert location.portable_url == str(tmp_path / "ckpt")
+    assert resolve("memory://bucket/ckpt").portable_url == "memory://bucket/ckpt"

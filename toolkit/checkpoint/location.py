@@ -64,6 +64,13 @@ class Location:
     def is_local(self) -> bool:
         return "file" in _protocols(self.fs)
 
+    @property
+    def portable_url(self) -> str:
+        """The location as every process resolves it alike — a relative local path made
+        absolute (a Spark executor's working folder is not the driver's), other URLs as
+        given. What jobs hand to other processes; ``url`` is for messages."""
+        return self.root if self.is_local else self.url
+
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
     proto = fs.protocol

@@ -17,6 +17,8 @@ from typing import Any
 import click
 
 from statekit.cli.options import (
+    checkpoint_urls,
+    checkpoints_from_option,
     cores_option,
     decode_option,
     parse_storage_options,
@@ -64,8 +66,7 @@ def _address(text: str) -> tuple[str, int]:
 
 @click.command("metrics")
 @click.argument("checkpoints", nargs=-1, metavar="[CKPT]...")
-@click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
-              metavar="FILE", help="Read checkpoint URLs from FILE, one per line (# comments).")
+@checkpoints_from_option
 @storage_option
 @click.option("--per-partition", is_flag=True,
               help="Also the statekit_partition_* families, one series per partition.")
@@ -93,11 +94,9 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
     from prometheus_client import CollectorRegistry, generate_latest
 
     from statekit.checkpoint import open_checkpoint
-    from statekit.metrics import checkpoint_metrics, merge, read_checkpoint_list
+    from statekit.metrics import checkpoint_metrics, merge
 
-    urls = list(checkpoints) + (read_checkpoint_list(listing.read()) if listing else [])
-    if not urls:
-        raise click.UsageError("name at least one checkpoint (or --checkpoints-from FILE)")
+    urls = checkpoint_urls(checkpoints, listing)
     options = parse_storage_options(storage_option)
     use_cores = cores or os.cpu_count() or 1
 
@@ -106,7 +105,7 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
             u, options, allow_missing_metadata=True),
                                         cores=use_cores, per_partition=per_partition,
                                         verify=decode)
-                     for url in dict.fromkeys(urls))
+                     for url in urls)
 
     collector = _Collector(read, cache_seconds if serve else 0.0)
     registry = CollectorRegistry(auto_describe=False)

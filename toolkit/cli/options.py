@@ -93,6 +93,24 @@ def spark_options(command: F) -> F:
                         help="Spark master URL (default local[*]).")(command)
 
 
+def checkpoints_from_option(command: F) -> F:
+    """``--checkpoints-from FILE``: more checkpoint URLs, one per line (# comments)."""
+    return click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
+                        metavar="FILE",
+                        help="Read checkpoint URLs from FILE, one per line (# comments)."
+                        )(command)
+
+
+def checkpoint_urls(checkpoints: tuple[str, ...], listing: Any) -> list[str]:
+    """The checkpoints named as arguments and in ``--checkpoints-from``, each once."""
+    from statekit.metrics import read_checkpoint_list
+
+    urls = list(checkpoints) + (read_checkpoint_list(listing.read()) if listing else [])
+    if not urls:
+        raise click.UsageError("name at least one checkpoint (or --checkpoints-from FILE)")
+    return list(dict.fromkeys(urls))
+
+
 def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True,
                         help="Print JSON for machines instead of tables.")(command)

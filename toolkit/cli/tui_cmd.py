@@ -1,26 +1,34 @@
-"""``statekit tui``: the Textual app over one checkpoint (read-only unless --allow-write).
+"""``statekit tui``: the Textual app over one checkpoint or a fleet of them (read-only unless
+--allow-write).
 
-The checkpoint is opened here first, so a wrong path is a one-line error with an exit code
+One checkpoint is opened here first, so a wrong path is a one-line error with an exit code
 rather than an app showing nothing; its first snapshot is then built in a thread while
-Textual is imported and the app starts.
+Textual is imported and the app starts. Several open on the fleet list, where a checkpoint
+that cannot be read shows its error in its own row.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from statekit.cli.options import (
-    checkpoint_options,
+    checkpoint_urls,
+    checkpoints_from_option,
     cores_option,
     open_from_cli,
     parse_storage_options,
     progress_log_option,
     rto_option,
+    storage_option,
 )
 
 
 @click.command("tui")
-@checkpoint_options
+@click.argument("checkpoints", nargs=-1, metavar="CKPT...")
+@checkpoints_from_option
+@storage_option
 @click.option("--watch", type=click.FloatRange(min=0.5), metavar="SECONDS",
               help="Re-read the checkpoint every SECONDS (a running query's new batches).")
 @cores_option
@@ -29,28 +37,37 @@ from statekit.cli.options import (
                    "repartition, migrate, rollback, evict).")
 @progress_log_option
 @rto_option
-def tui_command(checkpoint: str, storage_option: tuple[str, ...], watch: float | None,
-                cores: int | None, allow_write: bool, progress_log: str | None,
-                rto: float | None) -> None:
+def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
+                watch: float | None, cores: int | None, allow_write: bool,
+                progress_log: str | None, rto: float | None) -> None:
     """Browse CKPT: a dashboard, operators → partitions → files → records, batches, growth,
-    recovery, state rows, repartition, and with --progress-log Spark's query charts. Keys: ? help,
-    / filter, r refresh, q quit, ctrl+p command palette.
+    recovery, state rows, repartition, and with --progress-log Spark's query charts. Several
+    checkpoints (or --checkpoints-from) open on a fleet list: one row per checkpoint, Enter
+    opens one, Esc returns. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
 
     Example: statekit tui demo/checkpoint --progress-log demo/progress.jsonl --rto 30s --watch 5
     """
     from statekit.gc_pause import long_running_process
-    from statekit.tui.model import snapshot_in_background
 
     long_running_process()  # refreshes for hours: each pause's cycles must be collected
+    urls = checkpoint_urls(checkpoints, listing)
     options = parse_storage_options(storage_option)
-    opened = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
-    if progress_log:  # a wrong path or a file that is no progress log: one line, now
-        from statekit.cli.options import read_progress_text
-        from statekit.progress_log import parse_query
+    if progress_log and len(urls) > 1:
+        raise click.UsageError("--progress-log belongs to one checkpoint: name one")
+    first = None
+    if len(urls) == 1:
+        from statekit.tui.model import snapshot_in_background
 
-        parse_query(read_progress_text(progress_log, storage_option), shown=progress_log)
-    first = snapshot_in_background(checkpoint, options, opened=opened)  # while Textual loads
+        # a wrong path is a one-line error now, not an app showing nothing
+        opened = open_from_cli(urls[0], storage_option, allow_missing_metadata=True)
+        if progress_log:  # a wrong path or a file that is no progress log: one line, now
+            from statekit.cli.options import read_progress_text
+            from statekit.progress_log import parse_query
+
+            parse_query(read_progress_text(progress_log, storage_option), shown=progress_log)
+        first = snapshot_in_background(urls[0], options, opened=opened)  # while Textual loads
     from statekit.tui.app import run_tui
 
-    run_tui(checkpoint, storage_options=options, watch=watch, cores=cores,
-            allow_write=allow_write, first=first, progress=progress_log, rto_s=rto)
+    run_tui(urls[0], storage_options=options, watch=watch, cores=cores,
+            allow_write=allow_write, first=first, progress=progress_log, rto_s=rto,
+            fleet=urls if len(urls) > 1 else None)

@@ -1,0 +1,187 @@
+"""The fleet list (``statekit tui CKPT CKPT…``) driven with Pilot, without a JVM, over 21 real
+checkpoints: the 15 golden ones (Spark 3.5/4.0/4.1, both providers), the TUI fixture (a
+growing store), three damaged copies and two that cannot be read at all."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from statekit.fleet import FleetRow, read_fleet, worst_growth
+from statekit.tui.app import StatekitApp
+from statekit.tui.fleet_screen import FleetScreen, sort_key
+from statekit.tui.overview_pane import OverviewPane
+from tests.tui.helpers import Messages, until
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GOLDEN = sorted((DATA / "golden").glob("spark-*/*/checkpoint"))
+GROWING = DATA / "tui" / "reference_hdfs"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> dict[str, list[str]]:
+    """Real checkpoints by kind (URLs as a user would type them)."""
+    root = tmp_path_factory.mktemp("fleet")
+    source = DATA / "golden" / "spark-4.1.4" / "aggregation_hdfs" / "checkpoint"
+    damaged = []
+    for name, damage in (("lost-delta", "state/0/1/2.delta"),
+                         ("lost-partition", "state/0/0"),
+                         ("bad-offsets", "offsets/2")):
+        copy = root / name
+        shutil.copytree(source, copy)
+        if name == "lost-partition":
+            shutil.rmtree(copy / damage)
+        elif name == "bad-offsets":
+            (copy / damage).write_text("v1\n{not json")
+        else:  # the snapshot and a delta the restart would then need
+            (copy / damage).unlink()
+            (copy / "state/0/1/3.snapshot").unlink()
+        damaged.append(str(copy))
+    not_a_checkpoint = root / "not-a-checkpoint"
+    not_a_checkpoint.mkdir()
+    (not_a_checkpoint / "notes.txt").write_text("hello")
+    return {"healthy": [str(p) for p in GOLDEN], "growing": [str(GROWING)],
+            "damaged": damaged, "unreadable": [str(not_a_checkpoint), str(root / "missing")]}
+
+
+def every(fleet: dict[str, list[str]]) -> list[str]:
+    return [url for kind in ("healthy", "growing", "damaged", "unreadable") for url in fleet[kind]]
+
+
+def test_the_fleet_has_a_row_per_checkpoint_and_errors_stay_in_their_rows(fleet):
+    urls = every(fleet)
+    assert len(urls) >= 20
+    arrived: list[tuple[int, bool]] = []
+    rows = read_fleet(urls, cores=2,
+                      on_row=lambda index, row: arrived.append((index, row.complete)))
+    assert [row.url for row in rows] == urls and all(row.complete for row in rows)
+    assert {index for index, _ in arrived} == set(range(len(urls)))
+    # each checkpoint: its listed row first (errors come complete at once), then its complete
+    # row; every checkpoint was listed before the last complete row arrived
+    for index in range(len(urls)):
+        steps = [complete for n, complete in arrived if n == index]
+        assert steps in ([False, True], [True]), (urls[index], steps)
+    last_listed = max(n for n, (index, complete) in enumerate(arrived)
+                      if not complete or (index, False) not in arrived)
+    assert last_listed < len(arrived) - 1 or len(arrived) == len(urls)
+    by_url = {row.url: row for row in rows}
+    for url in fleet["healthy"]:
+        row = by_url[url]
+        assert row.error is None and row.health == "restarts", (url, row.summary)
+        assert row.keys and row.keys > 0 and row.bytes and row.last_batch is not None
+        assert row.restart_s is not None
+    assert by_url[str(GROWING)].growth == "growing"
+    for url in fleet["damaged"]:
+        assert by_url[url].error is None and by_url[url].health != "restarts", by_url[url]
+    for url in fleet["unreadable"]:
+        row = by_url[url]
+        assert row.error and url in row.error and "\n" not in row.error and row.exit_code
+        assert row.health is None
+
+
+def test_one_reading_serves_metrics_and_the_fleet(fleet):
+    """``statekit metrics`` and the fleet row read the same numbers."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.metrics import checkpoint_metrics
+
+    url = str(GROWING)
+    row = read_fleet([url], cores=2)[0]
+    families = {f.name: f for f in checkpoint_metrics(
+        url, lambda u: open_checkpoint(u, allow_missing_metadata=True), cores=2)}
+    assert sum(v for _, v in families["statekit_state_keys"].samples) == row.keys
+    assert sum(v for _, v in families["statekit_state_bytes"].samples) == row.bytes
+    assert max(v for _, v in families["statekit_snapshot_lag_versions"].samples) == \
+        row.snapshot_lag
+    assert families["statekit_recovery_estimate_seconds"].samples[0][1] == \
+        pytest.approx(row.restart_s)
+
+
+def test_worst_growth_and_sorting():
+    assert worst_growth(["bounded", "growing", "saturating"]) == "growing"
+    assert worst_growth([]) is None
+    rows = [FleetRow("b", 0.1, keys=5, health="restarts"),
+            FleetRow("a", 0.1, keys=50, health="will not restart"),
+            FleetRow("c", 0.1, error="c: no such file or folder", exit_code=3)]
+    assert [r.url for r in sorted(rows, key=sort_key("keys", 0.0))] == ["a", "b", "c"]
+    assert [r.url for r in sorted(rows, key=sort_key("health", 0.0))] == ["a", "c", "b"]
+
+
+def driven(app: StatekitApp, size=(200, 50)):
+    app.messages = Messages()
+    return app.run_test(size=size, message_hook=app.messages.hook)
+
+
+def table_urls(screen: FleetScreen) -> list[str]:
+    table = screen.table
+    return [table.coordinate_to_cell_key((n, 0)).row_key.value for n in range(table.row_count)]
+
+
+def test_fleet_list_sort_filter_open_and_back(fleet):
+    asyncio.run(_fleet_scenario(fleet))
+
+
+async def _fleet_scenario(fleet):
+    urls = every(fleet)
+    app = StatekitApp(urls[0], cores=2, fleet=urls, rto_s=30)
+    async with driven(app) as pilot:
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        await until(pilot, lambda: screen.last_row_s is not None, "every row read", 60)
+        assert sorted(table_urls(screen)) == sorted(urls)
+        assert screen.first_row_s is not None and screen.first_row_s <= screen.last_row_s
+        # the broken ones say why, in their rows
+        missing = fleet["unreadable"][1]
+        cells = [str(c) for c in screen.table.get_row(missing)]
+        assert "UNREADABLE" in cells and any("no such file" in c for c in cells)
+        title = str(screen.query_one("#fleet-title").render())
+        assert "2 unreadable" in title and "growing" in title
+        # sort by health: what will not restart comes first
+        while screen.sort_column != "health":
+            await pilot.press("s")
+        first = table_urls(screen)[0]
+        assert first in fleet["damaged"], first
+        await pilot.press("S")
+        assert table_urls(screen)[-1] in fleet["damaged"]
+        # filter
+        await pilot.press("slash", *"reference", "enter")
+        assert table_urls(screen) == [str(GROWING)]
+        await pilot.press("escape")
+        assert len(table_urls(screen)) == len(urls)
+        # drill down: Enter opens the checkpoint's screens
+        screen.table.select_key(str(GROWING))
+        screen.table.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is not screen, "the checkpoint's screens")
+        await app.messages.answer(pilot, "snapshot")
+        assert app.url == str(GROWING) and app.snapshot is not None
+        assert app.snapshot.ckpt.location.url == str(GROWING)
+        assert isinstance(app.current_pane(), OverviewPane)
+        # back: Esc at the top level returns to the list, another checkpoint gets new screens
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "the fleet list again")
+        other = fleet["healthy"][0]
+        screen.table.select_key(other)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.url == other and app.snapshot is not None
+                    and app.snapshot.ckpt.location.url == other, "the second checkpoint")
+
+
+def test_cli_tui_refuses_a_progress_log_for_a_fleet(fleet, tmp_path):
+    from tests.support.cli import run
+
+    log = tmp_path / "p.jsonl"
+    log.write_text("")
+    code, _, stderr = run(["tui", *fleet["healthy"][:2], "--progress-log", str(log)])
+    assert code == 2 and "one checkpoint" in stderr
+
+
+def test_checkpoints_from_a_file(fleet, tmp_path):
+    from statekit.cli.options import checkpoint_urls
+
+    listing = tmp_path / "fleet.txt"
+    listing.write_text("# ours\n" + "\n".join(fleet["healthy"][:3]) + "\n\n")
+    with listing.open() as handle:
+        assert checkpoint_urls((fleet["healthy"][0],), handle) == fleet["healthy"][:3]
