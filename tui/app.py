@@ -256,6 +256,9 @@ class StatekitApp(Asks, App):
             self.current_pane().apply_filter("")
             self.current_pane().focus_main()
             return
+        if isinstance(self.focused, Input):  # a form field: Esc leaves the form
+            self.current_pane().focus_main()
+            return
         if not self.current_pane().back() and self.fleet:
             self.show_fleet()
 

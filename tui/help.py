@@ -19,7 +19,8 @@ WIDGET_KEYS = (
     ("↑ ↓ ← → / h j k l", "move in a table"),
     ("Enter", "drill down: store → partitions → files → decoded records; "
               "Repartition, Fix: plan (dry run)"),
-    ("Esc", "back one level (or clear the filter)"),
+    ("Esc", "leave a form field, clear the filter, back one level; at the top of a "
+            "checkpoint opened from the fleet list: the list again"),
     ("ctrl+p", "command palette: every screen and action"),
 )
 

@@ -63,7 +63,7 @@ class RepartitionPane(Pane):
                      "(dry run) · x: execute (needs --allow-write)", classes="title")
         with Horizontal(classes="form"):
             yield Input(placeholder="partitions", id="rp-partitions", type="integer")
-            yield Input(placeholder="target folder", id="rp-target")
+            yield Input(placeholder="target: a NEW folder", id="rp-target")
             yield Checkbox("force (the query is stopped)", id="rp-force")
         with Horizontal(classes="form"):
             yield Input(placeholder="the query's file sink output (optional; its "
@@ -74,12 +74,13 @@ class RepartitionPane(Pane):
         yield Table(classes="main")
 
     def render_snapshot(self) -> None:
-        target = self.query_one("#rp-target", Input)
-        if not target.value and self.snapshot is not None:
-            target.value = self.snapshot.ckpt.location.url.rstrip("/") + "-repartitioned"
+        """Nothing to fill in: the target is the user's choice (a default beside the source
+        would write into a folder they never named)."""
 
     def main_widget(self) -> Widget | None:
-        return self.query_one("#rp-partitions", Input)
+        # the table, not the partitions field: digit keys must still switch tabs; a click or
+        # Tab enters the form, Esc leaves it
+        return self.table
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

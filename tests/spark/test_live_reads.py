@@ -19,7 +19,7 @@ from tests.support.cli import run, strict_json
 
 pytestmark = pytest.mark.spark
 
-LIVE_BATCHES = 24
+LIVE_BATCHES = 16
 
 
 def _keys_by_version(growth: dict) -> dict[tuple[str, int], int]:

@@ -177,8 +177,9 @@ def test_screens_show_the_fixture(in_repo):
 
 def test_repartition_without_allow_write(in_repo, tmp_path):
     async def steps(pilot, app: StatekitApp) -> None:
-        await show_tab(pilot, app, "7")  # the focus lands in the partitions input
+        await show_tab(pilot, app, "7")
         await settle(pilot, app)
+        await pilot.click("#rp-partitions")
         await pilot.press(*"2", "tab")
         target = app.query_one("#rp-target")
         target.value = "reference_hdfs-2-partitions"
