@@ -38,6 +38,9 @@ GROWTH_RANK = {"accelerating": 0, "growing": 1, "saturating": 2, "bounded": 3,
                "insufficient-history": 4, None: 5}
 
 
+RENDER_EVERY_S = 0.1
+
+
 class RowRead(Message):
     """A checkpoint's row arrived from a reading worker."""
 
@@ -134,6 +137,7 @@ class FleetScreen(Asks, Screen[str]):
         self.sort_column = "checkpoint"
         self.descending = False
         self.generation = 0
+        self._render_pending = False
         self.started = 0.0
         self.first_row_s: float | None = None
         """Seconds from the start of a reading to its first row on screen."""
@@ -193,12 +197,27 @@ class FleetScreen(Asks, Screen[str]):
         self.rows[message.index] = message.row
         if self.listed_s is None and len(self.rows) == len(self.urls):
             self.listed_s = elapsed
-        self.render_rows()
+        self._render_soon()
+
+    def _render_soon(self) -> None:
+        """Rows arrive by the dozen: the table is redrawn at most every RENDER_EVERY_S (the
+        first row at once), not once per row."""
+        if self._render_pending:
+            return
+        self._render_pending = True
+        delay = 0.0 if len(self.rows) == 1 else RENDER_EVERY_S
+
+        def render() -> None:
+            self._render_pending = False
+            self.render_rows()
+
+        self.set_timer(delay, render)
 
     def _all_read(self, generation: int) -> None:
         if generation != self.generation:
             return
         self.last_row_s = time.perf_counter() - self.started
+        self._render_pending = False
         self.render_rows()
 
     def render_rows(self) -> None:
