@@ -37,15 +37,20 @@ from statekit.cli.options import (
                    "repartition, migrate, rollback, evict).")
 @progress_log_option
 @rto_option
+@click.option("--web", "web", default=None, metavar="[HOST:]PORT",
+              help="Serve the app to browsers (textual-serve) instead of this terminal; "
+                   "binds to 127.0.0.1 unless HOST is given; writes still need "
+                   "--allow-write.")
 def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
                 watch: float | None, cores: int | None, allow_write: bool,
-                progress_log: str | None, rto: float | None) -> None:
+                progress_log: str | None, rto: float | None, web: str | None) -> None:
     """Browse CKPT: a dashboard, operators → partitions → files → records, batches, growth,
     recovery, state rows, repartition, and with --progress-log Spark's query charts. Several
     checkpoints (or --checkpoints-from) open on a fleet list: one row per checkpoint, Enter
     opens one, Esc returns. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
 
     Example: statekit tui demo/checkpoint --progress-log demo/progress.jsonl --rto 30s --watch 5
+    (--web 8000: the same app at http://127.0.0.1:8000)
     """
     from statekit.gc_pause import long_running_process
 
@@ -54,6 +59,17 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
     options = parse_storage_options(storage_option)
     if progress_log and len(urls) > 1:
         raise click.UsageError("--progress-log belongs to one checkpoint: name one")
+    if web is not None:
+        from statekit.cli.lazy import ARGV_KEY
+        from statekit.cli.tui_web import serve, served_command, web_address
+
+        host, port = web_address(web)
+        if len(urls) == 1:  # a wrong path is a one-line error here, not in every browser
+            open_from_cli(urls[0], storage_option, allow_missing_metadata=True)
+        argv = click.get_current_context().meta.get(ARGV_KEY) or ["tui", *urls]
+        serve(served_command(list(argv)), host, port, allow_write=allow_write,
+              checkpoints=len(urls))
+        return
     first = None
     if len(urls) == 1:
         from statekit.tui.model import snapshot_in_background

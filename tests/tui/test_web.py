@@ -1,0 +1,104 @@
+"""``statekit tui … --web``: the real server (textual-serve) in a subprocess, spoken to as a
+browser speaks to it — the page over HTTP, then the app's terminal stream over its websocket,
+keys sent back — without a JVM. The fleet list arrives, Enter opens a checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from statekit.cli.tui_web import served_command, web_address
+from statekit.errors import BadInput
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GOLDEN = sorted((DATA / "golden").glob("spark-4.1.4/*/checkpoint"))
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+
+
+def test_web_address_binds_locally_unless_told():
+    assert web_address("8000") == ("127.0.0.1", 8000)
+    assert web_address(":8000") == ("127.0.0.1", 8000)
+    assert web_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
+    for bad in ("", "web", "host:", "70000"):
+        with pytest.raises(BadInput):
+            web_address(bad)
+
+
+def test_the_served_command_is_this_one_without_web():
+    command = served_command(["tui", "a b", "--web", "8000", "--allow-write", "--web=1"])
+    assert command.endswith("-m statekit tui 'a b' --allow-write")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _screen_text(chunks: list[bytes]) -> str:
+    return ANSI.sub(b"", b"".join(chunks)).decode("utf-8", "replace")
+
+
+async def _session(port: int, urls: list[str]) -> tuple[str, str, str]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/") as page:
+            html = await page.text()
+            assert page.status == 200
+        chunks: list[bytes] = []
+        async with http.ws_connect(f"http://127.0.0.1:{port}/ws?width=160&height=40") as ws:
+
+            async def read_until(pattern: str, timeout: float) -> str:
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline:
+                    try:
+                        message = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+                    except asyncio.TimeoutError:
+                        break
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        chunks.append(message.data)
+                        if pattern in _screen_text(chunks):
+                            return _screen_text(chunks)
+                    elif message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        break
+                raise AssertionError(f"never saw {pattern!r}: {_screen_text(chunks)[-2000:]}")
+
+            await ws.send_json(["resize", {"width": 160, "height": 40}])
+            fleet = await read_until("complete in", 60)
+            chunks.clear()
+            await ws.send_json(["stdin", "\r"])  # Enter: the first row's checkpoint
+            opened = await read_until("Overview", 60)
+            await ws.send_json(["stdin", "q"])
+    return html, fleet, opened
+
+
+def test_the_app_served_to_a_browser_lists_the_fleet_and_opens_a_checkpoint():
+    port = _free_port()
+    urls = [str(p) for p in GOLDEN[:3]]
+    server = subprocess.Popen([sys.executable, "-m", "statekit", "tui", *urls, "--web",
+                               str(port)], stderr=subprocess.PIPE, text=True)
+    try:
+        said = server.stderr.readline()
+        assert f"serving http://127.0.0.1:{port}" in said and "this machine only" in said
+        assert "read-only" in said
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        html, fleet, opened = asyncio.run(_session(port, urls))
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert "statekit" in html and "/ws" in html
+    assert "3 checkpoints" in fleet and "aggregation_hdfs" in fleet and "restarts" in fleet
+    assert "Operators" in opened and "Recovery" in opened
