@@ -136,6 +136,13 @@ def integer_ticks(values: Sequence[float], count: int = 6) -> list[float]:
     return [float(low + n * step) for n in range(count) if low + n * step <= high]
 
 
+BAR_SLOT_COLUMNS = 4
+"""Columns per stacked bar: two of bar, one of gap (at two, Plotext's bars touch and the
+chart reads as solid blocks)."""
+BAR_AXIS_COLUMNS = 10
+"""Columns of a chart that are not the plot: the y axis' labels and the frame."""
+
+
 class Chart(PlotextPlot):
     """Renders a :class:`ChartSpec` (set with :meth:`show`)."""
 
@@ -177,9 +184,14 @@ class Chart(PlotextPlot):
             return
         xs = sorted({x for s in spec.series for x in s.x})
         if spec.stacked:  # categories (Plotext spaces numeric bars by value, not by slot)
-            plt.stacked_bar([f"{x:g}" for x in xs], [list(s.y) for s in spec.series], width=0.6,
+            ys = [list(s.y) for s in spec.series]
+            fit = max(1, (self.size.width - BAR_AXIS_COLUMNS) // BAR_SLOT_COLUMNS)
+            if len(xs) > fit:  # more bars than fit with a gap each: the newest that do
+                plt.title(f"{title} — last {fit} of {len(xs)}")
+                xs, ys = xs[-fit:], [y[-fit:] for y in ys]
+            plt.stacked_bar([f"{x:g}" for x in xs], ys, width=0.5,
                             labels=[s.label for s in spec.series])  # type: ignore[call-arg]
-            totals = [sum(s.y[i] for s in spec.series if i < len(s.y)) for i in range(len(xs))]
+            totals = [sum(y[i] for y in ys if i < len(y)) for i in range(len(xs))]
             values = [0.0, *totals]
         else:
             for n, s in enumerate(spec.series):

@@ -39,7 +39,7 @@ def test_reads_during_a_running_query_are_consistent_or_one_line(provider, spark
                       provider=provider, partitions=4, min_deltas_for_snapshot=2,
                       maintenance_interval="200ms", changelog=provider == "rocksdb",
                       trigger="processing-time", interval="200 milliseconds",
-                      timeout_s=25)
+                      timeout_s=45)
     failure: list[BaseException] = []
 
     def write() -> None:
