@@ -205,13 +205,15 @@ class FleetScreen(Asks, Screen[str]):
         if self._render_pending:
             return
         self._render_pending = True
-        delay = 0.0 if len(self.rows) == 1 else RENDER_EVERY_S
 
         def render() -> None:
             self._render_pending = False
             self.render_rows()
 
-        self.set_timer(delay, render)
+        if len(self.rows) == 1:
+            self.call_later(render)  # not set_timer(0): a zero-length Textual timer divides by it
+        else:
+            self.set_timer(RENDER_EVERY_S, render)
 
     def _all_read(self, generation: int) -> None:
         if generation != self.generation:
