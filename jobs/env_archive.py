@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -65,6 +66,9 @@ class PackPlan:
     """The base interpreter's prefix the packed venv links to."""
     python_version: str
     notes: tuple[str, ...] = field(default=())
+    venv: Any = field(default=None, repr=False, compare=False)
+    """venv-pack's reading of the venv (its layout and original prefix), which the writer
+    needs again; kept so the venv is walked once."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ def plan_pack(everything: bool = False, prefix: Path | None = None) -> PackPlan:
                     packed=tuple(sorted(needed)),
                     left_out=tuple(sorted(set(installed) - needed)),
                     python_home=str(Path(sys.base_prefix)), python_version=version,
-                    notes=tuple(notes))
+                    notes=tuple(notes), venv=env._context)
 
 
 def _archive_format(output: Path) -> str:
@@ -255,7 +259,7 @@ def write_pack(plan: PackPlan, output: Path, *, python_prefix: str | None = None
     output = check_output(output, plan.prefix, force)
     fmt = _archive_format(output)
     started = time.monotonic()
-    context = Env(str(plan.prefix))._context
+    context = plan.venv if plan.venv is not None else Env(str(plan.prefix))._context
     handle, staging = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.",
                                        suffix=".partial")
     done = 0

@@ -26,9 +26,9 @@ from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURAT
 if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.doctor.problems import Diagnosis
-    from statekit.growth import GrowthReport
+    from statekit.growth import GrowthReport, StoreGrowth
     from statekit.recovery import RecoveryEstimate
-    from statekit.report import CheckpointReport
+    from statekit.report import CheckpointReport, StoreReport
 
 MAX_WORKERS = 8
 """Checkpoints read at once at most."""
@@ -90,7 +90,7 @@ def _or_none(compute: Callable[[], Any]) -> Any:
 
 @dataclass(frozen=True)
 class FleetRow:
-    """One checkpoint in the fleet list (plain values: it crosses process boundaries)."""
+    """One checkpoint in the fleet list, as plain values (what the screen sorts and shows)."""
 
     url: str
     seconds: float
@@ -133,28 +133,40 @@ def worst_growth(verdicts: Iterable[str]) -> str | None:
     return next((verdict for verdict in GROWTH_ORDER if verdict in seen), None)
 
 
+def growth_by_store(growth: GrowthReport | None) -> dict[tuple[int, str], StoreGrowth]:
+    return {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
+
+
+def store_keys(store: StoreReport, grown: StoreGrowth | None) -> int | None:
+    """A store's live keys: the growth history's last count, else what its partitions' files
+    say (``None`` when neither knows). ``statekit metrics`` and the fleet list agree by
+    both asking here."""
+    if grown is not None and grown.keys.last_value is not None:
+        return int(grown.keys.last_value)
+    listed = [p.keys for p in store.partitions if p.keys is not None]
+    return sum(listed) if listed else None
+
+
+def store_lag(store: StoreReport) -> int | None:
+    """The most versions any of its partitions is behind its last snapshot."""
+    lags = [p.versions_since_snapshot for p in store.partitions
+            if p.versions_since_snapshot is not None]
+    return max(lags) if lags else None
+
+
 def row_of(url: str, reading: Reading, seconds: float, rto_s: float | None = None, *,
            complete: bool = True) -> FleetRow:
     report, growth = reading.report, reading.growth
-    keys_by_store = {(s.operator_id, s.store): s.keys.last_value
-                     for s in (growth.stores if growth else ()) if s.keys.last_value is not None}
-    keys = 0
-    counted = False
-    lags = []
-    for store in report.stores:
-        grown = keys_by_store.get((store.operator_id, store.store))
-        listed = [p.keys for p in store.partitions if p.keys is not None]
-        if grown is not None or listed:
-            keys += int(grown if grown is not None else sum(listed))
-            counted = True
-        lags += [p.versions_since_snapshot for p in store.partitions
-                 if p.versions_since_snapshot is not None]
+    grown = growth_by_store(growth)
+    keys = [store_keys(s, grown.get((s.operator_id, s.store))) for s in report.stores]
+    lags = [lag for lag in map(store_lag, report.stores) if lag is not None]
+    known = [k for k in keys if k is not None]
     recovery = reading.recovery
     return FleetRow(
         url=url, seconds=seconds, exit_code=reading.health.exit_code,
         health=reading.health.verdict, problems=len(reading.health.problems),
         summary=reading.health.headline, last_batch=report.last_committed_batch,
-        last_batch_ms=report.last_batch_timestamp_ms, keys=keys if counted else None,
+        last_batch_ms=report.last_batch_timestamp_ms, keys=sum(known) if known else None,
         bytes=sum(p.bytes for s in report.stores for p in s.partitions),
         growth=worst_growth(s.verdict for s in growth.stores) if growth else None,
         restart_s=recovery.estimate_s if recovery is not None else None, rto_s=rto_s,
@@ -212,15 +224,6 @@ class _Fleet:
             self._deliver(index, _error_row(url, error, seconds + self.clock() - started))
             return
         self._deliver(index, row_of(url, done, seconds + self.clock() - started, self.rto_s))
-
-
-def fleet_row(url: str, storage_options: Mapping[str, Any] | None = None, *, cores: int,
-              rto_s: float | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> FleetRow:
-    """The complete row of one checkpoint, never raising for a checkpoint statekit cannot
-    read."""
-    return read_fleet([url], storage_options, cores=cores, rto_s=rto_s, workers=1,
-                      clock=clock)[0]
 
 
 def default_workers(count: int) -> int:

@@ -123,7 +123,7 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     estimate (none is exported), whatever the state files would cost to load. ``verify``:
     the doctor also decodes every state file the restart loads (else it goes by what the
     listing and the small files show)."""
-    from statekit.fleet import read_checkpoint
+    from statekit.fleet import growth_by_store, read_checkpoint, store_keys, store_lag
 
     families = _families()
     started = clock()
@@ -158,22 +158,18 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
         f["statekit_last_batch_age_seconds"].add(max(0.0, now() - stamp), checkpoint=label)
     if report.watermark_ms:
         f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=label)
-    verdicts = {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
+    verdicts = growth_by_store(growth)
     for store in report.stores:
         where = {"checkpoint": label, "operator": store.operator_id, "store": store.store}
         parts = store.partitions
-        keys = [p.keys for p in parts if p.keys is not None]
-        lags = [p.versions_since_snapshot for p in parts if p.versions_since_snapshot
-                is not None]
         grown = verdicts.get((store.operator_id, store.store))
-        if grown is not None and grown.keys.last_value is not None:
-            f["statekit_state_keys"].add(grown.keys.last_value, **where)
-        elif keys:
-            f["statekit_state_keys"].add(sum(keys), **where)
+        keys = store_keys(store, grown)
+        if keys is not None:
+            f["statekit_state_keys"].add(keys, **where)
         f["statekit_state_bytes"].add(sum(p.bytes for p in parts), **where)
         for kind, count in sorted(store.files_by_kind.items()):
             f["statekit_state_files"].add(count, **where, kind=kind)
-        f["statekit_snapshot_lag_versions"].add(max(lags) if lags else None, **where)
+        f["statekit_snapshot_lag_versions"].add(store_lag(store), **where)
         f["statekit_unloadable_partitions"].add(
             sum(1 for p in parts if not p.loadable) + len(store.missing_partitions), **where)
         f["statekit_orphan_files"].add(sum(p.orphans for p in parts), **where)
