@@ -33,15 +33,13 @@ from typing import TYPE_CHECKING, Any
 from statekit.errors import EnvironmentProblem
 from statekit.jobs.errors import first_line
 from statekit.jobs.staged_writes import is_spark_error
+from statekit.user_cache import cache_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SHIP_ENV = "STATEKIT_SHIP"
 """``0``: do not add statekit's zip to a cluster session (its executors have statekit)."""
-CACHE_ENV = "STATEKIT_CACHE_DIR"
-"""Where the shipped zips are kept (default ``$XDG_CACHE_HOME/statekit`` or
-``~/.cache/statekit``)."""
 
 PACKAGES = (
     "statekit",
@@ -91,14 +89,6 @@ def _package_files() -> list[tuple[str, Path]]:
                 if path.is_file() and not path.name.endswith(_SKIPPED_SUFFIXES):
                     files[f"{prefix}/{path.name}"] = path
     return sorted(files.items())
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "statekit"
 
 
 def package_zip(folder: Path | None = None) -> Path:

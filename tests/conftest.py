@@ -12,6 +12,7 @@ a JVM-free selection (``-m 'not spark'``) never starts Spark.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,12 @@ from pathlib import Path
 import pytest
 
 from statekit.reference_pipeline.generator import GeneratorConfig, generate
+
+# Estimates in the benchmark machine's seconds, whatever machine runs the suite: snapshots and
+# numbers compared across processes must not move with the machine's speed. The tests of the
+# probe, and the restart test that judges the estimate against Spark on this machine, ask for
+# the probe explicitly.
+os.environ["STATEKIT_MACHINE_SPEED"] = "reference"
 
 # The shared helpers in tests/support assert too (statekit_json, the restart proofs): pytest
 # rewrites their asserts as it does a test module's, so a failure shows the values compared.

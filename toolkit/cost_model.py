@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import provider_short_name
+from statekit.machine_speed import MachineSpeed, machine_speed
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class CostModel:
     source: str = "default"
     """``default`` (fitted on the benchmark grid), ``calibrated`` (this filesystem's latency
     and bandwidth) or ``measured`` (scaled to a load Spark timed on the user's master)."""
+    machine: MachineSpeed | None = None
+    """The machine-speed factor the costs were multiplied by (``None``: the benchmark
+    machine's seconds, as fitted or as ``--measure`` scaled them)."""
 
     def terms(self, base_files: int, change_files: float, base_bytes: float,
               change_bytes: float, records: float) -> dict[str, float]:
@@ -137,7 +141,16 @@ the benchmark machine a restart's load runs there."""
 
 
 def default_model(ckpt: Checkpoint) -> CostModel:
-    """The default cost model of the checkpoint's provider."""
+    """The default cost model of the checkpoint's provider, in the benchmark machine's
+    seconds."""
     provider = provider_short_name(ckpt.conf.get(
         "spark.sql.streaming.stateStore.providerClass")) or "hdfs"
     return DEFAULT_MODELS.get(provider, DEFAULT_MODELS["hdfs"])
+
+
+def local_model(ckpt: Checkpoint, speed: MachineSpeed | None = None) -> CostModel:
+    """The default model in this machine's seconds: × the machine-speed factor
+    (:func:`statekit.machine_speed.machine_speed` unless ``speed`` is given)."""
+    speed = speed or machine_speed()
+    model = default_model(ckpt)
+    return replace(model.scaled(speed.factor, model.source), machine=speed)

@@ -34,7 +34,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
-from statekit.cost_model import CostModel, default_model
+from statekit.cost_model import CostModel, default_model, local_model
 from statekit.progress_log import BatchTiming
 from statekit.reruns import Rerun, plan_reruns, rerun_notes
 
@@ -511,10 +511,11 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                       ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM. ``cores``: task
     slots in all (over ``executors``); ``memory_limit``: each executor's heap, to warn when
-    the state will not fit."""
+    the state will not fit; ``model``: by default the fitted constants in this machine's
+    seconds (:func:`statekit.cost_model.local_model`)."""
     from statekit.restart_memory import state_memory
 
-    model = model or default_model(ckpt)
+    model = model or local_model(ckpt)
     reruns, version = plan_reruns(ckpt, timings, sink)
     instances, works, sample = load_work(ckpt, version, model)
     bytes_per_record = sample.bytes_per_record

@@ -6,7 +6,9 @@ The steps are :mod:`statekit.jobs.rollback_action`'s and :mod:`statekit.jobs.evi
 exactly as ``statekit rollback`` / ``statekit evict`` run them: Enter plans a dry run (a
 rollback's needs no JVM; an evict's counts the rows through Spark), ``x`` writes only when the
 app was started with ``--allow-write`` and after a confirmation; the target is verified
-through Spark before it is published. The source is only ever read.
+through Spark before it is published. The source is only ever read. ``c`` cancels a dry run
+or a write: its Spark job is interrupted (the job group the worker set), the job stops at its
+next step, the staging folder is removed and nothing is published.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from statekit.jobs.evict import EvictResult
 
 ACTIONS = [("rollback", "rollback"), ("evict rows", "evict")]
+FIX_JOB_GROUP = "statekit-tui-fix"
+"""The Spark job group of the Fix tab's jobs: what ``c`` interrupts (and only that)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class FixPane(LazyPane["Diagnosis"]):
     """The doctor's findings and fix; a rollback or an evict planned (Enter) and — only with
     ``--allow-write`` — written (``x``) after a confirmation, verified, then published."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("x", "execute", "Execute")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("x", "execute", "Execute"),
+                                             Binding("c", "cancel", "Cancel")]
     loading_message = "the doctor is looking for problems and the safest rollback…"
 
     def __init__(self, **kwargs: Any) -> None:
@@ -165,7 +170,7 @@ class FixPane(LazyPane["Diagnosis"]):
             prepared = _prepare(snapshot, request, options, dry_run=True)
             if isinstance(prepared, PreparedRollback):
                 return request, prepared, None
-            spark = self.session.get(say)
+            spark = self.session.get(say, job_group=FIX_JOB_GROUP)
             say("counting the rows to remove…")
             return request, prepared, evict_action.run(spark, prepared, dry_run=True,
                                                        progress=say)
@@ -229,12 +234,27 @@ class FixPane(LazyPane["Diagnosis"]):
         def execute(say: Progress) -> RollbackOutcome | EvictResult:
             # planned again for real: a dry run notes what a write refuses
             prepared = _prepare(snapshot, request, options, dry_run=False)
-            spark = self.session.get(say)
+            spark = self.session.get(say, job_group=FIX_JOB_GROUP)
             if isinstance(prepared, PreparedRollback):
                 return rollback_action.run(spark, prepared, progress=say)
             return evict_action.run(spark, prepared, verify=True, progress=say)
 
         self.ask("fix", execute, self._executed, describe="execute")
+
+    def action_cancel(self) -> None:
+        if not self.asking("fix"):
+            self.show_error("nothing to cancel: no dry run or write is running")
+            return
+        self.status.update("cancelling: stopping the Spark job; nothing will be published…")
+        self.app.workers.cancel_group(self, "fix")
+        self.session.cancel(FIX_JOB_GROUP)
+
+    def show_cancelled(self, request: Any) -> None:
+        self.prepared, self.planned = None, None
+        target = self.query_one("#fx-target", Input).value.strip()
+        where = f" to {target}" if target else ""
+        self.status.update(Text(f"cancelled: nothing was published{where}; no staging folder "
+                                "is left", style="bold yellow"))
 
     def _executed(self, outcome: RollbackOutcome | EvictResult) -> None:
         self.done, self.prepared, self.planned = outcome, None, None

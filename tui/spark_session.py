@@ -32,9 +32,18 @@ class LazySession:
     def __init__(self) -> None:
         self.spark: SparkSession | None = None
 
-    def get(self, say: Progress | None = None) -> SparkSession:
+    def get(self, say: Progress | None = None, job_group: str | None = None) -> SparkSession:
+        """The session (started now if needed); ``job_group``: the calling thread's jobs
+        join it, so that :meth:`cancel` can interrupt them."""
         if self.spark is None:
             if say is not None:
                 say("starting Spark (the JVM takes a few seconds)…")
             self.spark = spark_session()
+        if job_group is not None:
+            self.spark.sparkContext.setJobGroup(job_group, job_group, interruptOnCancel=True)
         return self.spark
+
+    def cancel(self, job_group: str) -> None:
+        """Interrupt the running jobs of ``job_group`` (nothing when Spark never started)."""
+        if self.spark is not None:
+            self.spark.sparkContext.cancelJobGroup(job_group)

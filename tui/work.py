@@ -101,7 +101,9 @@ class Asks:
         except Cancelled:
             self.post_message(WorkFailed(request, "cancelled", cancelled=True))
         except Exception as error:  # every failure becomes one line, shown in place
-            self.post_message(WorkFailed(request, error_line(error)))
+            # a cancelled job may end in the error its interrupted Spark job raised
+            self.post_message(WorkFailed(request, error_line(error),
+                                         cancelled=worker.is_cancelled))
         else:
             self.post_message(WorkDone(request, result))
 
@@ -121,7 +123,9 @@ class Asks:
         message.stop()
         if self._is_current(message.request):
             del self._current[message.request.kind]
-            if not message.cancelled:
+            if message.cancelled:
+                self.show_cancelled(message.request)
+            else:
                 self.show_error(message.text)
 
     def on_work_progress(self, message: WorkProgress) -> None:
@@ -132,6 +136,10 @@ class Asks:
     def show_error(self, message: str) -> None:
         """Render a failure (the one place a screen shows errors)."""
         raise NotImplementedError
+
+    def show_cancelled(self, request: Request) -> None:
+        """A request the user cancelled has ended (its job stopped): nothing to show unless
+        a screen says so."""
 
     def show_progress(self, text: str) -> None:
         """Render a progress line."""

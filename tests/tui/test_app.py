@@ -455,3 +455,94 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
     asyncio.run(scenario())
     assert tree_hash(source) == before
     assert target.exists() == allow_write
+
+
+def test_fix_tab_cancel_stops_the_write_and_leaves_nothing(reference_checkpoints, tmp_path):
+    """``c`` while the evict writes (after the dry run and the confirmation): the Spark job
+    is interrupted, the tab says it was cancelled, and neither the target nor its staging
+    folder exists; the source is unchanged, and the tab plans again afterwards."""
+    from statekit.tui.messages import WorkProgress
+    from tests.support.trees import tree_hash
+
+    source = reference_checkpoints.get("hdfs", leaky=True).checkpoint
+    before = tree_hash(source)
+    target = tmp_path / "evicted"
+
+    async def scenario():
+        app = StatekitApp(str(source), allow_write=True)
+        async with driven(app) as pilot:
+            pane = await open_fix_tab(pilot, app)
+            pane.query_one("#fx-action").value = "evict"
+            pane.query_one("#fx-target").value = str(target)
+            pane.query_one("#fx-force").value = True
+            await pilot.click("#fx-stale")
+            await pilot.press("4", "enter")
+            await app.messages.answer(pilot, "fix", timeout=180)
+            assert "rows to remove" in str(pane.status.render())
+            await pilot.press("c")  # nothing running: says so, changes nothing
+            assert "nothing to cancel" in str(pane.status.render())
+            await pilot.press("x")
+            await pilot.press("y")
+
+            def writing() -> bool:
+                return any(isinstance(m, WorkProgress) and m.text.startswith("writing")
+                           for m in app.messages.seen)
+
+            await app.messages.wait(pilot, writing, "the evict writing", timeout=120)
+            await pilot.press("c")
+            await app.messages.answer(pilot, "fix", 2, timeout=120)
+            (ended,) = app.messages.answered("fix", "execute")
+            assert ended.cancelled, ended.text
+            status = str(pane.status.render())
+            assert status.startswith("cancelled: nothing was published"), status
+            assert pane.done is None
+            # the tab is usable again: the same dry run answers
+            await pilot.click("#fx-stale")
+            await pilot.press("enter")
+            await app.messages.answer(pilot, "fix", 3, timeout=120)
+            assert "rows to remove" in str(pane.status.render())
+
+    asyncio.run(scenario())
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no staging beside it
+    assert tree_hash(source) == before
+
+
+def test_cancelling_the_fix_tabs_job_group_interrupts_its_running_spark_job(spark):
+    """What ``c`` relies on when a Spark job of the Fix tab is running: the worker thread's
+    jobs carry the tab's job group, and cancelling the group stops a job that would otherwise
+    run for a minute within seconds — and no job outside the group."""
+    import threading
+    import time
+
+    from statekit.tui.fix_pane import FIX_JOB_GROUP
+    from statekit.tui.spark_session import LazySession
+
+    session = LazySession()
+    session.spark = spark.newSession()
+    failures: list[BaseException] = []
+
+    def slow_job() -> None:
+        grouped = session.get(job_group=FIX_JOB_GROUP)
+        try:
+            grouped.sparkContext.parallelize(range(2), 2).map(
+                lambda x: time.sleep(60) or x).collect()
+        except Exception as error:  # the cancelled job's error
+            failures.append(error)
+
+    worker = threading.Thread(target=slow_job)
+    worker.start()
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 60
+    while not tracker.getJobIdsForGroup(FIX_JOB_GROUP) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tracker.getJobIdsForGroup(FIX_JOB_GROUP), "the job never joined the tab's group"
+    time.sleep(1)  # the tasks are sleeping in their Python workers
+    cancelled_at = time.monotonic()
+    session.cancel(FIX_JOB_GROUP)
+    worker.join(60)
+    assert not worker.is_alive() and failures, "the job was not interrupted"
+    assert time.monotonic() - cancelled_at < 20
+    assert "cancel" in str(failures[0]).lower()
+    # the test's own thread never joined the group: its jobs run as before
+    assert spark.sparkContext.parallelize(range(3)).count() == 3

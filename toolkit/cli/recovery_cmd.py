@@ -40,9 +40,20 @@ if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
     from statekit.cost_model import CostModel
+    from statekit.machine_speed import MachineSpeed
     from statekit.progress_log import BatchTiming
     from statekit.recovery import RecoveryEstimate
     from statekit.recovery_scaling import Calibration, Measurement
+
+
+def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
+                   ) -> MachineSpeed:
+    from statekit.machine_speed import machine_speed
+
+    try:
+        return machine_speed(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("recovery")
@@ -63,6 +74,12 @@ if TYPE_CHECKING:
 @click.option("--measure", is_flag=True,
               help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
                    "and scale the model to what it measured.")
+@click.option("--machine-speed", "speed_setting", metavar="probe|reference|FACTOR",
+              callback=_speed_setting,
+              help="Scale the model's constants to this machine: 'probe' times a small load in "
+                   "Python (cached; the default, also set by STATEKIT_MACHINE_SPEED), "
+                   "'reference' keeps the benchmark machine's seconds, a number is the factor. "
+                   "Spark on other machines: use --measure.")
 @decode_option
 @spark_options
 @json_option
@@ -70,8 +87,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                      executors: int, executor_memory: float | None,
                      progress_log: str | None, file_sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, decode: bool, master: str | None, confs: tuple[str, ...],
-                     as_json: bool) -> None:
+                     measure: bool, speed_setting: MachineSpeed, decode: bool,
+                     master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Estimate how long a restart takes: from the restart until its first batch completes,
     beyond what that batch costs on an empty checkpoint (loading state, then running on it),
     plus re-running uncommitted batches; and the memory the loaded state needs.
@@ -84,7 +101,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     """
     from statekit.checkpoint.location import resolve
     from statekit.cli.health import health_summary, print_health, restart_health
-    from statekit.cost_model import DEFAULT_MODELS, default_model
+    from statekit.cost_model import DEFAULT_MODELS, default_model, local_model
     from statekit.errors import StatekitError
     from statekit.progress_log import parse_timings
     from statekit.recovery import estimate_recovery
@@ -120,7 +137,9 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                 sink_location = resolve(logged_sink, options)
             except StatekitError:
                 sink_location = None
-    model = default_model(ckpt)
+    # --measure scales the benchmark machine's seconds by Spark's own timing: it replaces the
+    # machine-speed probe rather than multiplying it
+    model = default_model(ckpt) if measure else local_model(ckpt, speed_setting)
     measured: Calibration | None = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
@@ -211,7 +230,8 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
     out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
     _render_memory(estimate)
     model = estimate.model
-    out.print(f"cost model ({model.source}): {model.per_task_s * 1000:.1f} ms/instance, "
+    speed = f", {model.machine.describe()}" if model.machine else ""
+    out.print(f"cost model ({model.source}{speed}): {model.per_task_s * 1000:.1f} ms/instance, "
               f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
               f"{model.change_file_s * 1000:.2f} ms per delta/changelog, "
               f"{_per_mb(model.base_byte_s)} of snapshot/SST, "

@@ -1,0 +1,130 @@
+"""The machine-speed probe scales the estimate's constants; settings and its cache (no JVM)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import fields
+
+import fsspec
+import pytest
+
+from statekit import machine_speed as speed_module
+from statekit.checkpoint import open_checkpoint
+from statekit.cost_model import default_model, local_model
+from statekit.errors import EnvironmentProblem
+from statekit.machine_speed import MachineSpeed, machine_speed, parse_speed, probe_seconds
+from statekit.recovery import estimate_recovery
+from tests.unit.checkpoint_builder import write_checkpoint
+
+
+@pytest.fixture
+def fresh_probe(tmp_path, monkeypatch):
+    """An empty cache folder, the probe not yet run in this process, no setting."""
+    monkeypatch.setenv("STATEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("STATEKIT_MACHINE_SPEED", raising=False)
+    speed_module._probed.cache_clear()
+    yield tmp_path / "cache" / "machine-speed.json"
+    speed_module._probed.cache_clear()
+
+
+def test_settings_are_read_as_documented():
+    assert parse_speed("probe") is None and parse_speed("") is None
+    assert parse_speed("reference") == MachineSpeed(1.0, "reference")
+    assert parse_speed(" 0.5 ") == MachineSpeed(0.5, "given")
+    for bad in ("fast", "0", "-2", "nan", "inf"):
+        with pytest.raises(ValueError):
+            parse_speed(bad)
+
+
+def test_a_bad_variable_is_one_line_naming_it(monkeypatch):
+    monkeypatch.setenv("STATEKIT_MACHINE_SPEED", "quick")
+    with pytest.raises(EnvironmentProblem, match="STATEKIT_MACHINE_SPEED: expected probe, "
+                       "reference or a positive number, not 'quick'"):
+        machine_speed()
+    assert machine_speed("2") == MachineSpeed(2.0, "given")  # an explicit setting wins
+
+
+def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe):
+    first = machine_speed()
+    assert first.source == "probe" and first.probe_s and first.probe_s > 0
+    assert first.factor == pytest.approx(
+        min(5.0, max(0.2, first.probe_s / speed_module.REFERENCE_PROBE_S)))
+    (entry,) = json.loads(fresh_probe.read_text()).values()
+    assert [seconds for _, seconds in entry["probes"]] == [first.probe_s]
+    # another process (a new lru cache) the same day reads the file instead of probing
+    speed_module._probed.cache_clear()
+    again = machine_speed()
+    assert again.source == "cached probe" and again.probe_s == first.probe_s
+
+    def rewrite(probes):
+        fresh_probe.write_text(json.dumps({key: {"probes": probes} for key in
+                                           json.loads(fresh_probe.read_text())}))
+        speed_module._probed.cache_clear()
+
+    # a day later it probes again; the fastest of the kept probes is the machine's speed
+    now = time.time()
+    rewrite([[now - 2 * 86400, first.probe_s / 10]])
+    later = machine_speed()
+    assert later.source == "probe" and later.probe_s == pytest.approx(first.probe_s / 10)
+    (entry,) = json.loads(fresh_probe.read_text()).values()
+    assert len(entry["probes"]) == 2
+    # probes older than CACHE_DAYS no longer count, at most KEPT_PROBES are kept
+    rewrite([[now - (speed_module.CACHE_DAYS + 1) * 86400, 1e-6]]
+            + [[now - 3600 - i, 0.5] for i in range(9)])
+    kept = machine_speed()
+    assert kept.source == "cached probe" and kept.probe_s == 0.5
+    # an unreadable cache is only a cache: probed again and rewritten
+    fresh_probe.write_text("{not json")
+    speed_module._probed.cache_clear()
+    assert machine_speed().source == "probe"
+    assert json.loads(fresh_probe.read_text())
+
+
+def test_a_slower_machine_takes_longer_to_probe(monkeypatch):
+    """The probe measures work: twice the rows take about twice the CPU time."""
+    small = probe_seconds(3)
+    monkeypatch.setattr(speed_module, "PROBE_ROWS", speed_module.PROBE_ROWS * 3)
+    large = probe_seconds(3)
+    assert 1.8 < large / small < 5
+
+
+def test_every_cost_of_the_model_is_scaled_and_the_estimate_with_it(tmp_path):
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=12, committed=12,
+                     partitions=4, snapshots=[4], snapshot_bytes=2_000_000)
+    ckpt = open_checkpoint(str(root))
+    reference = local_model(ckpt, MachineSpeed(1.0, "reference"))
+    slower = local_model(ckpt, MachineSpeed(2.0, "given"))
+    assert slower.machine == MachineSpeed(2.0, "given") and slower.source == "default"
+    for field in fields(reference):
+        if field.name.endswith("_s"):
+            assert getattr(slower, field.name) == pytest.approx(
+                2 * getattr(default_model(ckpt), field.name))
+    base = estimate_recovery(ckpt, cores=2, model=reference)
+    doubled = estimate_recovery(ckpt, cores=2, model=slower)
+    assert base.estimate_s > 0
+    assert doubled.state_load_s == pytest.approx(2 * base.state_load_s)
+    assert doubled.estimate_s == pytest.approx(2 * base.estimate_s)
+
+
+def test_cli_setting_and_its_errors(tmp_path, capsys, monkeypatch):
+    from statekit.cli.main import cli
+    from statekit.cli.runner import run_cli
+
+    root = tmp_path / "ck"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=10, committed=10,
+                     snapshots=[5])
+    args = ["recovery", str(root), "--json", "--cores", "2"]
+    assert run_cli(cli, "statekit", [*args, "--machine-speed", "3"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["machine"] == {"factor": 3.0, "source": "given", "probe_s": None}
+    assert data["model"]["record_s"] == pytest.approx(3 * data["defaults"]["hdfs"]["record_s"])
+    assert run_cli(cli, "statekit", [*args, "--machine-speed", "soon"]) == 2
+    assert "Invalid value for '--machine-speed': expected probe, reference or a positive " \
+        "number, not 'soon'" in capsys.readouterr().err
+    monkeypatch.setenv("STATEKIT_MACHINE_SPEED", "soon")
+    assert run_cli(cli, "statekit", args) == 7
+    err = capsys.readouterr().err
+    assert "STATEKIT_MACHINE_SPEED: expected" in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
