@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint check-java prometheus venv clean help
+.PHONY: demo test test-fast lint check-java prometheus chromium venv clean help
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
@@ -18,20 +18,28 @@ help:
 check-java:
 	@$(PYTHON) jobs/java_check.py
 
-# Debian's prometheus package (the server and promtool) for the metrics tests, installed where
-# it is missing and apt-get and root are available; without it those tests skip (never fatal).
-APT_PROMETHEUS := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
-prometheus:
-	@if command -v prometheus >/dev/null && command -v promtool >/dev/null; then exit 0; fi; \
+# Debian packages some tests need (prometheus: the server and promtool for the metrics tests;
+# chromium: the browser test of `statekit tui --web`), installed where missing and apt-get
+# and root are available; without them those tests skip with a message (never fatal).
+# $(call apt_package,PACKAGE,COMMAND IT PROVIDES,WHAT NEEDS IT)
+define apt_package
+	@if command -v $(2) >/dev/null; then exit 0; fi; \
+	install="DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(1)"; \
 	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		echo "installing Debian's prometheus package (server + promtool) for the metrics tests"; \
-		$(APT_PROMETHEUS) >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
-			$(APT_PROMETHEUS) >/dev/null; } || \
-		echo "note: installing prometheus failed; the Prometheus/promtool tests will skip"; \
+		echo "installing Debian's $(1) package for $(3)"; \
+		sh -c "$$install" >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
+			sh -c "$$install" >/dev/null; } || \
+		echo "note: installing $(1) failed; $(3) will skip"; \
 	else \
-		echo "note: prometheus/promtool not found (apt-get install prometheus needs apt-get and" \
-			"root); the Prometheus/promtool tests will skip"; \
+		echo "note: $(2) not found (apt-get install $(1) needs apt-get and root); $(3) will skip"; \
 	fi
+endef
+
+prometheus:
+	$(call apt_package,prometheus,promtool,the Prometheus/promtool tests)
+
+chromium:
+	$(call apt_package,chromium,chromium,the browser test)
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; statekit needs Python 3.10+"; exit 1; }
@@ -61,7 +69,7 @@ lint: venv
 # The suite runs on TEST_WORKERS processes, a test module per worker at a time (each worker
 # has its own JVM and builds the session fixtures it needs).
 TEST_WORKERS ?= 2
-test: check-java prometheus lint
+test: check-java prometheus chromium lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # the edit loop: lint and every test that starts no JVM

@@ -1,4 +1,5 @@
-"""Save the README's TUI screenshots: the app itself renders each screen and saves it as SVG.
+"""Save the docs' TUI screenshots: the app itself renders every screen as SVG, and headless
+Chromium turns each SVG into a PNG (for pages and chats that do not show SVG).
 
 Run after ``make demo`` (or on any checkpoint and its progress log)::
 
@@ -7,25 +8,38 @@ Run after ``make demo`` (or on any checkpoint and its progress log)::
 The app runs headless at 120×36 with an RTO of 30 s, opens a screen, waits until every
 request it started has answered (its own messages), and saves ``docs/tui-<screen>.svg`` with
 the app's ``save_screenshot`` (text pinned to its cells, so the pictures read as the
-terminal does). Pass the checkpoint by a relative path: it is shown in the header.
+terminal does); the fleet list shows the checkpoint beside the repository's golden ones.
+Pass the checkpoint by a relative path: it is shown in the header. Without Chromium
+(Debian's ``chromium``) only the SVGs are written, and the script says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from statekit.tui.app import StatekitApp
 from statekit.tui.messages import ENDED, WorkStarted
 
 OUT = Path(__file__).resolve().parent
-#: screen name → keys that reach it from the Overview
-SCREENS = {"overview": (), "partitions": ("2", "enter"), "growth": ("4",),
-           "recovery": ("5",), "query": ("8",)}
+ROOT = OUT.parent
+SIZE = (120, 36)
+#: screen name → keys that reach it from the Overview (every tab, a drill-down, the help)
+SCREENS = {"overview": (), "operators": ("2",), "partitions": ("2", "enter"),
+           "batches": ("3",), "growth": ("4",), "recovery": ("5",), "state": ("6",),
+           "repartition": ("7",), "query": ("8",), "fix": ("9",), "help": ("question_mark",)}
+FLEET = sorted(str(p.relative_to(ROOT)) for p in
+               (ROOT / "tests/data/golden/spark-4.1.4").glob("*/checkpoint"))
+PIXELS = (1482, 929)
+"""The SVG's size at 120×36 (its viewBox, rounded up): the PNG's window."""
 
 
-async def save(url: str, progress: str | None, name: str, keys: tuple[str, ...]) -> Path:
+async def save(url: str, progress: str | None, name: str, keys: tuple[str, ...],
+               fleet: list[str] | None = None) -> Path:
     started: list[object] = []
     ended: list[object] = []
 
@@ -35,8 +49,8 @@ async def save(url: str, progress: str | None, name: str, keys: tuple[str, ...])
         elif isinstance(message, ENDED):
             ended.append(message.request)
 
-    app = StatekitApp(url, cores=2, progress=progress, rto_s=30.0)
-    async with app.run_test(size=(120, 36), message_hook=hook) as pilot:
+    app = StatekitApp(url, cores=2, progress=progress, rto_s=30.0, fleet=fleet)
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
         for key in (None, *keys):
             if key:
                 await pilot.press(key)
@@ -50,9 +64,29 @@ async def save(url: str, progress: str | None, name: str, keys: tuple[str, ...])
         return Path(app.save_screenshot(filename=f"tui-{name}.svg", path=str(OUT)))
 
 
+def to_png(svg: Path, chromium: str) -> Path:
+    """The SVG as Chromium draws it, at the SVG's own size."""
+    png = svg.with_suffix(".png")
+    with tempfile.TemporaryDirectory(prefix="statekit-shot-") as profile:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                        f"--user-data-dir={profile}", f"--screenshot={png}",
+                        f"--window-size={PIXELS[0]},{PIXELS[1]}", svg.resolve().as_uri()],
+                       check=True, capture_output=True, timeout=120)
+    return png
+
+
 def main(url: str, progress: str | None) -> None:
-    for name, keys in SCREENS.items():
-        print(asyncio.run(save(url, progress, name, keys)))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    svgs = [asyncio.run(save(url, progress, name, keys)) for name, keys in SCREENS.items()]
+    svgs.append(asyncio.run(save(url, progress, "fleet", (), fleet=[url, *FLEET])))
+    for svg in svgs:
+        print(svg)
+        if chromium:
+            print(to_png(svg, chromium))
+    if not chromium:
+        print("no Chromium (apt-get install chromium): SVGs only", file=sys.stderr)
 
 
 if __name__ == "__main__":

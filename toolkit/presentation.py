@@ -8,6 +8,7 @@ another in the TUI, and neither front end has to import the other.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -62,6 +63,50 @@ def sparkline(values: Sequence[float], width: int = 48) -> str:
     low, high = min(shown), max(shown)
     span = (high - low) or 1
     return "".join(SPARK_BARS[min(7, int((v - low) / span * 7.999))] for v in shown)
+
+
+def resampled(values: Sequence[float], width: int) -> list[float]:
+    """The whole series in at most ``width`` evenly spaced points, its first and its last
+    value included (so that a label ``first→last`` describes both ends of the line)."""
+    values = list(values)
+    if width <= 0:
+        return []
+    if len(values) <= width:
+        return values
+    if width == 1:
+        return [values[-1]]
+    last = len(values) - 1
+    return [values[round(i * last / (width - 1))] for i in range(width)]
+
+
+def history_sparkline(values: Sequence[float], width: int) -> str:
+    """The whole history (not its newest ``width`` values) as a sparkline: so that a label
+    saying where it started and ended describes the line drawn beside it."""
+    return sparkline(resampled(values, width), width)
+
+
+def distinct_names(paths: Sequence[str], width: int) -> dict[str, str]:
+    """Short names that still tell ``paths`` apart, each at most ``width`` characters: the
+    folders they all share in front dropped, and a last folder several of them end in (such
+    as ``checkpoint``) where the names stay distinct without it; then a name still too long
+    is cut from the left — its end is the part that differs."""
+    parts = [p.rstrip("/").split("/") for p in paths]
+    if len(parts) > 1:
+        front = 0
+        while all(len(p) > front + 1 for p in parts) and len({p[front] for p in parts}) == 1:
+            front += 1
+        parts = [p[front:] for p in parts]
+        shared = Counter(p[-1] for p in parts)
+        droppable = {last for last, count in shared.items() if count > 1 and
+                     all(len(p) > 1 for p in parts if p[-1] == last)}
+        shorter = [p[:-1] if p[-1] in droppable else p for p in parts]
+        if len({tuple(p) for p in shorter}) == len({tuple(p) for p in parts}):
+            parts = shorter
+    names = {}
+    for path, kept in zip(paths, parts, strict=True):
+        name = "/".join(kept) or path
+        names[path] = name if len(name) <= width else "…" + name[-(width - 1):]
+    return names
 
 
 def printable(text: str) -> str:

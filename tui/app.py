@@ -147,8 +147,11 @@ class StatekitApp(Asks, App):
             self.set_interval(self.watch_seconds, self._watched)
 
     def _watched(self) -> None:
-        if self.snapshot is not None or not self.fleet:  # a checkpoint is open
-            self.action_refresh()
+        # the checkpoint shown, not one left open under the fleet list (the list re-reads
+        # its own rows)
+        if self.fleet and (self.snapshot is None or self.screen is self.get_screen("fleet")):
+            return
+        self.action_refresh()
 
     # ---------------------------------------------------------------- the fleet
     def show_fleet(self) -> None:

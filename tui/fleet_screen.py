@@ -23,13 +23,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
 from statekit.fleet import FleetRow, read_fleet
-from statekit.presentation import human_bytes, human_duration
+from statekit.formats.values import shorten
+from statekit.presentation import distinct_names, human_bytes, human_duration
 from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK, WARNING, verdict_text
 from statekit.tui.work import Asks, Progress
 
-COLUMNS = ("checkpoint", "health", "last batch", "age", "keys", "bytes", "growth",
-           "restart", "RTO", "snap lag", "read")
+COLUMNS = ("checkpoint", "health", "growth", "restart", "RTO", "age", "keys", "bytes",
+           "snap lag", "last batch", "read")
+"""The verdicts first: on 120 columns they are on screen, the rest scrolls sideways."""
+NAME_WIDTH = 32
+"""A checkpoint's name in its row: the part of its path that tells it from the others."""
+ERROR_WIDTH = 60
 SORTS = ("checkpoint", "health", "age", "keys", "bytes", "growth", "restart", "snap lag")
 """The columns ``s`` cycles through, in that order."""
 HEALTH_RANK = {"will not restart": 0, "unreadable": 1, "restarts with warnings": 2,
@@ -69,22 +74,24 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:,.0f}"
 
 
-def cells(row: FleetRow, now: float) -> tuple[Any, ...]:
+def cells(row: FleetRow, now: float, name: str | None = None) -> tuple[Any, ...]:
+    """The row's cells; ``name``: what the checkpoint column shows (default: its URL). An
+    unreadable checkpoint's error stands where its verdicts would, on screen."""
+    name = name or row.url
     if row.error is not None:
-        return (row.url, health_text(row), "", "", "", "", "", "", "",
-                "", Text(row.error, style=ERROR))
+        return (name, health_text(row), Text(shorten(row.error, ERROR_WIDTH), style=ERROR),
+                "", "", "", "", "", "", "", f"{row.seconds:.2f} s")
     age = row.age_s(now)
     pending = Text("…", style="dim")  # the second step (growth, restart) still runs
-    return (row.url, health_text(row),
-            "" if row.last_batch is None else str(row.last_batch),
-            "" if age is None else f"{human_duration(age)} ago",
-            _number(row.keys), human_bytes(row.bytes),
+    return (name, health_text(row),
             pending if not row.complete else
             verdict_text(row.growth) if row.growth else Text(""),
             pending if not row.complete else
             "" if row.restart_s is None else human_duration(row.restart_s),
-            rto_text(row), "" if row.snapshot_lag is None else str(row.snapshot_lag),
-            f"{row.seconds:.2f} s")
+            rto_text(row), "" if age is None else f"{human_duration(age)} ago",
+            _number(row.keys), human_bytes(row.bytes),
+            "" if row.snapshot_lag is None else str(row.snapshot_lag),
+            "" if row.last_batch is None else str(row.last_batch), f"{row.seconds:.2f} s")
 
 
 def sort_key(column: str, now: float) -> Callable[[FleetRow], Any]:
@@ -165,7 +172,11 @@ class FleetScreen(Asks, Screen[str]):
         self.table.focus()
         self.read()
         if self.watch_seconds:
-            self.set_interval(self.watch_seconds, self.read)
+            self.set_interval(self.watch_seconds, self._watched)
+
+    def _watched(self) -> None:
+        if self.is_current:  # a checkpoint opened over the list re-reads itself
+            self.read()
 
     # ------------------------------------------------------------------ reading
     def read(self) -> None:
@@ -228,7 +239,8 @@ class FleetScreen(Asks, Screen[str]):
                        reverse=self.descending)
         table = self.table
         selected = table.selected_key()
-        table.load(COLUMNS, [(row.url, cells(row, now)) for row in shown])
+        names = distinct_names(self.urls, NAME_WIDTH)
+        table.load(COLUMNS, [(row.url, cells(row, now, names.get(row.url))) for row in shown])
         if selected is not None:
             table.select_key(selected)
         counts = self.counts()

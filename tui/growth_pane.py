@@ -11,7 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from statekit.presentation import human_bytes, sparkline
+from statekit.formats.values import shorten
+from statekit.presentation import history_sparkline, human_bytes
 from statekit.tui.chart_widget import Chart
 from statekit.tui.model import Snapshot
 from statekit.tui.pane import LazyPane
@@ -22,6 +23,11 @@ from statekit.tui.work import Progress
 
 if TYPE_CHECKING:
     from statekit.growth import GrowthReport
+
+
+EVIDENCE_WIDTH = 40
+"""The evidence column's share of a 120-column screen (the highlighted store's whole
+evidence is shown below the table): a wider table would scroll sideways."""
 
 
 class GrowthPane(LazyPane["GrowthReport"]):
@@ -71,5 +77,6 @@ class GrowthPane(LazyPane["GrowthReport"]):
             rows.append((store.label, (
                 store.label, verdict,
                 "-" if store.keys.last_value is None else f"{store.keys.last_value:,.0f}",
-                sparkline(keys, 24), "; ".join(store.evidence[:2]))))
+                history_sparkline(keys, 24),
+                shorten("; ".join(store.evidence[:2]), EVIDENCE_WIDTH))))
         self.table.load(("store", "verdict", "keys", "keys over versions", "evidence"), rows)

@@ -1,12 +1,13 @@
 """The Overview: the dashboard an SRE keeps open on a checkpoint.
 
 One screen (120×36) answers what a person opens a checkpoint for: per operator/store its
-keys, bytes, growth verdict with a sparkline, worst snapshot lag, unloadable partitions and
-orphan files; the restart estimate with its range; the last batch, its age and the
-watermark's; and the report's findings, explained, below. The file-level part appears as soon
-as the listing is read (the first screen); the growth replay and the recovery estimate fill
-in from workers (shared with the Growth and Recovery tabs). Colour only marks ok / warning /
-error, and every coloured cell also says it in words.
+keys, bytes, growth verdict with a sparkline of the whole key history, worst snapshot lag,
+unloadable partitions and orphan files; the restart estimate with its range against the
+RTO; the last batch, its age and the watermark's; keys and bytes over versions per store as
+charts (the Growth tab's); and the report's findings, explained, below. The file-level part
+appears as soon as the listing is read (the first screen); the growth replay and the
+recovery estimate fill in from workers (shared with the Growth and Recovery tabs). Colour
+only marks ok / warning / error, and every coloured cell also says it in words.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.widgets import Static
 
 from statekit.formats.values import shorten
-from statekit.presentation import human_bytes, human_duration, sparkline
+from statekit.presentation import history_sparkline, human_bytes, human_duration
+from statekit.tui.chart_widget import Chart, ChartSpec
 from statekit.tui.model import Snapshot, explain
 from statekit.tui.operators_pane import lag_text
 from statekit.tui.pane import Pane, watermark_text, when
 from statekit.tui.recovery_pane import estimate_line
+from statekit.tui.screen_charts import bytes_chart, keys_chart, store_series
 from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK, severity_text, verdict_text
 
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 LAG_WARN = 10
 MEANING_WIDTH = 90
 """The findings' explanation column fits a 120-column screen; the whole is shown below."""
-SPARK_WIDTH = 10
+SPARK_WIDTH = 8
 
 
 def ago(seconds: float | None) -> str:
@@ -43,12 +47,14 @@ def ago(seconds: float | None) -> str:
 
 
 def history_cell(keys: list[int]) -> Text:
-    """A sparkline whose scale is written beside it: ``▁▃▅▇ 120→164``; a flat series is a
+    """A sparkline of the whole history with its first and last value beside it:
+    ``▁▃▅▇ 120→164`` (the line and the label cover the same versions); a flat series is a
     low line with its one value, so a bounded store never looks like a full bar."""
     if not keys:
         return Text("-")
     low, high = min(keys), max(keys)
-    line = "▁" * min(len(keys), SPARK_WIDTH) if low == high else sparkline(keys, SPARK_WIDTH)
+    line = ("▁" * min(len(keys), SPARK_WIDTH) if low == high
+            else history_sparkline(keys, SPARK_WIDTH))
     span = f"{keys[0]:,}" if low == high else f"{keys[0]:,}→{keys[-1]:,}"
     return Text(f"{line} {span}")
 
@@ -81,6 +87,11 @@ class OverviewPane(Pane):
         yield Static("", id="overview-recovery", classes="status")
         # no cursor: its highlight would hide the colours that carry the verdicts
         yield Table(id="overview-stores", classes="stores", cursor_type="none")
+        with Horizontal(classes="charts"):
+            yield Chart(ChartSpec("live keys per state version", "state version", "keys",
+                                  empty="replaying the state files…"), id="overview-keys")
+            yield Chart(ChartSpec("state size per version", "state version", "size",
+                                  empty="replaying the state files…"), id="overview-bytes")
         yield Static("findings", classes="caption")
         yield Table(classes="main")
         yield Static("", classes="detail")
@@ -122,8 +133,13 @@ class OverviewPane(Pane):
         if isinstance(report, str):
             self.growth_error = report
             self.show_error(f"growth: {report}")
+            for chart in self.query(Chart):
+                chart.show(ChartSpec(chart.spec.title, "", "", empty=f"growth: {report}"))
         else:
             self.growth = report
+            stores = store_series(report)
+            self.query_one("#overview-keys", Chart).show(keys_chart(stores))
+            self.query_one("#overview-bytes", Chart).show(bytes_chart(stores))
         self._stores()
 
     def _estimated(self, estimate: RecoveryEstimate) -> None:
@@ -197,7 +213,7 @@ class OverviewPane(Pane):
             verdict, trend = Text("unknown", style="yellow"), Text("-")
         else:
             verdict, trend = Text("…"), Text("replaying…")
-        return (str(s.operator_id), s.operator_name or "-", s.store, str(len(parts)), keys,
+        return (f"{s.operator_id} {s.operator_name or '-'}", s.store, keys,
                 human_bytes(sum(p.bytes for p in parts)), verdict, trend,
                 lag_text(max(lags) if lags else None, LAG_WARN),
                 Text(f"{unloadable} NOT LOADABLE", style=ERROR) if unloadable
@@ -209,9 +225,9 @@ class OverviewPane(Pane):
             return
         rows = [(f"{s.operator_id}/{s.store}", self._store_row(s))
                 for s in self.shown.report.stores]
-        self.stores_table.load(("op", "operator", "store", "parts", "keys", "bytes",
-                                "growth", "key history", "snapshot lag",
-                                "unloadable", "orphans"), rows)
+        # 120 columns hold every column: a wider table scrolls sideways and hides the last
+        self.stores_table.load(("operator", "store", "keys", "bytes", "growth",
+                                "key history", "snap lag", "unloadable", "orphans"), rows)
 
     def _findings(self) -> None:
         self.explained, rows = {}, []

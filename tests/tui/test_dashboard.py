@@ -38,10 +38,19 @@ def test_overview_holds_keys_growth_recovery_and_findings():
             growth = app.snapshot.growth()
             store = growth.stores[0]
             row = [str(c) for c in overview.stores_table.get_row_at(0)]
-            assert row[4] == f"{store.keys.last_value:,.0f}"  # keys from the replay
-            assert row[6] == "GROWING"  # the leaky fixture, in words, not only red
-            assert row[7].endswith(f"{store.history.versions[0].keys:,}→"
+            assert row[2] == f"{store.keys.last_value:,.0f}"  # keys from the replay
+            assert row[4] == "GROWING"  # the leaky fixture, in words, not only red
+            assert row[5].endswith(f"{store.history.versions[0].keys:,}→"
                                    f"{store.history.versions[-1].keys:,}")
+            # every column on the screen: no sideways scrolling hides the last ones
+            table = overview.stores_table
+            assert table.virtual_size.width <= table.size.width, \
+                (table.virtual_size, table.size)
+            # the rest of the screen: keys and bytes over versions, then the findings
+            charts = list(overview.query(Chart))
+            assert [c.spec.title for c in charts] == [
+                "live keys per state version", "state size per version (key + value bytes)"]
+            assert all(c.spec.has_data and c.size.height >= 10 for c in charts)
             recovery = str(overview.recovery_line.render())
             estimate = app.snapshot.recovery(2, 30.0)
             assert f"{estimate.estimate_s:.2f} s" in recovery and "meets the RTO" in recovery
@@ -49,7 +58,12 @@ def test_overview_holds_keys_growth_recovery_and_findings():
             # the Growth and Recovery tabs reuse the Overview's analyses (computed once)
             await pilot.press("4")
             await messages.answer(pilot, "analysis")
-            assert app.query_one("GrowthPane").result is growth
+            pane = app.query_one("GrowthPane")
+            assert pane.result is growth
+            await pilot.pause()
+            # the store's row fits the screen; its whole evidence is shown below the table
+            assert pane.table.virtual_size.width <= pane.table.size.width, \
+                (pane.table.virtual_size, pane.table.size)
 
     asyncio.run(scenario())
 
@@ -61,7 +75,7 @@ def test_every_chart_has_labelled_axes():
         async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
             await messages.idle(pilot)
             checked = 0
-            for key, count in (("4", 2), ("5", 1), ("8", 6)):
+            for key, count in (("1", 2), ("4", 2), ("5", 1), ("8", 6)):
                 await show_tab(pilot, app, key)
                 await messages.idle(pilot)
                 charts = list(app.current_pane().query(Chart))

@@ -169,6 +169,45 @@ async def _fleet_scenario(fleet):
                     and app.snapshot.ckpt.location.url == other, "the second checkpoint")
 
 
+def test_watch_re_reads_only_what_is_on_the_screen(fleet):
+    """``--watch`` with a fleet: the list re-reads its rows while it is shown, an opened
+    checkpoint re-reads itself while it is shown — never the one hidden under the other."""
+    asyncio.run(_watch_scenario(fleet))
+
+
+async def _watch_scenario(fleet):
+    urls = [*fleet["healthy"][:3], str(GROWING)]
+    app = StatekitApp(urls[0], cores=2, fleet=urls, watch=0.3)
+
+    def reads(kind: str) -> int:
+        return sum(1 for r in app.messages.started() if r.kind == kind)
+
+    async def quiet_for(seconds: float) -> None:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await pilot.pause()
+            await asyncio.sleep(0.05)
+
+    async with driven(app) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: reads("fleet") >= 3, "the list re-read by the watch", 30)
+        assert reads("snapshot") == 0  # nothing opened yet
+        screen.table.select_key(str(GROWING))
+        screen.table.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: reads("snapshot") >= 3, "the open checkpoint re-read", 30)
+        await app.messages.idle(pilot)
+        listed = reads("fleet")
+        await quiet_for(1.2)
+        assert reads("fleet") == listed, "the hidden list was re-read"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "the fleet list again")
+        await app.messages.idle(pilot)
+        opened = reads("snapshot")
+        await until(pilot, lambda: reads("fleet") >= listed + 2, "the list re-read again", 30)
+        assert reads("snapshot") == opened, "the hidden checkpoint was re-read"
+
+
 def test_cli_tui_refuses_a_progress_log_for_a_fleet(fleet, tmp_path):
     from tests.support.cli import run
 

@@ -42,7 +42,8 @@ def test_palette_shows_every_screen_and_runs_screen_actions():
                 if tab == "state":
                     continue  # opening it starts Spark (tested in test_app.py)
                 await run_command(pilot, app, f"show {title}")
-                assert tabs.active == tab
+                # the command runs once the palette has closed, on a later turn of the loop
+                await until(pilot, lambda tab=tab: tabs.active == tab, f"the {title} tab")
             await run_command(pilot, app, "show overview")
             await run_command(pilot, app, "repartition execute")  # a screen's own action
             pane = app.query_one(RepartitionPane)

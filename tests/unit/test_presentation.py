@@ -67,3 +67,48 @@ def test_offset_summaries_are_cut_with_an_ellipsis():
     assert nested == "k=" + json.dumps({"deep": "x" * 60}, separators=(",", ":"))[:39] + "…"
     assert summarize_offset(SourceOffset("0", "not json " * 10)).endswith("…")
     assert summarize_offset(SourceOffset("0", '{"logOffset":7}')) == "logOffset=7"
+
+
+def test_a_history_sparkline_covers_the_whole_history():
+    from statekit.presentation import history_sparkline, resampled
+
+    # grew early, flat since: the newest 10 points alone are a flat line
+    keys = [100] * 5 + list(range(100, 701, 60)) + [700] * 30
+    assert sparkline(keys, 10) == "▁" * 10
+    line = history_sparkline(keys, 10)
+    assert len(line) == 10 and line[0] == "▁" and line[-1] == "█" and len(set(line)) > 2
+    assert resampled(range(100), 10) == [0, 11, 22, 33, 44, 55, 66, 77, 88, 99]  # both ends
+    assert resampled(range(100), 1) == [99]
+    assert resampled([3, 1, 2], 10) == [3, 1, 2] and resampled([1, 2], 0) == []
+    assert history_sparkline([5, 9, 1], 8) == sparkline([5, 9, 1], 8)
+
+
+def test_the_overview_key_history_cell_draws_what_its_label_says():
+    from statekit.tui.overview_pane import SPARK_WIDTH, history_cell
+
+    keys = [175] * 3 + list(range(175, 716, 20)) + [715] * 40
+    cell = history_cell(keys).plain
+    line, label = cell.split(" ")
+    assert label == "175→715" and len(line) == SPARK_WIDTH
+    assert line[0] == "▁" and line[-1] == "█"  # from the first version, not the tail
+
+
+def test_distinct_names_keep_what_tells_paths_apart():
+    from statekit.presentation import distinct_names
+
+    paths = ["/data/streams/a/checkpoint", "/data/streams/b/checkpoint",
+             "/data/other/c/checkpoint"]
+    assert distinct_names(paths, 40) == {paths[0]: "streams/a", paths[1]: "streams/b",
+                                         paths[2]: "other/c"}
+    assert distinct_names(["s3://bucket/x", "s3://bucket/y"], 40) == {
+        "s3://bucket/x": "x", "s3://bucket/y": "y"}
+    long = "/mnt/" + "deep/" * 10 + "the-stream"
+    (name,) = distinct_names([long], 16).values()
+    assert len(name) <= 16 and name.startswith("…") and name.endswith("the-stream")
+    # a shared last folder goes only from the names that share it
+    mixed = ["/d/golden/agg/checkpoint", "/d/golden/join/checkpoint", "/d/tui/reference"]
+    assert list(distinct_names(mixed, 40).values()) == ["golden/agg", "golden/join",
+                                                        "tui/reference"]
+    # one path, or paths that differ only in the shared last folder, keep a name
+    assert distinct_names(["/a/checkpoint"], 40) == {"/a/checkpoint": "/a/checkpoint"}
+    assert distinct_names(["/a/x", "/a/y/x"], 40) == {"/a/x": "x", "/a/y/x": "y/x"}
