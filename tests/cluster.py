@@ -24,14 +24,10 @@ from pathlib import Path
 
 import pyspark
 
+from tests.support.ports import free_port
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def executor_python(root: Path) -> Path:
@@ -102,7 +98,7 @@ def start_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1
                SPARK_WORKER_DIR=str(root / "work"), SPARK_LOCAL_IP="127.0.0.1",
                PYSPARK_PYTHON=str(python))
     env.pop("PYTHONPATH", None)
-    port = _free_port()
+    port = free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", python, root / "logs", root / "work")
     cluster.logs.mkdir(exist_ok=True)
 
@@ -117,7 +113,7 @@ def start_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1
     try:
         master, master_log = start("master", "org.apache.spark.deploy.master.Master",
                                    "--host", "127.0.0.1", "--port", str(port),
-                                   "--webui-port", str(_free_port()))
+                                   "--webui-port", str(free_port()))
 
         def accepting() -> bool:
             with socket.socket() as probe:
@@ -130,7 +126,7 @@ def start_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1
                                        "org.apache.spark.deploy.worker.Worker",
                                        cluster.master_url, "--host", "127.0.0.1",
                                        "--cores", str(cores), "--memory", memory,
-                                       "--webui-port", str(_free_port()),
+                                       "--webui-port", str(free_port()),
                                        "--work-dir", str(work))
             _wait_for(f"Spark worker {number}",
                       lambda log=worker_log: "Successfully registered with master"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.ports import free_port
 
 #: urllib without any proxy from the environment: every address here is 127.0.0.1.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -50,12 +51,6 @@ def promtool_check(text: str) -> subprocess.CompletedProcess:
     """``promtool check metrics`` on an exposition (stdin); its findings go to stderr."""
     return subprocess.run([require("promtool"), "check", "metrics"], input=text,
                           capture_output=True, text=True, timeout=60, check=False)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def fetch(url: str, timeout: float = 10) -> str:

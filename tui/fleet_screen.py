@@ -79,7 +79,9 @@ def cells(row: FleetRow, now: float, name: str | None = None) -> tuple[Any, ...]
     unreadable checkpoint's error stands where its verdicts would, on screen."""
     name = name or row.url
     if row.error is not None:
-        return (name, health_text(row), Text(shorten(row.error, ERROR_WIDTH), style=ERROR),
+        # the row already names the checkpoint: its error without the path in front
+        error = row.error.removeprefix(f"{row.url}: ")
+        return (name, health_text(row), Text(shorten(error, ERROR_WIDTH), style=ERROR),
                 "", "", "", "", "", "", "", f"{row.seconds:.2f} s")
     age = row.age_s(now)
     pending = Text("…", style="dim")  # the second step (growth, restart) still runs

@@ -16,7 +16,6 @@ from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from statekit.trend import ACCELERATING, BOUNDED, GROWING
 from tests.prometheus_server import (
-    free_port,
     needs,
     poll,
     prometheus,
@@ -24,6 +23,7 @@ from tests.prometheus_server import (
     running,
     wait_for,
 )
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark]
 

@@ -17,7 +17,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import zlib
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_web import GOLDEN, _free_port
+from tests.support.web import GOLDEN, served_tui
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ANSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]"
@@ -157,24 +156,18 @@ def _start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
 
 
 def test_chromium_shows_the_fleet_list_and_a_key_opens_a_checkpoint(tmp_path):
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "statekit", "tui",
-                               *(str(p) for p in GOLDEN[:3]), "--web", str(port)],
-                              stderr=subprocess.PIPE, text=True)
     profile = Path(tempfile.mkdtemp(prefix="statekit-chromium-"))
-    browser = None
     try:
-        assert server.stderr is not None
-        assert f"serving http://127.0.0.1:{port}" in server.stderr.readline()
-        browser, devtools_port = _start_chromium(profile)
-        fleet, opened = asyncio.run(_browse(devtools_port, f"http://127.0.0.1:{port}/",
-                                            tmp_path))
+        with served_tui([str(p) for p in GOLDEN[:3]]) as (port, said):
+            assert f"serving http://127.0.0.1:{port}" in said
+            browser, devtools_port = _start_chromium(profile)
+            try:  # the browser goes first: the server waits for its open sessions to end
+                fleet, opened = asyncio.run(_browse(devtools_port,
+                                                    f"http://127.0.0.1:{port}/", tmp_path))
+            finally:
+                browser.terminate()
+                browser.wait(timeout=20)
     finally:
-        if browser is not None:
-            browser.terminate()
-            browser.wait(timeout=20)
-        server.terminate()
-        server.wait(timeout=20)
         shutil.rmtree(profile, ignore_errors=True)
     assert "3 checkpoints" in fleet and "aggregation_hdfs" in fleet and "restarts" in fleet
     assert "Operators" in opened and "Recovery" in opened

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from statekit.cli.tui_web import served_command, web_address
 from statekit.errors import BadInput
+from tests.support.web import GOLDEN, served_tui
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-GOLDEN = sorted((DATA / "golden").glob("spark-4.1.4/*/checkpoint"))
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 
 
@@ -34,12 +29,6 @@ def test_web_address_binds_locally_unless_told():
 def test_the_served_command_is_this_one_without_web():
     command = served_command(["tui", "a b", "--web", "8000", "--allow-write", "--web=1"])
     assert command.endswith("-m statekit tui 'a b' --allow-write")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _screen_text(chunks: list[bytes]) -> str:
@@ -81,24 +70,11 @@ async def _session(port: int, urls: list[str]) -> tuple[str, str, str]:
 
 
 def test_the_app_served_to_a_browser_lists_the_fleet_and_opens_a_checkpoint():
-    port = _free_port()
     urls = [str(p) for p in GOLDEN[:3]]
-    server = subprocess.Popen([sys.executable, "-m", "statekit", "tui", *urls, "--web",
-                               str(port)], stderr=subprocess.PIPE, text=True)
-    try:
-        said = server.stderr.readline()
+    with served_tui(urls) as (port, said):
         assert f"serving http://127.0.0.1:{port}" in said and "this machine only" in said
         assert "read-only" in said
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
         html, fleet, opened = asyncio.run(_session(port, urls))
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
     assert "statekit" in html and "/ws" in html
     assert "3 checkpoints" in fleet and "aggregation_hdfs" in fleet and "restarts" in fleet
     assert "Operators" in opened and "Recovery" in opened
