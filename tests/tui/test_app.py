@@ -416,6 +416,18 @@ def test_fix_tab_runs_the_doctors_rollback_through_the_rollback_action(reference
     assert diagnose(fixed, decode=True, fix=False).restarts
 
 
+async def plan_stale_evict(pilot, app, target: Path):
+    """The Fix tab's dry run of evicting keys unchanged for ≥ 4 versions into ``target``."""
+    pane = await open_fix_tab(pilot, app)
+    pane.query_one("#fx-action").value = "evict"
+    pane.query_one("#fx-target").value = str(target)
+    pane.query_one("#fx-force").value = True
+    await pilot.click("#fx-stale")
+    await pilot.press("4", "enter")
+    await app.messages.answer(pilot, "fix", timeout=180)
+    return pane
+
+
 @pytest.mark.parametrize("allow_write", [False, True])
 def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoints, tmp_path,
                                                            allow_write):
@@ -436,13 +448,7 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
     async def scenario():
         app = StatekitApp(str(source), allow_write=allow_write)
         async with driven(app) as pilot:
-            pane = await open_fix_tab(pilot, app)
-            pane.query_one("#fx-action").value = "evict"
-            pane.query_one("#fx-target").value = str(target)
-            pane.query_one("#fx-force").value = True
-            await pilot.click("#fx-stale")
-            await pilot.press("4", "enter")
-            await app.messages.answer(pilot, "fix", timeout=180)
+            pane = await plan_stale_evict(pilot, app, target)
             assert f"{untouched:,} rows to remove" in str(pane.status.render()), \
                 str(pane.status.render())
             if not await execute(pilot, app, pane, "fix", allow_write, timeout=240):
@@ -471,13 +477,7 @@ def test_fix_tab_cancel_stops_the_write_and_leaves_nothing(reference_checkpoints
     async def scenario():
         app = StatekitApp(str(source), allow_write=True)
         async with driven(app) as pilot:
-            pane = await open_fix_tab(pilot, app)
-            pane.query_one("#fx-action").value = "evict"
-            pane.query_one("#fx-target").value = str(target)
-            pane.query_one("#fx-force").value = True
-            await pilot.click("#fx-stale")
-            await pilot.press("4", "enter")
-            await app.messages.answer(pilot, "fix", timeout=180)
+            pane = await plan_stale_evict(pilot, app, target)
             assert "rows to remove" in str(pane.status.render())
             await pilot.press("c")  # nothing running: says so, changes nothing
             assert "nothing to cancel" in str(pane.status.render())
