@@ -31,6 +31,7 @@ import platform
 import random
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -195,6 +196,11 @@ def parse_speed(text: str) -> MachineSpeed | None:
     return MachineSpeed(factor, "given")
 
 
+_PROBING = threading.Lock()
+"""The fleet estimates many checkpoints on threads at once: one of them probes, the others
+wait for its answer (each probing would cost the GIL ~0.3 s per thread)."""
+
+
 @lru_cache(maxsize=1)
 def _probed() -> MachineSpeed:
     key, now = _machine_key(), time.time()
@@ -225,4 +231,5 @@ def machine_speed(setting: str | None = None) -> MachineSpeed:
         return given
     if REFERENCE_PROBE_S <= 0:
         return MachineSpeed(1.0, "reference")
-    return _probed()
+    with _PROBING:
+        return _probed()

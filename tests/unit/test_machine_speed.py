@@ -128,3 +128,25 @@ def test_cli_setting_and_its_errors(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "STATEKIT_MACHINE_SPEED: expected" in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_threads_asking_at_once_share_one_probe(fresh_probe, monkeypatch):
+    """The fleet estimates its checkpoints on threads: the first probes, the rest wait."""
+    import threading
+
+    calls = []
+
+    def counted(repeats: int = speed_module.PROBE_REPEATS) -> float:
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every thread to arrive while it runs
+        return 0.02
+
+    monkeypatch.setattr(speed_module, "probe_seconds", counted)
+    answers: list[MachineSpeed] = []
+    threads = [threading.Thread(target=lambda: answers.append(machine_speed()))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(calls) == 1 and len(answers) == 8 and len(set(answers)) == 1
