@@ -229,7 +229,5 @@ def machine_speed(setting: str | None = None) -> MachineSpeed:
             raise EnvironmentProblem(f"{SPEED_ENV}: {exc}") from None
     if given is not None:
         return given
-    if REFERENCE_PROBE_S <= 0:
-        return MachineSpeed(1.0, "reference")
     with _PROBING:
         return _probed()

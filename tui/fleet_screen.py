@@ -138,6 +138,8 @@ class FleetScreen(Asks, Screen[str]):
                  workers: int | None = None, now: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.urls = list(dict.fromkeys(urls))
+        self.names = distinct_names(self.urls, NAME_WIDTH)
+        """What each row's checkpoint column shows (the urls never change: named once)."""
         self.storage_options = storage_options or {}
         self.cores, self.rto_s = cores, rto_s
         self.watch_seconds, self.reading_workers = watch, workers
@@ -241,8 +243,8 @@ class FleetScreen(Asks, Screen[str]):
                        reverse=self.descending)
         table = self.table
         selected = table.selected_key()
-        names = distinct_names(self.urls, NAME_WIDTH)
-        table.load(COLUMNS, [(row.url, cells(row, now, names.get(row.url))) for row in shown])
+        table.load(COLUMNS, [(row.url, cells(row, now, self.names.get(row.url)))
+                             for row in shown])
         if selected is not None:
             table.select_key(selected)
         counts = self.counts()

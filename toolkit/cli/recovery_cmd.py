@@ -40,20 +40,23 @@ if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
     from statekit.cost_model import CostModel
-    from statekit.machine_speed import MachineSpeed
     from statekit.progress_log import BatchTiming
     from statekit.recovery import RecoveryEstimate
     from statekit.recovery_scaling import Calibration, Measurement
 
 
 def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
-                   ) -> MachineSpeed:
-    from statekit.machine_speed import machine_speed
+                   ) -> str | None:
+    """The option checked before any work (a bad value is a usage error); the probe itself
+    runs only where the estimate uses it (not with ``--measure``)."""
+    from statekit.machine_speed import parse_speed
 
-    try:
-        return machine_speed(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    if value is not None:
+        try:
+            parse_speed(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
 
 
 @click.command("recovery")
@@ -87,7 +90,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                      executors: int, executor_memory: float | None,
                      progress_log: str | None, file_sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, speed_setting: MachineSpeed, decode: bool,
+                     measure: bool, speed_setting: str | None, decode: bool,
                      master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Estimate how long a restart takes: from the restart until its first batch completes,
     beyond what that batch costs on an empty checkpoint (loading state, then running on it),
@@ -103,6 +106,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.cost_model import DEFAULT_MODELS, default_model, local_model
     from statekit.errors import StatekitError
+    from statekit.machine_speed import machine_speed
     from statekit.progress_log import parse_timings
     from statekit.recovery import estimate_recovery
     from statekit.recovery_scaling import calibrate as run_calibration
@@ -139,7 +143,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                 sink_location = None
     # --measure scales the benchmark machine's seconds by Spark's own timing: it replaces the
     # machine-speed probe rather than multiplying it
-    model = default_model(ckpt) if measure else local_model(ckpt, speed_setting)
+    model = default_model(ckpt) if measure else local_model(ckpt, machine_speed(speed_setting))
     measured: Calibration | None = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
