@@ -3,6 +3,7 @@ browser does (its websocket) or in a real browser (Chromium)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -12,6 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.ports import free_port
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+"""The terminal's control sequences: what is left of the app's output is its text."""
 
 GOLDEN = sorted((Path(__file__).resolve().parents[1] / "data" / "golden").glob(
     "spark-4.1.4/*/checkpoint"))
@@ -37,3 +41,8 @@ def served_tui(urls: Sequence[str]) -> Iterator[tuple[int, str]]:
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def terminal_text(stream: str) -> str:
+    """The text a terminal stream shows, without its control sequences."""
+    return ANSI.sub("", stream)

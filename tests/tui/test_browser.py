@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.web import GOLDEN, served_tui
+from tests.support.web import GOLDEN, served_tui, terminal_text
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ANSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]"
 WIDTH, HEIGHT = 1400, 900
 
 pytestmark = pytest.mark.skipif(
@@ -86,7 +85,7 @@ class DevTools:
         result = await self.call("Runtime.evaluate",
                                  expression="(window.__terminalText || []).join('')",
                                  returnByValue=True)
-        return re.sub(ANSI, "", result["result"].get("value", ""))
+        return terminal_text(result["result"].get("value", ""))
 
     async def wait_for(self, pattern: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout

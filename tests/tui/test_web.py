@@ -5,16 +5,13 @@ keys sent back — without a JVM. The fleet list arrives, Enter opens a checkpoi
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
 import pytest
 
 from statekit.cli.tui_web import served_command, web_address
 from statekit.errors import BadInput
-from tests.support.web import GOLDEN, served_tui
-
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+from tests.support.web import GOLDEN, served_tui, terminal_text
 
 
 def test_web_address_binds_locally_unless_told():
@@ -32,7 +29,7 @@ def test_the_served_command_is_this_one_without_web():
 
 
 def _screen_text(chunks: list[bytes]) -> str:
-    return ANSI.sub(b"", b"".join(chunks)).decode("utf-8", "replace")
+    return terminal_text(b"".join(chunks).decode("utf-8", "replace"))
 
 
 async def _session(port: int, urls: list[str]) -> tuple[str, str, str]:
