@@ -45,9 +45,9 @@ SPEED_ENV = "STATEKIT_MACHINE_SPEED"
 """``probe`` (default), ``reference`` or a factor (seconds here ÷ seconds there)."""
 
 REFERENCE_PROBE_S = 0.0241
-"""The probe's seconds on the machine the cost model's constants were fitted on. That machine
-was gone when the probe was written: the value is the one that makes restarts re-measured on
-another machine match the fitted estimate there (median ratio;
+"""The probe's seconds on the machine the cost model's constants were fitted on, derived
+rather than probed there: the value that makes restarts re-measured on another machine match
+the fitted estimate there (median ratio;
 ``benchmarks/bench_machine_speed.py --derive``, docs/recovery.md)."""
 
 PROBE_VERSION = 1
