@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from statekit.reference_pipeline.generator import GeneratorConfig, generate
+from tests.support.shared_build import build_once, shared_root
 
 # Estimates in the benchmark machine's seconds, whatever machine runs the suite: snapshots and
 # numbers compared across processes must not move with the machine's speed. The tests of the
@@ -105,16 +106,22 @@ class ReferenceCheckpoints:
         self._spark = spark
         self._root = root
         self._runs: dict[str, ReferenceRun] = {}
-        self.landing = root / "landing"
-        generate(self.landing, TEST_GENERATOR, TEST_BATCHES)
+        self.landing = build_once(root, "landing", self._generate(TEST_GENERATOR))
         self._bursty_landing: Path | None = None
+
+    @staticmethod
+    def _generate(config: GeneratorConfig):
+        def write(folder: Path) -> Path:
+            generate(folder, config, TEST_BATCHES)
+            return folder
+        return write
 
     def _landing(self, variant: str | None) -> Path:
         if variant != "bursty":
             return self.landing
         if self._bursty_landing is None:
-            self._bursty_landing = self._root / "landing-bursty"
-            generate(self._bursty_landing, BURSTY_GENERATOR, TEST_BATCHES)
+            self._bursty_landing = build_once(self._root, "landing-bursty",
+                                              self._generate(BURSTY_GENERATOR))
         return self._bursty_landing
 
     def get(self, provider: str = "hdfs", *, leaky: bool = False,
@@ -123,41 +130,46 @@ class ReferenceCheckpoints:
         ``"format-v2"`` (checkpointFormatVersion=2); ``"purged"`` (minBatchesToRetain=4, so
         old batches and state files have been cleaned up); ``"bursty"`` (the bounded pipeline
         fed BURSTY_GENERATOR's traffic)."""
-        from statekit.reference_pipeline.pipeline import RunOptions, run
-
         min_deltas, extra = VARIANTS[variant]
         name = (f"{provider}{'-changelog' if changelog else ''}{'-leaky' if leaky else ''}"
                 f"{'-' + variant if variant else ''}")
         if name not in self._runs:
-            base = self._root / name
             landing = self._landing(variant)
-            opts = RunOptions(
-                landing=landing,
-                checkpoint=str(base / "checkpoint"),
-                output=str(base / "output"),
-                provider=provider,
-                partitions=TEST_PARTITIONS,
-                min_deltas_for_snapshot=min_deltas,
-                changelog=changelog,
-                leaky=leaky,
-                progress_log=base / "progress.jsonl",
-                extra_confs=extra,
-            )
-            base.mkdir(parents=True)
-            try:
-                result = run(self._spark, opts)
-            finally:  # the session is shared: do not leak a variant's confs to later runs
-                for key, _ in extra:
-                    self._spark.conf.unset(key)
-            quiesce(self._spark, opts.checkpoint)
-            self._runs[name] = ReferenceRun(name, landing, base / "checkpoint",
-                                            base / "output", base / "progress.jsonl", result)
+            self._runs[name] = build_once(self._root, name, lambda base: self._run(
+                name, base, landing, provider, leaky, changelog, min_deltas, extra))
         return self._runs[name]
+
+    def _run(self, name: str, base: Path, landing: Path, provider: str, leaky: bool,
+             changelog: bool, min_deltas: int, extra: tuple[tuple[str, str], ...]
+             ) -> ReferenceRun:
+        from statekit.reference_pipeline.pipeline import RunOptions, run
+
+        opts = RunOptions(
+            landing=landing,
+            checkpoint=str(base / "checkpoint"),
+            output=str(base / "output"),
+            provider=provider,
+            partitions=TEST_PARTITIONS,
+            min_deltas_for_snapshot=min_deltas,
+            changelog=changelog,
+            leaky=leaky,
+            progress_log=base / "progress.jsonl",
+            extra_confs=extra,
+        )
+        base.mkdir(parents=True)
+        try:
+            result = run(self._spark, opts)
+        finally:  # the session is shared: do not leak a variant's confs to later runs
+            for key, _ in extra:
+                self._spark.conf.unset(key)
+        quiesce(self._spark, opts.checkpoint)
+        return ReferenceRun(name, landing, base / "checkpoint", base / "output",
+                            base / "progress.jsonl", result)
 
 
 @pytest.fixture(scope="session")
 def reference_checkpoints(spark, tmp_path_factory) -> ReferenceCheckpoints:
-    return ReferenceCheckpoints(spark, tmp_path_factory.mktemp("reference"))
+    return ReferenceCheckpoints(spark, shared_root(tmp_path_factory, "reference"))
 
 
 @pytest.fixture(scope="session")
@@ -165,7 +177,7 @@ def small_queries(spark, tmp_path_factory):
     """Small real aggregation / dropDuplicates / join checkpoints (see tests/small_queries)."""
     from tests.small_queries import SmallQueries
 
-    return SmallQueries(spark, tmp_path_factory.mktemp("small"))
+    return SmallQueries(spark, shared_root(tmp_path_factory, "small"))
 
 
 @pytest.fixture(scope="session")
@@ -175,7 +187,7 @@ def sources(spark, tmp_path_factory):
     and evict tests, which only read them (each asserts its source is left untouched)."""
     from tests.support.spark_runs import Sources
 
-    return Sources(spark, tmp_path_factory.mktemp("sources"))
+    return Sources(spark, shared_root(tmp_path_factory, "sources"))
 
 
 @pytest.fixture(scope="session")
@@ -183,7 +195,7 @@ def growth_queries(spark, tmp_path_factory):
     """Labelled aggregation / dropDuplicates checkpoints with and without a watermark."""
     from tests.growth_queries import GrowthQueries
 
-    return GrowthQueries(spark, tmp_path_factory.mktemp("growth"))
+    return GrowthQueries(spark, shared_root(tmp_path_factory, "growth"))
 
 
 @pytest.fixture(scope="session")

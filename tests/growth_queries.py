@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from tests.support.shared_build import build_once
+
 BATCHES = 14
 EVENTS_PER_BATCH = 40
 POPULATION = 20_000
@@ -131,6 +133,8 @@ class GrowthQueries:
         self._built: dict[tuple[str, str], GrowthQuery] = {}
 
     def get(self, name: str, provider: str = "hdfs") -> GrowthQuery:
-        if (name, provider) not in self._built:
-            self._built[(name, provider)] = build(self._spark, self._root, name, provider)
+        if (name, provider) not in self._built:  # once per test run: the workers share it
+            self._built[(name, provider)] = build_once(
+                self._root, f"{name}-{provider}",
+                lambda _: build(self._spark, self._root, name, provider))
         return self._built[(name, provider)]

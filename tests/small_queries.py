@@ -17,6 +17,8 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
+from tests.support.shared_build import build_once
+
 EVENT_DDL = ("key STRING, bucket INT, day DATE, ts TIMESTAMP, value LONG, amount DOUBLE, "
              "price DECIMAL(10,2), flag BOOLEAN")
 FILES = 4
@@ -214,8 +216,9 @@ class SmallQueries:
 
     def get(self, name: str, provider: str = "hdfs", codec: str = "lz4") -> SmallQuery:
         key = (name, provider, codec)
-        if key not in self._built:
-            self._built[key] = build(self._spark, self._root, name, provider, codec)
+        if key not in self._built:  # once per test run: the workers share it
+            self._built[key] = build_once(self._root, f"{name}-{provider}-{codec}", lambda _: build(
+                self._spark, self._root, name, provider, codec))
         return self._built[key]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from statekit.checkpoint import open_checkpoint
 from tests.small_queries import count_until_quiet
+from tests.support.shared_build import build_once
 
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -155,15 +156,16 @@ class Sources:
         self.built: dict[tuple[str, str], Source] = {}
 
     def get(self, name: str, provider: str) -> Source:
+        """Built once per test run (``build_once``: the workers share it)."""
         if (name, provider) not in self.built:
-            self.built[(name, provider)] = self._build(name, provider)
+            self.built[(name, provider)] = build_once(
+                self.root, f"{name}-{provider}", lambda base: self._build(name, provider, base))
         return self.built[(name, provider)]
 
-    def _build(self, name: str, provider: str) -> Source:
+    def _build(self, name: str, provider: str, base: Path) -> Source:
         from tests.small_queries import _write_input, make_rows
 
         files = make_rows(seed=11)
-        base = self.root / f"{name}-{provider}"
         input_dir = base / "input"  # the file source pins its path: the 4th file comes later
         _write_input(input_dir, files[:3])
         checkpoint = base / "checkpoint"
