@@ -24,9 +24,20 @@ _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
 @checkpoint_options
 @json_option
 def batches_command(checkpoint: str, storage_option: tuple[str, ...], as_json: bool) -> None:
-    """One row per retained batch: committed?, watermark, timestamp, interval, offsets.
+    """One row per retained batch: committed, watermark, timing, partitions, offsets.
 
-    Example: statekit batches demo/checkpoint
+    No JVM. Each batch of offsets/ and commits/: committed or not (damaged when its log entry
+    does not parse: Spark would not take it as committed either), the event-time watermark,
+    when it was planned, the interval since the previous batch, the pinned partition count,
+    and each source's offset in brief (logOffset=36; Kafka: topic, partitions and the sum of
+    their offsets). The ledger's problems (see statekit report) follow the table. Exits 0 on a
+    damaged ledger: the table is the answer. --json: "batches" (one object per batch),
+    "last_committed" and "problems".
+
+    Example:
+
+    \b
+        statekit batches demo/checkpoint
     """
     from statekit.batches import batch_timeline
 

@@ -41,11 +41,39 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
                    progress_log: str | None, no_decode: bool, as_json: bool) -> None:
     """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
 
-    Exit codes: 0 restarts, 9 restarts with warnings, 11 will not restart (the printed
-    command fixes it), 12 will not restart (no statekit fix).
+    No JVM, read-only. The doctor models Spark's restart: it reads the files Spark reads on
+    the way, each as Spark reads it (logs, metadata, every state file the restart loads with
+    its checksum files, unless --no-decode), and for every problem says what Spark does on
+    restart (the error it fails with, or that it runs and what it then does) and a remedy. The
+    fix is a statekit rollback into a new checkpoint, to the newest committed batch whose
+    whole restart is sound, printed in full (with --file-sink when the sink's log goes past
+    it, --new-query-id when the query id is lost). Where no statekit command helps, it says
+    what is lost and prints no command.
 
-    Example: statekit doctor demo/checkpoint --file-sink demo/output --progress-log
-    demo/progress.jsonl
+    Without --file-sink it warns, before anything is written, when the fix needs the file
+    sink's path. --progress-log tells it how many stateful operators the query runs, which no
+    checkpoint file records: a deleted highest-numbered operator folder is found only so.
+    report, recovery, growth, metrics and the TUI show the same verdict.
+
+    Exit codes:
+
+    \b
+    - 0: restarts
+    - 9: restarts, with warnings
+    - 11: will not restart; the printed command fixes it
+    - 12: will not restart; no statekit command fixes it (the remedy says
+      what to do by hand)
+    - 3, 4, 5: CKPT cannot be read at all, as for every command
+
+    --json: "verdict", "exit_code", "problems" (each with "code", "severity", "path",
+    "what", "spark", "spark_error", "remedy", "lost"), "fix_command", "last_committed" and
+    "restart_batch".
+
+    Examples:
+
+    \b
+        statekit doctor demo/checkpoint --file-sink demo/output
+        statekit doctor s3://bucket/ckpt --json
     """
     from statekit.checkpoint.location import resolve
     from statekit.doctor import diagnose

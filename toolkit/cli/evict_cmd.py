@@ -39,10 +39,14 @@ if TYPE_CHECKING:
 @where_option
 @stale_after_option
 @click.option("--expired", is_flag=True,
-              help="(flat)MapGroupsWithState / applyInPandasWithState: remove rows whose "
-                   "event-time timeout is behind the next batch's watermark.")
+              help="(flat)MapGroupsWithState, applyInPandasWithState: remove the rows whose "
+                   "event-time timeout is behind the next batch's watermark "
+                   "(commits/N's nextBatchWatermarkMs): Spark would fire them at the next "
+                   "batch; evicting them skips the timeout call.")
 @click.option("--no-timeout", is_flag=True,
-              help="... and/or rows that carry no timeout at all (they never expire).")
+              help="(flat)MapGroupsWithState, applyInPandasWithState: remove the rows that "
+                   "carry no timeout at all, which never expire (every row of a NoTimeout "
+                   "query).")
 @operator_option
 @write_options(file_sink=False)
 @spark_options
@@ -54,9 +58,42 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
                   confs: tuple[str, ...], as_json: bool) -> None:
     """Remove selected state rows of CKPT, in a new checkpoint DST.
 
-    The conditions narrow each other; --expired and --no-timeout together select either.
+    Starts a JVM. For leaked keys, poison keys, timeouts that never fired. CKPT is only read.
+    Like statekit repartition, DST gets a batch N+1 (N's offsets, the same partition count)
+    and state version N+2 in every partition, built in a staging folder, verified and
+    published with one rename. The rows are rebuilt from the files in executor tasks; Spark
+    evaluates the selection, and the kept rows' bytes, never re-encoded, become DST's state
+    (HDFS: .snapshot files; RocksDB: Spark's state rewriter). The verification reads both
+    through Spark: the source's rows minus the removed ones equal DST's, every row in its hash
+    partition, and (without --stale-after) no row of DST still matches.
 
-    Example: statekit evict demo/checkpoint --stale-after 10 --out demo/checkpoint-evicted
+    The selection: --where, --stale-after, --expired, --no-timeout. The conditions narrow each
+    other (AND); --expired and --no-timeout together select either. A store the selection
+    cannot apply to is copied unchanged; --operator limits the selection to one operator.
+    --stale-after counts key age as statekit growth --stale-after does (RocksDB without
+    changelogs: unchanged since the oldest retained zip).
+
+    What an evicted row means: an aggregation's key starts counting again; the next duplicate
+    of a deduplicated key passes once; a session window's session is gone; a
+    (flat)MapGroupsWithState or applyInPandasWithState group starts with no state. A
+    stream-stream join is refused (exit 5: its stores must agree); use --operator for another
+    operator. transformWithState (RocksDB) loses whole grouping keys in every column family:
+    --where sees key.FIELD only (value is exit 3), --stale-after is exit 5, --expired does
+    not apply.
+
+    Exit 3: a predicate Spark cannot evaluate (Spark's message), or nothing selected. Exit 5:
+    --expired without a timeout operator. Exit 6: a non-empty DST or a query that looks live.
+    --dry-run counts the rows each operator and partition would lose and shows a decoded
+    sample. --json: "plan" (with "removed" per store and partition, and "sample"),
+    "written" and "verification".
+
+    Examples:
+
+    \b
+        statekit evict demo/checkpoint --out demo/evicted --stale-after 10
+        statekit evict demo/checkpoint --out demo/evicted --expired --no-timeout
+        statekit evict demo/checkpoint --out demo/evicted --dry-run \\
+            --where "key.user_id IN ('u0042')"
     """
     from statekit.checkpoint.location import resolve
     from statekit.jobs.evict_action import prepare, run

@@ -40,7 +40,14 @@ def schema_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                    as_json: bool) -> None:
     """Key and value schema of every operator/store, from the schema files Spark wrote.
 
-    Example: statekit schema demo/checkpoint
+    No JVM. Reads the state schema files (format v1 and v2; v3 for transformWithState, with
+    every column family) and prints each schema like printSchema(). --json: one object per
+    operator/store with its key, value and column families as Spark's simple strings.
+
+    Example:
+
+    \b
+        statekit schema demo/checkpoint --operator 0
     """
     from statekit.checkpoint.checkpoint import check_selection
     from statekit.checkpoint.state_data import store_schemas
@@ -92,10 +99,17 @@ def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int |
                partition: int, store: str | None, as_json: bool) -> None:
     """The files of one state store instance: versions, kinds, sizes and roles.
 
-    Role: 'load' = read to restore the committed version; 'retained' = kept for older
-    batches; 'stale' / 'beyond-last-commit' / 'unreferenced' = orphans.
+    No JVM. An instance is one partition of one operator's store. Role: load (read to restore
+    the committed version), retained (kept for older batches), or an orphan: stale (older than
+    every retained batch), beyond-last-commit, or unreferenced (an SST no zip lists: a leak).
+    RocksDB adds each zip's key count and how many zips reference each SST. The operator
+    defaults to 0; an operator with several stores (joins) needs --store. --json: the instance
+    and one object per file.
 
-    Example: statekit ls demo/checkpoint --operator 0 --partition 3
+    Example:
+
+    \b
+        statekit ls demo/checkpoint --operator 0 --partition 3
     """
     from statekit.state_files import list_instance
 
@@ -134,13 +148,20 @@ def ls_command(checkpoint: str, storage_option: tuple[str, ...], operator: int |
 @json_option
 def dump_command(file: str, storage_option: tuple[str, ...], limit: int | None,
                  as_json: bool) -> None:
-    """Decoded records of one .delta / .snapshot / .changelog file.
+    """Decoded records of one .delta, .snapshot, .changelog or RocksDB .zip file.
 
-    Inside a checkpoint the store's schema decodes keys and values; a file on its own is
-    shown as hex. With --json: one JSON object per record (JSON lines). Streams: constant
-    memory whatever the file size.
+    No JVM. FILE is a path or URL. Puts and deletes (merges for list state), streamed in
+    constant memory whatever the file's size. For a .zip inside a checkpoint: the version's
+    live state, read from the SST files it lists (pure Python: lz4, zstd, zlib or uncompressed
+    blocks; snappy blocks and CRC32c checksums with the rocksdb extra). Inside a checkpoint the
+    store's schema decodes keys and values; a file on its own is shown as hex. --json: one
+    JSON object per record (JSON lines: "op", "key", "value").
 
-    Example: statekit dump demo/checkpoint/state/0/3/12.delta --limit 20
+    Examples:
+
+    \b
+        statekit dump demo/checkpoint/state/0/3/37.delta --limit 20
+        statekit dump demo/checkpoint/state/0/3/33.snapshot --json
     """
     from statekit.checkpoint.location import resolve
     from statekit.state_files import open_state_file, record_text

@@ -48,34 +48,73 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
 @storage_option
 @operator_option
 @progress_log_option
-@click.option("--max-keys", type=COUNT, help="Project when the state reaches this many keys.")
-@click.option("--max-bytes", type=SIZE,
-              help="Project when the state reaches this size (e.g. 50GiB).")
+@click.option("--max-keys", type=COUNT, metavar="N",
+              help="Project when the state reaches this many keys (a positive number, e.g. "
+                   "5e6).")
+@click.option("--max-bytes", type=SIZE, metavar="SIZE",
+              help="Project when the state's key and value bytes reach this size: 50GiB, "
+                   "500MB (GiB: powers of 1024, GB: of 1000), or plain bytes.")
 @stale_after_option
 @click.option("--fail-on", type=click.Choice(["growing", "accelerating"]),
               help="Exit with code 10 when the verdict is at least this bad (growing: also "
-                   "a saturating state whose plateau exceeds --max-keys/--max-bytes).")
+                   "a saturating state whose plateau exceeds --max-keys or --max-bytes).")
 @click.option("--deep", is_flag=True,
-              help="Also read Spark's change feed (or row counts) and cross-check the files "
-                   "(starts a JVM).")
+              help="Also cross-check the files with Spark's own reader (starts a JVM): the "
+                   "change feed's upserts and deletes per batch, or (RocksDB without "
+                   "changelogs) the row count at every retained batch.")
 @spark_options
 @click.option("--history", "show_history", is_flag=True,
-              help="Print the per-version table of every store.")
+              help="Also print the per-version table of every store (--json always has "
+                   "it).")
 @json_option
 def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
                    operator: int | None, progress_log: str | None, max_keys: float | None,
                    max_bytes: float | None, stale_after: int | None, fail_on: str | None,
                    deep: bool, master: str | None, confs: tuple[str, ...], show_history: bool,
                    as_json: bool) -> None:
-    """Detect unbounded key growth: trend, turnover, value size, timeouts, key age.
+    """Is the state growing without bound? Verdict per store, evidence, projection.
 
-    Replays the retained state files once (no JVM) and classifies every store as bounded,
-    saturating (a finite population still being discovered: where it levels off and when),
-    growing, accelerating or insufficient-history, with the evidence behind it. With
-    --master URL the same replay runs on that Spark cluster, one task per store instance
-    (identical results; for states that outgrow this machine).
+    No JVM (unless --deep). Replays the retained state files once, forward, over all
+    partitions (HDFS: the oldest usable snapshot and every delta; RocksDB with changelogs: the
+    oldest usable zip and every changelog; RocksDB without: each zip's numKeys and SST bytes)
+    and records per version the live keys, key and value bytes, inserts, updates, deletes,
+    value sizes, key ages and, for (flat)MapGroupsWithState and applyInPandasWithState, the
+    keys without a timeout. Memory is bounded by the live keys (a 64-bit digest each). With
+    --master URL the replay runs as Spark tasks, one per store instance (same results).
 
-    Example: statekit growth demo/checkpoint --progress-log demo/progress.jsonl --max-keys 5e6
+    Verdicts, per store and overall:
+
+    \b
+    - bounded: no significant rise, or keys that turn over (expire)
+    - saturating: a finite population still being discovered; the evidence
+      gives its plateau, the share seen and when it gets near it
+    - growing: a significant, material rise of keys, or of value sizes
+    - accelerating: the newest third rises at least 2x as fast as the oldest
+    - insufficient-history: fewer than 6 versions
+
+    The evidence: keys per batch and per hour of batch time, whether new keys or growing
+    values drive it, the share of keys untouched for --stale-after versions, the share without
+    a timeout, hot partitions, and the least recently changed live keys, decoded. --max-keys
+    and --max-bytes project when the state gets there. --progress-log adds history beyond the
+    retained batches (numRowsTotal, memoryUsedBytes per operator); CKPT may then be omitted.
+
+    A damaged or missing change file ends a store's history there (marked DAMAGED); damaged
+    offsets or commits that a restart fails on stop the command with one line naming the
+    file. The output ends with the doctor's restart verdict. --json: "verdict", "stores" (each
+    with its history), "progress", "projections", "summary", "restart" and "next"; --deep adds
+    "deep".
+
+    Exit 10 with --fail-on growing when any store grows or accelerates, or saturates at a
+    plateau above --max-keys/--max-bytes; with --fail-on accelerating only when one
+    accelerates: an alert for cron or CI.
+
+    Examples:
+
+    \b
+        statekit growth demo/checkpoint --history
+        statekit growth demo/checkpoint --max-keys 5e6 --max-bytes 20GiB
+        statekit growth demo/checkpoint --progress-log demo/progress.jsonl
+        statekit growth s3://bucket/ckpt --fail-on growing --json > growth.json
     """
     from statekit.cli.health import health_summary, print_health, restart_health
     from statekit.growth import analyse

@@ -16,37 +16,37 @@ from statekit.cli.runner import exit_with
 
 COMMANDS = {
     "report": ("statekit.cli.report_cmd:report_command",
-               "Delta/snapshot/changelog/zip counts, sizes, snapshot lag, warnings."),
+               "State files, snapshot lag, findings; will it restart? (no JVM)"),
     "batches": ("statekit.cli.batches_cmd:batches_command",
-                "One row per retained batch: committed, watermark, timing, offsets."),
+                "One row per retained batch: committed, watermark, offsets."),
     "schema": ("statekit.cli.files_cmd:schema_command",
                "Key and value schema of every operator/store."),
     "ls": ("statekit.cli.files_cmd:ls_command",
-           "The files of one state store instance with versions, kinds and sizes."),
+           "The files of one state store instance and their roles."),
     "dump": ("statekit.cli.files_cmd:dump_command",
-             "Decoded records of one delta/snapshot/changelog file."),
+             "Decoded records of one state file."),
     "growth": ("statekit.cli.growth_cmd:growth_command",
-               "Detect unbounded key growth: verdict, evidence, projection (no JVM)."),
+               "Is the state growing without bound? Verdict, evidence (no JVM)."),
     "recovery": ("statekit.cli.recovery_cmd:recovery_command",
-                 "Estimate the restart's state-load time; what-if minDeltasForSnapshot; RTO."),
+                 "How long a restart takes; what-if minDeltasForSnapshot; RTO."),
     "repartition": ("statekit.cli.repartition_cmd:repartition_command",
-                    "Repartition state into a NEW checkpoint: plan, write, verify, publish."),
+                    "Another partition count, in a NEW checkpoint (JVM)."),
     "migrate": ("statekit.cli.repartition_cmd:migrate_command",
-                "Move state to another provider (HDFS ↔ RocksDB) in a NEW checkpoint."),
+                "Another state store provider (HDFS ↔ RocksDB), NEW checkpoint."),
     "rollback": ("statekit.cli.rollback_cmd:rollback_command",
-                 "Roll back to an earlier committed batch in a NEW checkpoint (--list)."),
+                 "Back to an earlier committed batch, in a NEW checkpoint."),
     "evict": ("statekit.cli.evict_cmd:evict_command",
-              "Remove state rows (--where, --stale-after, --expired) in a NEW checkpoint."),
+              "Remove selected state rows, in a NEW checkpoint (JVM)."),
     "doctor": ("statekit.cli.doctor_cmd:doctor_command",
-               "Will it restart? Spark's predicted error per problem and the fix command."),
+               "Will it restart? Spark's error per problem, and the fix."),
     "metrics": ("statekit.cli.metrics_cmd:metrics_command",
-                "Prometheus metrics of one or many checkpoints: printed, or --serve (no JVM)."),
+                "Prometheus metrics of one or many checkpoints (no JVM)."),
     "pack": ("statekit.cli.pack_cmd:pack_command",
-             "Pack this venv for a cluster's executors (spark.archives; --env-archive)."),
+             "Pack this venv for a cluster's executors (--env-archive)."),
     "tui": ("statekit.cli.tui_cmd:tui_command",
-            "Browse a checkpoint in the terminal (Textual): report, files, growth, recovery."),
+            "Browse checkpoints in the terminal or a browser."),
     "state": ("statekit.cli.state_cmd:state_group",
-              "State rows through Spark's state data source: show, export, changes, stats."),
+              "State rows through Spark's state data source (JVM)."),
     "pipeline": ("statekit.cli.pipeline_cmd:cli",
                  "The reference fraud/session pipeline: generate, run, labels."),
 }
@@ -56,7 +56,43 @@ COMMANDS = {
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="statekit")
 def cli() -> None:
-    """statekit: see inside Spark Structured Streaming checkpoints and state stores."""
+    """See inside Spark Structured Streaming checkpoints and state stores.
+
+    CKPT is a checkpoint folder: a local path or an fsspec URL (s3://, gs://, abfs://,
+    webhdfs://HOST:9870/…, file://, memory://…). hdfs:// goes through pyarrow's libhdfs,
+    which needs Hadoop and loads a JVM: prefer webhdfs://. Credentials and endpoints of object
+    stores: --storage-option KEY=VALUE, or a JSON object in $STATEKIT_STORAGE_OPTIONS.
+
+    The commands that read start no JVM unless an option or the help says so. The commands
+    that write (repartition, migrate, rollback, evict) never modify CKPT: they build a new
+    checkpoint DST in a staging folder beside it (.DST.statekit-staging), verify it through
+    Spark and publish it with one rename, so a crash leaves no DST.
+
+    Every error is one line on stderr, "statekit: error: …", with an exit code:
+
+    \b
+    - 0 success; 1 internal error (a bug: STATEKIT_DEBUG=1 shows the traceback)
+    - 2 usage error, before any work: unknown option, bad value
+    - 3 bad input: no such path, not a checkpoint, no such operator or batch
+    - 4 corrupt input: truncated or damaged file, checksum mismatch, bad JSON
+    - 5 unsupported format, codec, operator or provider
+    - 6 refused as unsafe: DST not empty, query looks live, uncommitted batch
+    - 7 environment: Java 17+ missing, an fsspec package (e.g. gcsfs) missing
+    - 8 a Spark job or query failed, or a write's verification failed
+    - 9, 11, 12 the doctor's verdict (see statekit doctor); 10 growth --fail-on
+    - 130 interrupted
+
+    Environment:
+
+    \b
+    - STATEKIT_STORAGE_OPTIONS: fsspec options as a JSON object
+    - STATEKIT_CONCURRENCY: requests in flight on object stores (1-4096,
+      default 256; lower it for a shared bucket or a connection-capped proxy)
+    - STATEKIT_MACHINE_SPEED: recovery's --machine-speed default
+    - STATEKIT_CACHE_DIR: the cache folder (default ~/.cache/statekit)
+    - STATEKIT_SHIP=0: do not ship statekit to a cluster's executors
+    - STATEKIT_DEBUG=1: tracebacks of internal errors
+    """
 
 
 def main() -> None:

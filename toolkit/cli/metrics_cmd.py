@@ -69,25 +69,45 @@ def _address(text: str) -> tuple[str, int]:
 @checkpoints_from_option
 @storage_option
 @click.option("--per-partition", is_flag=True,
-              help="Also the statekit_partition_* families, one series per partition.")
+              help="Also the `statekit_partition_*` families: keys, bytes and snapshot lag, "
+                   "one series per partition.")
 @decode_option
 @cores_option
 @click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
-              help="Serve /metrics instead of printing once (e.g. :9108).")
+              help="Serve /metrics over HTTP on this address instead of printing once: "
+                   ":9108 (every interface) or 127.0.0.1:9108. Runs until interrupted.")
 @click.option("--cache-seconds", type=click.FloatRange(min=0), default=60.0,
-              show_default=True, help="With --serve: re-read the checkpoints at most this "
-                                      "often.")
+              show_default=True, metavar="SECONDS",
+              help="With --serve: read the checkpoints again at most this often; scrapes in "
+                   "between get the last reading.")
 def metrics_command(checkpoints: tuple[str, ...], listing: Any,
                     storage_option: tuple[str, ...], per_partition: bool, decode: bool,
                     cores: int | None,
                     serve: str | None, cache_seconds: float) -> None:
-    """Prometheus metrics of one or many checkpoints: the restart verdict (statekit doctor's),
-    keys, bytes, files, snapshot lag, growth verdict, recovery estimate, last batch and its
-    age, watermark. The storage options apply to every checkpoint; with --decode the restart
-    verdict also decodes every state file a restart loads (slower; without it the doctor goes
-    by listings and the small files).
+    """Prometheus metrics of one or many checkpoints, printed once or served.
 
-    Example: statekit metrics demo/checkpoint > /var/lib/node_exporter/statekit.prom
+    No JVM. Each CKPT (and each line of --checkpoints-from) is a path or URL; the storage
+    options apply to every one. The exposition (Prometheus text format) has, per
+    checkpoint: statekit_checkpoint_up, the doctor's verdict (statekit_restart_verdict,
+    statekit_restart_problems, statekit_doctor_exit_code), the last committed batch, the last
+    batch's time and age, the watermark; per operator/store: keys, bytes, files per kind,
+    snapshot lag, unloadable partitions, orphan files, the growth verdict with its plateau and
+    slope (`statekit_growth_*`); the restart estimate with its range, state-load part and memory
+    (`statekit_recovery_*`, absent when the checkpoint will not restart). Each family carries its
+    own HELP text. --per-partition adds `statekit_partition_*` (kept apart so that a sum() never
+    counts a store twice).
+
+    A checkpoint that cannot be read is statekit_checkpoint_up 0 with its exit code in
+    statekit_checkpoint_error_exit_code; the rest of the scrape is unaffected. Without --serve
+    the metrics are printed once (node_exporter's textfile collector, from cron); with --serve
+    statekit answers /metrics and reads the checkpoints again at most every --cache-seconds.
+    Without --decode the restart verdict goes by the listings and the small files.
+
+    Examples:
+
+    \b
+        statekit metrics demo/checkpoint > /var/lib/node_exporter/statekit.prom
+        statekit metrics --checkpoints-from checkpoints.txt --serve :9108
     """
     import os
 

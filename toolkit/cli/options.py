@@ -59,8 +59,10 @@ def storage_option(command: F) -> F:
     """Add ``--storage-option KEY=VALUE`` (repeatable)."""
     return click.option(
         "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
-        help="fsspec storage option for object stores (repeatable; JSON values allowed), "
-             f"merged over ${STORAGE_OPTIONS_ENV}.")(command)
+        help="An fsspec option for the checkpoint's filesystem, e.g. "
+             "endpoint_url=http://127.0.0.1:9000, profile=prod or anon=true (s3fs); a value "
+             "that parses as JSON is taken as JSON. Repeatable; each wins over the same key "
+             f"in ${STORAGE_OPTIONS_ENV} (a JSON object).")(command)
 
 
 def checkpoint_options(command: F) -> F:
@@ -85,19 +87,23 @@ def spark_options(command: F) -> F:
     start Spark (read them back with :func:`spark_conf`)."""
     command = click.option(
         "--env-archive", metavar="FILE", expose_value=False, callback=_remember_env_archive,
-        help="A packed environment (statekit pack) for the executors of a cluster master: "
-             "sets spark.archives and spark.pyspark.python.")(command)
+        help="An archive built by statekit pack (a path or URL) for the executors of a "
+             "cluster master: sets spark.archives and spark.pyspark.python. Refused with a "
+             "local master.")(command)
     command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
-                           help="Extra Spark settings, repeatable.")(command)
-    return click.option("--master", default=None,
-                        help="Spark master URL (default local[*]).")(command)
+                           help="A Spark setting for the session statekit starts; wins over "
+                                "statekit's own. Repeatable.")(command)
+    return click.option("--master", default=None, metavar="URL",
+                        help="Spark master URL: spark://HOST:PORT, yarn, k8s://… "
+                             "(default: local[*], this machine).")(command)
 
 
 def checkpoints_from_option(command: F) -> F:
     """``--checkpoints-from FILE``: more checkpoint URLs, one per line (# comments)."""
     return click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
                         metavar="FILE",
-                        help="Read checkpoint URLs from FILE, one per line (# comments)."
+                        help="Also read checkpoint paths or URLs from FILE, one per line "
+                             "(# starts a comment; - reads standard input)."
                         )(command)
 
 
@@ -113,7 +119,8 @@ def checkpoint_urls(checkpoints: tuple[str, ...], listing: Any) -> list[str]:
 
 def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True,
-                        help="Print JSON for machines instead of tables.")(command)
+                        help="Print JSON instead of tables (standard JSON: NaN and infinity "
+                             "as null).")(command)
 
 
 def open_from_cli(checkpoint: str, storage_option: tuple[str, ...],
@@ -269,15 +276,17 @@ def operator_option(command: F) -> F:
     """``--operator ID``."""
     return click.option(
         "--operator", type=click.IntRange(min=0), default=None, metavar="ID",
-        help="Operator id (default: every operator; commands that read one operator's rows "
-             "take the first).")(command)
+        help="Operator id, the number of its folder under state/ (default: every operator; "
+             "commands that read one operator's rows take the first). Exit 3 when the "
+             "checkpoint has no such operator.")(command)
 
 
 def partition_option(required: bool = False) -> Callable[[F], F]:
     """``--partition P``: one partition, an index (``--partitions`` is a count)."""
     return click.option(
         "--partition", type=click.IntRange(min=0), default=None, required=required,
-        metavar="P", help="One partition id (an index; --partitions is a count).")
+        metavar="P", help="One partition id, from 0 (--partitions is a count). report and "
+                          "ls: exit 3 when the checkpoint has no such partition.")
 
 
 def partitions_option(required: bool = False) -> Callable[[F], F]:
@@ -293,14 +302,16 @@ def store_option(command: F) -> F:
     """``--store NAME``."""
     return click.option(
         "--store", default=None, metavar="NAME",
-        help="Store name (joins: e.g. left-keyWithIndexToValue; default: the operator's "
-             "first store).")(command)
+        help="State store of the operator, needed where it has several: a stream-stream "
+             "join has left-keyToNumValues, left-keyWithIndexToValue, right-keyToNumValues "
+             "and right-keyWithIndexToValue; other operators one, default.")(command)
 
 
 def batch_option(command: F) -> F:
     """``--batch B``: a committed batch id."""
     return click.option("--batch", type=click.IntRange(min=0), default=None, metavar="B",
-                        help="Committed batch id (default: the last).")(command)
+                        help="Read the state as of this committed batch id (default: the "
+                             "last committed).")(command)
 
 
 def cores_option(command: F) -> F:
@@ -315,25 +326,26 @@ def limit_option(command: F) -> F:
     """``--limit N``."""
     return click.option(
         "--limit", type=click.IntRange(min=0), default=None, metavar="N",
-        help="Stop after this many rows (default: state show 20, dump every record).")(command)
+        help="Show at most this many rows (default: state show 20; dump every "
+             "record).")(command)
 
 
 def min_deltas_option(command: F) -> F:
     """``--min-deltas N``."""
     return click.option(
         "--min-deltas", type=click.IntRange(min=1), default=None, metavar="N",
-        help="minDeltasForSnapshot the query runs with (the checkpoint does not record it; "
-             "Spark's default 10): sets the snapshot-lag thresholds and joins the what-if "
-             "table.")(command)
+        help="The query's stateStore.minDeltasForSnapshot, which the checkpoint does not "
+             "record (default: Spark's 10). report: the no-snapshot and snapshot-lag "
+             "thresholds; recovery: one more row of the what-if table.")(command)
 
 
 def file_sink_option(command: F) -> F:
     """``--file-sink PATH`` (``--sink`` before)."""
     return _apply(command, click.option(
         "--file-sink", "file_sink", default=None, metavar="PATH",
-        help="The query's file sink output folder (with _spark_metadata): read to tell what "
-             "a restart re-runs or skips; write commands keep its log in step with DST, "
-             "which then owns it."),
+        help="The query's file sink output folder, the one holding _spark_metadata (a path "
+             "or URL): read to tell what a restart re-runs or skips; write commands keep "
+             "its log in step with DST, which then owns the sink."),
         renamed_option("--sink", "--file-sink", "file_sink"))
 
 
@@ -341,9 +353,10 @@ def progress_log_option(command: F) -> F:
     """``--progress-log FILE`` (``--progress`` before)."""
     return _apply(command, click.option(
         "--progress-log", "progress_log", default=None, metavar="FILE",
-        help="The query's StreamingQueryProgress log (JSON lines or a JSON array, any fsspec "
-             "URL): history beyond the retained batches, batch durations, the operators; "
-             "pipeline run appends to it."),
+        help="The query's StreamingQueryProgress log, a path or URL: one JSON object per "
+             "line (a listener writing event.progress.json) or a JSON array. Gives history "
+             "beyond the retained batches, batch durations and the operators; pipeline run "
+             "appends to it."),
         renamed_option("--progress", "--progress-log", "progress_log"))
 
 
@@ -353,39 +366,44 @@ def rto_option(command: F) -> F:
 
     return click.option(
         "--rto", type=DURATION, default=None, metavar="DURATION",
-        help="Recovery-time objective (e.g. 30s): the restart estimate is judged against "
-             "it, with the largest minDeltasForSnapshot that meets it.")(command)
+        help="Recovery-time objective: 30s, 2m, 500ms, 1h or plain seconds. The restart "
+             "estimate is judged against it, with the largest minDeltasForSnapshot that "
+             "meets it.")(command)
 
 
 def stale_after_option(command: F) -> F:
     """``--stale-after K``."""
     return click.option(
         "--stale-after", type=click.IntRange(min=1), default=None, metavar="K",
-        help="State versions without change after which a key counts as stale (growth "
-             "reports them: default a third of the history, 2..10; evict removes them).")(command)
+        help="State versions without a change after which a key counts as stale (growth "
+             "reports them, default a third of the history within 2..10; evict removes "
+             "them).")(command)
 
 
 def where_option(command: F) -> F:
     """``--where SQL``."""
     return click.option(
         "--where", default=None, metavar="SQL",
-        help="Spark SQL predicate over key.* and value.*, as `state show` prints them, "
-             "e.g. \"key.user_id = 'u42'\" (state show: the rows shown; evict: the rows "
-             "removed).")(command)
+        help="Spark SQL predicate over the key and value structs (key.FIELD, value.FIELD, "
+             "as state show prints them), e.g. \"key.user_id = 'u42'\" (state show: the "
+             "rows shown; evict: the rows removed). Exit 3 when Spark cannot evaluate "
+             "it.")(command)
 
 
 def out_option(required: bool = True, dest: str = "target") -> Callable[[F], F]:
     """``--out DST``: where a command writes."""
     return click.option("--out", dest, default=None, required=required, metavar="DST",
-                        help="The new folder to write (must not exist, or be empty).")
+                        help="The new folder to write, a path or URL (must not exist, or be "
+                             "empty; exit 6 otherwise).")
 
 
 def to_batch_option(dest: str) -> Callable[[F], F]:
     """``--to-batch B``: the last batch of what a command produces."""
     return click.option(
         "--to-batch", dest, type=click.IntRange(min=0), default=None, metavar="B",
-        help="Last batch id: rollback's new end (the query then runs B + 1 and later "
-             "again); state changes' feed end (default: the last committed).")
+        help="Last batch id: rollback's new last committed batch (the query then runs "
+             "B + 1 and later again); state changes' feed end. Default: the last "
+             "committed.")
 
 
 def decode_option(command: F) -> F:
@@ -394,8 +412,9 @@ def decode_option(command: F) -> F:
     read-back)."""
     return _apply(command, click.option(
         "--decode", is_flag=True, default=False,
-        help="Also read and decode every state file a restart loads (no JVM; with --master "
-             "as Spark tasks): a truncated or corrupt file becomes an error naming it."),
+        help="Also read and decode every state file a restart loads and check it against "
+             "its .crc files (no JVM; with --master as Spark tasks): a truncated or corrupt "
+             "file becomes an error naming it. Reads every byte of those files."),
         renamed_option("--verify", "--decode", "decode", flag=True))
 
 
@@ -415,17 +434,22 @@ def write_options(*, out_required: bool = True, allow_uncommitted: bool = True,
     decorators: list[Callable[[F], F]] = [
         out_option(required=out_required),
         click.option("--dry-run", is_flag=True, default=False,
-                     help="Show what would be written (the plan; evict: the rows per operator "
-                          "and partition) and write nothing."),
+                     help="Print the plan (evict: the rows each operator and partition "
+                          "would lose) and write nothing."),
         click.option("--verify/--no-verify", default=True, show_default=True,
-                     help="Read the target back through Spark before publishing it "
-                          "(--no-verify: no JVM for that step)."),
+                     help="Read the target back through Spark's state reader and compare "
+                          "it with the source before publishing (--no-verify: no JVM for "
+                          "that step)."),
         click.option("--force", is_flag=True, default=False,
-                     help="Proceed although a batch started recently (the query looks live).")]
+                     help="Proceed although the query looks live (a batch started within 3 "
+                          "trigger intervals, at least 2 minutes): only for a stopped "
+                          "query.")]
     if allow_uncommitted:
         decorators.append(click.option(
             "--allow-uncommitted", is_flag=True, default=False,
-            help="Use the last COMMITTED batch although a newer batch was planned."))
+            help="Use the last committed batch although a newer one was planned: the "
+                 "target drops the planned batch, so the restarted query reads its input "
+                 "again (a sink that already wrote it gets that output twice)."))
     if file_sink:
         decorators.append(file_sink_option)
 

@@ -25,18 +25,26 @@ from statekit.presentation import human_bytes
 @click.option("--python-prefix", metavar="PATH", default=None,
               help="Where the executors' base Python lives (its prefix, e.g. /usr), when not "
                    "at this venv's base path.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing ARCHIVE.")
+@click.option("--overwrite", is_flag=True, help="Replace ARCHIVE if it exists.")
 @json_option
 def pack_command(archive: str, everything: bool, python_prefix: str | None, overwrite: bool,
                  as_json: bool) -> None:
-    """Pack this venv into ARCHIVE (.tar.gz, .tgz or .zip; default statekit-env.tar.gz) for
-    the executors of a cluster (spark.archives).
+    """Pack this venv into ARCHIVE for the executors of a cluster (spark.archives).
 
-    The archive holds statekit's runtime dependencies as installed here (or the whole venv
+    ARCHIVE: .tar.gz, .tgz or .zip (default statekit-env.tar.gz); it must not exist unless
+    --overwrite. It holds statekit's runtime dependencies as installed here (the whole venv
     with --all); pyspark's jars and development tools stay out. Executors need a CPython of
-    the driver's major.minor version at the venv's base path (or --python-prefix).
+    the driver's major.minor version at the venv's base path (or --python-prefix). Prints how
+    to use it: --env-archive ARCHIVE on any command that takes --master, or the two --conf
+    settings it stands for. --json: the archive, its size, the distributions packed and left
+    out, and the confs.
 
-    Example: statekit pack /shared/statekit-env.tar.gz
+    Examples:
+
+    \b
+        statekit pack /shared/statekit-env.tar.gz
+        statekit growth hdfs:///ckpt --master yarn \\
+            --env-archive /shared/statekit-env.tar.gz
     """
     import sys
 

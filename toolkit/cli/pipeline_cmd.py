@@ -36,15 +36,29 @@ if TYPE_CHECKING:
 DEFAULTS = GeneratorConfig()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("pipeline", context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """The reference fraud/session pipeline: a realistic stateful query to inspect."""
+    """The reference fraud/session pipeline: a realistic stateful query to inspect.
+
+    generate writes deterministic transaction batches into a landing folder; run processes
+    them with applyInPandasWithState (keyed by user_id, event-time timeouts, a 5-minute
+    watermark, a file source reading one file per batch, Parquet output); labels prints what
+    the generator made fraudulent. Also runs as python -m statekit pipeline ….
+
+    Examples:
+
+    \b
+        statekit pipeline generate --landing /tmp/landing --batches 20
+        statekit pipeline run --landing /tmp/landing --checkpoint /tmp/ckpt \\
+            --output /tmp/out
+    """
 
 
 _landing_option = click.option(
     "--landing", required=True, type=click.Path(file_okay=False, path_type=Path),
-    help="Landing folder: events/ (read by the query), truth/ and generator.json, written by "
-         "`generate`.")
+    help="Landing folder (a local path), written by generate: events/batch-NNNNNN.jsonl "
+         "(one file = one micro-batch, read by the query), truth/batch-NNNNNN.json (every "
+         "session generated, with its pattern) and generator.json (config and batch count).")
 
 
 @cli.command("generate")
@@ -52,36 +66,65 @@ _landing_option = click.option(
 @click.option("--batches", default=20, show_default=True, type=click.IntRange(min=1),
               help="Batch files to write (one file = one micro-batch).")
 @click.option("--append", is_flag=True,
-              help="Add batches to an existing landing folder, continuing its numbering.")
+              help="Add batches to an existing landing folder, continuing its numbering "
+                   "and its stream with the folder's config (a different option is "
+                   "refused).")
 @click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int,
               help="Random seed: the same seed and options give byte-identical files.")
 @click.option("--users", default=DEFAULTS.users, show_default=True, type=click.IntRange(min=1),
               help="Users existing before the first batch.")
 @click.option("--new-users-per-batch", default=DEFAULTS.new_users_per_batch, show_default=True,
-              type=click.IntRange(min=0), help="Brand-new users in every later batch.")
+              type=click.IntRange(min=0),
+              help="Brand-new users in every later batch (an open population).")
 @click.option("--events-per-batch", default=DEFAULTS.events_per_batch, show_default=True,
               type=click.IntRange(min=1), help="Target events per batch file.")
 @click.option("--batch-minutes", default=DEFAULTS.batch_minutes, show_default=True,
-              type=click.IntRange(1, 60), help="Event time covered by one batch file.")
+              type=click.IntRange(1, 60),
+              help="Event time covered by one batch file, in minutes.")
 @click.option("--fraud-per-batch", default=DEFAULTS.fraud_per_batch, show_default=True,
-              type=click.FloatRange(min=0), help="Expected injected fraud incidents per batch.")
+              type=click.FloatRange(min=0),
+              help="Expected fraud incidents per batch (Poisson).")
 @click.option("--near-miss-per-batch", default=DEFAULTS.near_miss_per_batch, show_default=True,
               type=click.FloatRange(min=0),
-              help="Expected harmless bursts per batch (cleared by auth_ok or unconfirmed).")
+              help="Expected harmless bursts per batch: cleared by auth_ok, or never "
+                   "confirmed.")
 @click.option("--late-per-batch", default=DEFAULTS.late_per_batch, show_default=True,
-              type=click.IntRange(min=0), help="Events per batch arriving behind the watermark.")
+              type=click.IntRange(min=0),
+              help="Transactions per batch arriving more than an hour late, behind the "
+                   "watermark (Spark drops them).")
 @click.option("--out-of-order", default=DEFAULTS.out_of_order, show_default=True,
               type=click.FloatRange(0, 1),
-              help="Share of late-in-batch normal events delivered one batch late.")
+              help="Share of normal transactions from a batch's last 2 minutes delivered "
+                   "one file late (still ahead of the watermark).")
 @click.option("--start", default=DEFAULTS.start, show_default=True,
-              help="Event time of the first batch (ISO 8601).")
+              help="Event time of the first batch (ISO 8601, with an offset).")
 @click.option("--burstiness", default=DEFAULTS.burstiness, show_default=True,
               type=click.FloatRange(0, 2),
-              help="Lognormal sigma of per-batch traffic (0 = steady; 0.6 = bursty).")
+              help="Lognormal sigma of per-batch traffic: 0 steady, 0.6 frequent 2-3x bursts "
+                   "and quiet batches (a bounded state under bursty load).")
 @json_option
 def generate_cmd(landing: Path, batches: int, append: bool, as_json: bool,
                  **options: Any) -> None:
-    """Write deterministic transaction batches (and their ground truth) into LANDING."""
+    """Write deterministic transaction batches and their ground truth.
+
+    Into the --landing folder. The same seed and options give byte-identical files; generate
+    6 then --append 6 equals generate 12. Events: event_id, event_type (txn, auth_ok,
+    case_closed), user_id, card_id, amount, currency, merchant_category, country,
+    event_time. Session patterns: normal (1–4 everyday purchases), fraud (a velocity burst
+    of 5–7 purchases or 2–3 large ones of at least 5,000 within minutes, a purchase from
+    another country within 2 minutes, a case_closed 20–40 minutes later), burst_cleared (a
+    burst, then auth_ok within 90 s) and burst_unconfirmed. A user's sessions are more than
+    30 minutes apart. --json: the batches and events written, the fraud incidents and the
+    config.
+
+    Examples:
+
+    \b
+        statekit pipeline generate --landing /tmp/landing --batches 20 --seed 7
+        statekit pipeline generate --landing /tmp/landing --batches 10 --append
+        statekit pipeline generate --landing /tmp/big --users 200000 \\
+            --events-per-batch 40000 --batches 50
+    """
     ctx = click.get_current_context()
     manifest = _manifest(landing)
     if manifest is not None and not append:
@@ -131,7 +174,16 @@ def _manifest(landing: Path) -> tuple[GeneratorConfig, int] | None:
 @cli.command("labels")
 @_landing_option
 def labels_cmd(landing: Path) -> None:
-    """Print the users the generator made fraudulent (JSON: user → fraud session ids)."""
+    """Print the users the generator made fraudulent (JSON).
+
+    One key per user, with the ids of its fraud sessions: the ground truth to compare the
+    query's alerts with.
+
+    Example:
+
+    \b
+        statekit pipeline labels --landing /tmp/landing
+    """
     if _manifest(landing) is None:
         raise BadInput("not a landing folder (no generator.json)", path=str(landing))
     print_json(dict(sorted(fraud_labels(landing).items())))
@@ -151,36 +203,71 @@ def _duration_ms(text: str) -> str:
 
 @cli.command("run")
 @_landing_option
-@click.option("--checkpoint", required=True, help="Checkpoint location (path or URL).")
-@click.option("--output", required=True, help="Parquet sink location for alerts and sessions.")
+@click.option("--checkpoint", required=True, metavar="PATH",
+              help="The query's checkpoint folder (a path or URL): new, or one an earlier run "
+                   "wrote, which it continues.")
+@click.option("--output", required=True, metavar="PATH",
+              help="The Parquet file sink folder for alerts and sessions (a path or URL).")
 @click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="hdfs",
-              show_default=True, help="State store provider.")
+              show_default=True,
+              help="State store provider (pinned by the checkpoint at its first run).")
 @partitions_option()
 @click.option("--min-deltas-for-snapshot", type=click.IntRange(min=1), default=None,
-              help="stateStore.minDeltasForSnapshot (Spark's default: 10).")
-@click.option("--maintenance-interval", default=None,
-              help="stateStore.maintenanceInterval, e.g. 1s (Spark's default: 60s). "
-                   "HDFS snapshots are written by this background task.")
+              metavar="N",
+              help="spark.sql.streaming.stateStore.minDeltasForSnapshot: deltas after which "
+                   "the maintenance task writes a snapshot (default: Spark's 10).")
+@click.option("--maintenance-interval", default=None, metavar="DURATION",
+              help="spark.sql.streaming.stateStore.maintenanceInterval: 500ms, 1s, 2m or "
+                   "plain milliseconds (default: Spark's 60s). HDFS snapshots are written "
+                   "only by this background task.")
 @changelog_option
 @click.option("--no-changelog", "_no_changelog", is_flag=True, hidden=True, expose_value=False,
               help="The default (kept so that scripts that spelled it out still run).")
 @click.option("--watermark-delay", default="5 minutes", show_default=True,
-              help="Event-time watermark delay; events behind it are dropped.")
+              help="Event-time watermark delay, a Spark interval such as '5 minutes'; "
+                   "events behind the watermark are dropped.")
 @click.option("--leaky", is_flag=True,
-              help="Run the leaky variant: no timeout, no remove, all transactions in state.")
+              help="Run the leaky variant: no timeout, never remove(), every transaction "
+                   "kept in state, so the state grows every batch.")
 @click.option("--trigger", type=click.Choice(["available-now", "processing-time"]),
               default="available-now", show_default=True,
               help="available-now: drain the landing folder and stop; processing-time: live.")
 @click.option("--interval", default="10 seconds", show_default=True,
-              help="Trigger interval for processing-time.")
+              help="Trigger interval of --trigger processing-time, a Spark interval such "
+                   "as '10 seconds'.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
-              help="Stop a live run after this many seconds.")
+              metavar="SECONDS",
+              help="Stop a live run after this many seconds (default: run until Ctrl-C).")
 @progress_log_option
 @spark_options
 @json_option
 def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
             confs: tuple[str, ...], as_json: bool, **options: Any) -> None:
-    """Run the fraud/session query over LANDING into CHECKPOINT and OUTPUT."""
+    """Run the fraud/session query over the landing folder (JVM).
+
+    Prints each batch as it completes (events, state keys, watermark) and a summary: alerts
+    and sessions written, the fraud the generator injected, state keys, state files by kind.
+    The checkpoint pins the provider and the partition count at its first run: a different
+    --provider or --partitions later is ignored by Spark, and run says so. HDFS snapshots are
+    written only by the maintenance task (--maintenance-interval), after minDeltasForSnapshot
+    deltas.
+
+    Output (Parquet, exactly-once file sink): kind (alert or session), user_id, event_ms,
+    session_start_ms, last_event_ms, txn_count, total_amount, phase, reason, detail (JSON),
+    event_time, session_start. --leaky runs the same detector written the way not to: no
+    timeout, never remove(), every transaction kept in state, auth_ok and case_closed
+    ignored; its state grows every batch. --json: the summary.
+
+    Examples:
+
+    \b
+        statekit pipeline run --landing /tmp/landing --checkpoint /tmp/ckpt \\
+            --output /tmp/out
+        statekit pipeline run --landing /tmp/landing --checkpoint /tmp/rocks \\
+            --output /tmp/rocks-out --provider rocksdb --changelog -n 16
+        statekit pipeline run --landing /tmp/landing --checkpoint /tmp/live \\
+            --output /tmp/live-out --trigger processing-time --timeout 600
+    """
     from statekit.jobs.session import build_session
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 

@@ -63,26 +63,32 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
 @checkpoint_options
 @cores_option
 @click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Executors; the restart runs cores × executors tasks at once.")
+              metavar="N",
+              help="Executors the query runs on: the restart runs --cores × --executors "
+                   "tasks at once.")
 @click.option("--executor-memory", "executor_memory", type=JVM_SIZE, metavar="SIZE",
-              help="Each executor's heap (local masters: the driver's), e.g. 4g: warn when the "
-                   "loaded state will not fit in it.")
+              help="Each executor's heap as Spark writes spark.executor.memory (local "
+                   "masters: the driver's): 4g, 512m, or a plain number of MiB. Says whether "
+                   "the loaded state fits, is tight, or will not fit.")
 @progress_log_option
 @file_sink_option
 @rto_option
 @min_deltas_option
 @click.option("--calibrate", is_flag=True,
               help="Time reading a sample of this checkpoint's files through its filesystem "
-                   "and use the measured latency and bandwidth.")
+                   "(no JVM) and use the slower of the measured and the default latency and "
+                   "bandwidth.")
 @click.option("--measure", is_flag=True,
-              help="Start Spark (a JVM) on --master, time it loading the slowest partitions "
-                   "and scale the model to what it measured.")
+              help="Start Spark (a JVM) on --master, time its state reader loading the two "
+                   "slowest partitions (after a warm-up read) and scale the model to what it "
+                   "measured.")
 @click.option("--machine-speed", "speed_setting", metavar="probe|reference|FACTOR",
               callback=_speed_setting,
-              help="Scale the model's constants to this machine: 'probe' times a small load in "
-                   "Python (cached; the default, also set by STATEKIT_MACHINE_SPEED), "
-                   "'reference' keeps the benchmark machine's seconds, a number is the factor. "
-                   "Spark on other machines: use --measure.")
+              help="Scale the model's constants to this machine: probe (the default) times "
+                   "a small load in Python, cached for a day; reference keeps the benchmark "
+                   "machine's seconds; a number is the factor (seconds here ÷ seconds "
+                   "there). Default from $STATEKIT_MACHINE_SPEED. Spark on other machines: "
+                   "use --measure.")
 @decode_option
 @spark_options
 @json_option
@@ -92,15 +98,45 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                      rto: float | None, min_deltas: int | None, calibrate: bool,
                      measure: bool, speed_setting: str | None, decode: bool,
                      master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
-    """Estimate how long a restart takes: from the restart until its first batch completes,
-    beyond what that batch costs on an empty checkpoint (loading state, then running on it),
-    plus re-running uncommitted batches; and the memory the loaded state needs.
+    """Estimate how long a restart takes: range, what dominates it, memory.
 
-    With --file-sink an uncommitted batch the sink already committed (_spark_metadata/<batch>)
-    is skipped on restart, not re-run; with --decode a checkpoint that will not restart has no
-    estimate: the command says why and exits with the doctor's code.
+    No JVM unless --measure. The estimate is the time from the restart until its first batch
+    completes, beyond what that batch costs on an empty checkpoint: the state load (per store
+    instance, the files Spark loads at the restart's version, costed per file, byte, record
+    and task, scheduled over cores x executors slots) and the first batch running on it; plus
+    re-running uncommitted batches. The range comes from the model's held-out benchmark
+    errors. The output shows what dominates, the slowest partitions, the memory the loaded
+    state needs per executor (HDFS on the heap, RocksDB off it; judged against
+    --executor-memory), and a what-if table over minDeltasForSnapshot (worst case with its
+    range, typical case, snapshot bytes written per batch). RocksDB without changelog
+    checkpointing has no what-if table: it uploads a zip every batch.
 
-    Example: statekit recovery demo/checkpoint --rto 30s
+    An uncommitted batch is re-run first, costed as one batch after a cold start (from
+    --progress-log, else the median gap between batch starts). If the file sink already
+    committed it (--file-sink, or the sink the progress log names, has its _spark_metadata
+    entry) it is skipped instead.
+
+    The model's constants are seconds on the benchmark machine, scaled by a JVM-free speed
+    probe of this machine (about 0.3 s, cached for a day; see --machine-speed). On object
+    stores or other machines, --calibrate (time this checkpoint's files) or --measure (time
+    Spark itself) make it fit. --measure fetches the files into a local copy first when Spark
+    cannot reach the store; a partition Spark cannot load fails in one line naming the
+    damaged file.
+
+    A checkpoint that will not restart has no estimate: the command prints "does not apply",
+    the doctor's fatal problems and fix, and exits 11 or 12. Without --decode the state files
+    are not read, and the output says so. --json: the estimate ("estimate_s", "low_s",
+    "high_s", "stages", "what_if", "recommendation", "memory", …), "calibration",
+    "measurement", "applies" and "restart".
+
+    Examples:
+
+    \b
+        statekit recovery demo/checkpoint --rto 30s
+        statekit recovery demo/checkpoint --file-sink demo/output
+        statekit recovery demo/checkpoint --executor-memory 4g --executors 10
+        statekit recovery s3://bucket/ckpt --calibrate --cores 4 --json
+        statekit recovery s3://bucket/ckpt --measure --master spark://head:7077
     """
     from statekit.checkpoint.location import resolve
     from statekit.cli.health import health_summary, print_health, restart_health

@@ -50,9 +50,44 @@ def _common_options(command: F) -> F:
 @_common_options
 def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partitions: int,
                         **options: Any) -> None:
-    """Repartition the state of CKPT into a new checkpoint DST (the source is never written).
+    """Write CKPT's state with another partition count into a new checkpoint DST.
 
-    Example: statekit repartition demo/checkpoint --partitions 4 --out demo/checkpoint-4
+    Starts a JVM. CKPT is only read. DST gets what a restart needs, following Spark's own
+    repartition: metadata, sources, offsets and commits up to the last committed batch N and
+    the schema files; a repartition batch N+1 (offsets/N+1 pins the new
+    spark.sql.shuffle.partitions); state version N+2 in every new partition; operator metadata
+    with the new count. Each row goes to pmod(hash(key), P), the key being what Spark
+    partitions the operator's input by (session windows: without sessionStartTime; joins: the
+    join key in all four stores). HDFS state is replayed in executor tasks and written as
+    .snapshot files, bytes as Spark wrote them; RocksDB (and transformWithState, every column
+    family) through Spark's own state rewriter.
+
+    DST is built in a staging folder beside it (.DST.statekit-staging), verified, and
+    published with one rename: a crash leaves no DST. The verification reads both through
+    Spark's statestore reader: the same (key, value) rows per operator and store, every row in
+    its hash partition, and state-metadata reporting P partitions (exit 8 otherwise, nothing
+    published).
+
+    Refused with nothing written (exit 6): the same partition count, an uncommitted last
+    batch (unless --allow-uncommitted), a non-empty DST, a query that looks live (unless
+    --force). Exit 5: a provider, codec (lz4 and zstd are supported) or operator statekit
+    cannot write. Supported: aggregation, dropDuplicates(WithinWatermark),
+    flatMapGroupsWithState, applyInPandasWithState, session windows, stream-stream joins,
+    transformWithState (RocksDB). A checkpoint without operator metadata (Spark 3.5, or never
+    restarted on 4.x) gets it derived from its stores and schema files; an operator that
+    cannot be derived is refused with the reason.
+
+    --dry-run prints the plan: the stores, keys per new partition (counted through Spark with
+    the same hash) and their skew, the files and bytes to write and an estimated time. A file
+    sink's compaction fails on the repartition batch's missing log entry: --file-sink adds it.
+    --json: the plan, and after a write the rows written and verified.
+
+    Examples:
+
+    \b
+        statekit repartition demo/checkpoint -n 4 --out demo/ckpt-4 --dry-run
+        statekit repartition demo/checkpoint -n 4 --out demo/ckpt-4 \\
+            --file-sink demo/output
     """
     _run(checkpoint, storage_option, partitions, **options)
 
@@ -65,9 +100,29 @@ def repartition_command(checkpoint: str, storage_option: tuple[str, ...], partit
 @_common_options
 def migrate_command(checkpoint: str, storage_option: tuple[str, ...], to_provider: str,
                     partitions: int | None, changelog: bool, **options: Any) -> None:
-    """Move the state of CKPT to another state store provider, in a new checkpoint DST.
+    """Move CKPT's state to the other state store provider, in a new checkpoint DST.
 
-    Example: statekit migrate demo/checkpoint --to rocksdb --out demo/checkpoint-rocksdb
+    Starts a JVM. Spark pins the provider in the offset log; DST's offsets/N+1 pins the new
+    spark.sql.streaming.stateStore.providerClass (and, with --partitions, the new partition
+    count), so the unchanged query restarted on DST uses it. The rows move as bytes: every
+    state row is the same UnsafeRow key and value for both providers. Into RocksDB Spark's
+    state rewriter writes the zip and SSTs; into HDFS executor tasks write .snapshot files.
+    Same plan, staging folder, verification, refusals, --dry-run and --file-sink as statekit
+    repartition.
+
+    --changelog writes a RocksDB target with changelog checkpointing on; Spark does not pin
+    that setting, so restart the query with
+    spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true. An HDFS
+    target is checkpoint format v1: restart it with checkpointFormatVersion 1 (the default).
+    Refused as well: nothing to change, --changelog into HDFS, transformWithState into HDFS
+    (its column families need RocksDB).
+
+    Examples:
+
+    \b
+        statekit migrate demo/checkpoint --to rocksdb --out demo/rocks --dry-run
+        statekit migrate demo/checkpoint --to rocksdb -n 8 --out demo/rocks
+        statekit migrate demo/rocks --to hdfs --out demo/hdfs
     """
     _run(checkpoint, storage_option, partitions, to_provider=to_provider, changelog=changelog,
          **options)

@@ -44,14 +44,41 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                    partition: int | None, min_deltas: int | None, decode: bool,
                    no_fail: bool, master: str | None, confs: tuple[str, ...],
                    as_json: bool) -> None:
-    """Delta/snapshot/changelog/zip/SST counts, sizes, snapshot lag and warnings.
+    """State files per operator, store and partition; findings; will it restart?
 
-    Reads only listings and small metadata files: no JVM, fast on object stores. With
-    --decode --master URL the restart path is decoded on that Spark cluster instead.
-    Ends with the doctor's answer to "will it restart?", and exits with the doctor's code
-    (11, 12) when it will not.
+    Reads listings and small metadata files only (no JVM). Per operator/store: provider,
+    codec, partitions, committed version; per partition the change files (HDFS .delta, RocksDB
+    .changelog), full-state files (.snapshot, .zip), SSTs, RocksDB key count (numKeys of the
+    newest zip), the latest snapshot version, the versions since it (what a restart replays),
+    orphans and bytes; totals and byte skew (largest / mean). Checksum files (.crc) are
+    counted apart.
 
-    Example: statekit report demo/checkpoint --operator 0
+    Every problem is a finding naming its file; the report never stops at the first one. An
+    error is what a restart would fail on; a warning is history only, or repaired by Spark.
+    Codes: corrupt-log, odd-log-entry, missing-log, commit-without-offsets, not-a-batch,
+    log-gap, clock-skew, watermark-backwards, bad-conf, unsupported-codec, cannot-load,
+    missing-partitions, extra-partitions, partition-mismatch, size-mismatch (a file whose size
+    does not fit its .crc), not-a-file, corrupt-metadata, corrupt-schema,
+    unfinished-repartition, uncommitted-batch, no-snapshot, snapshot-lag (more than
+    2 × --min-deltas versions since the last snapshot), orphan-files, damaged-file (--decode).
+
+    --decode also reads every file a restart loads (the snapshot or zip at the committed
+    version, its SSTs, every later change file), decodes every record and checks each file
+    against its checksum files, in parallel worker processes; with --master URL as Spark
+    tasks, one per store instance (--master needs --decode). A damaged snapshot or zip with an
+    intact older chain is a warning: Spark 4.3 repairs it on restart.
+
+    Ends with the doctor's answer (see statekit doctor), which without --decode goes by the
+    listing and the small files. Exit code 11 or 12 when the checkpoint will not restart
+    (--no-fail: 0). --json: the same facts as one object, with "findings", "restart" (the
+    doctor's verdict), "listing" (requests, objects and seconds the listing cost) and "next".
+
+    Examples:
+
+    \b
+        statekit report demo/checkpoint
+        statekit report demo/checkpoint --operator 0 --partition 3 --decode
+        statekit report s3://bucket/ckpt --storage-option profile=prod --json
     """
     from statekit.checkpoint.checkpoint import check_selection
     from statekit.cli.health import health_summary, print_health, restart_health

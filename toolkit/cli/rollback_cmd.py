@@ -36,18 +36,25 @@ if TYPE_CHECKING:
 @checkpoint_options
 @to_batch_option("batch")
 @click.option("--list", "list_only", is_flag=True,
-              help="List the committed batches and whether each is possible (no JVM).")
+              help="List the committed batches, newest first, and whether each is possible "
+                   "as B (no JVM; writes nothing).")
 @write_options(out_required=False, allow_uncommitted=False)
 @click.option("--new-query-id", is_flag=True,
-              help="Write a new query id into the target's metadata file instead of copying "
-                   "the source's (required when the source's is missing).")
+              help="Write a new query id into DST's metadata file instead of copying the "
+                   "source's (required when the source's metadata file is lost: Spark does "
+                   "not restart without it).")
 @click.option("--set-offset", "set_offsets", multiple=True, metavar="[SRC/]KEY=N",
-              help="Where a source resumes in DST: KEY is TOPIC:PARTITION or TOPIC (Kafka), "
-                   "logOffset (file source), offset (rate-micro-batch) or * (every integer "
-                   "of the source); SRC/ picks the source when several match. Repeatable.")
+              help="Set where a source resumes in DST to N. KEY: TOPIC:PARTITION or TOPIC "
+                   "(every partition) for Kafka, not below 0 (statekit cannot ask the broker "
+                   "for its earliest offset); logOffset for the file source, an index into "
+                   "sources/ID/ (-1 up to the newest entry DST keeps); offset (rows) or "
+                   "timestamp for rate-micro-batch; * (every integer) or a field path for "
+                   "any other source. SRC/ picks a source by its id (a v1 offsets entry: its "
+                   "position from 0; v2: its sourceId) when the key matches several. "
+                   "Repeatable.")
 @click.option("--shift-by", "shifts", multiple=True, metavar="[SRC/]KEY=±N",
-              help="Move a source's resume point by N (negative: replay, positive: skip), "
-                   "same keys as --set-offset. Repeatable. With --dry-run: the diff only.")
+              help="Move a source's resume point by N: negative replays input, positive "
+                   "skips it. Same KEY and SRC/ as --set-offset. Repeatable.")
 @spark_options
 @json_option
 def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: int | None,
@@ -58,13 +65,49 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
                      confs: tuple[str, ...], as_json: bool) -> None:
     """Roll CKPT back to committed batch B, in a new checkpoint DST.
 
-    With --file-sink the sink's log entries after B move out of _spark_metadata (into
-    _statekit_sink_log_backup/), so the re-run batches write their output again.
+    The unchanged query restarted on DST runs every batch after B again (after a bad deploy, a
+    poisoned input, a sink that lost data). CKPT is only read; DST holds copies of its files,
+    nothing rewritten: metadata, the offsets, commits and source logs up to B, the schema and
+    operator metadata, and the state files that load version B+1. commits/B is published
+    last, through a staging folder as with statekit repartition. --verify (the default) has
+    Spark's statestore reader find the same rows at B in DST as in CKPT before publishing;
+    --no-verify copies without a JVM. --list and --dry-run start no JVM either.
 
-    With --set-offset / --shift-by (and no --to-batch: the last committed batch) the
-    sources of DST resume elsewhere, as Kafka Streams' reset tool does; state is kept.
+    --list names every committed batch, newest first, and why a batch is impossible: Spark
+    purged the state files that rebuild it (minBatchesToRetain), offsets/B, offsets/B-1 or
+    commits/B is missing or does not parse, or the file source compacted its log after it.
+    Damage after B is what a rollback repairs, so a broken newest log entry is no obstacle.
+    Refused with nothing written: a batch not committed or not possible (exit 3), a query that
+    looks live or a non-empty DST (exit 6).
 
-    Example: statekit rollback demo/checkpoint --to-batch 5 --out demo/checkpoint-at-5
+    Sinks. A file sink skips every batch its _spark_metadata log already holds without running
+    it, so a stateful query then fails to load its state: pass --file-sink PATH, and the log
+    entries after B move into PATH/_statekit_sink_log_backup/ (never deleted) so the re-run
+    batches write their output again; from then on the sink belongs to DST. Other sinks
+    (foreachBatch, Kafka) receive the re-run batches again: duplicates unless the sink is
+    idempotent per batch id.
+
+    Source offsets. --set-offset and --shift-by change where each source resumes in DST: back
+    to replay input, forward to skip it (as Kafka Streams' reset tool does). Without
+    --to-batch the batch is the last committed one and only the offsets change. State is kept
+    as of B: replayed input is counted again by aggregations (dropped by deduplication);
+    skipped input never reaches the state. Both options repeat and apply in order; only the
+    edited sources change, and offsets/B-1 is lowered with them where Spark would otherwise
+    fail its start ≤ end check. --dry-run prints the diff. Exit 3: a key that matches no
+    source, or several without SRC/; a negative result; a file offset past the log.
+
+    --json: --list gives one object per batch ("batch", "possible", "reason"); otherwise the
+    plan, and after a write the result and where the sink's log entries went.
+
+    Examples:
+
+    \b
+        statekit rollback demo/checkpoint --list
+        statekit rollback demo/checkpoint --to-batch 5 --out demo/at-5 --dry-run
+        statekit rollback demo/checkpoint --to-batch 5 --out demo/at-5 \\
+            --file-sink demo/output
+        statekit rollback CKPT --out CKPT-replay --shift-by orders=-5000 --dry-run
+        statekit rollback CKPT --out CKPT-skip --set-offset orders:3=1200000
     """
     from statekit.repartition.rollback import rollback_choices
     from statekit.repartition.source_offsets import parse_edit

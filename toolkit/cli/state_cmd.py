@@ -52,10 +52,13 @@ def target_options(command: F) -> F:
         operator_option,
         store_option,
         click.option("--join-side", type=click.Choice(["left", "right"]),
-                     help="Stream-stream joins: read one side's rows."),
-        click.option("--state-var", help="transformWithState: the state variable to read."),
+                     help="Stream-stream joins: read one side's rows (or name a --store)."),
+        click.option("--state-var", metavar="NAME",
+                     help="transformWithState: the state variable to read (value, list or "
+                          "map state)."),
         click.option("--timers", is_flag=True,
-                     help="transformWithState: read the registered timers."),
+                     help="transformWithState: read the registered timers instead of a "
+                          "state variable."),
     ]):
         command = option(command)
     return command
@@ -108,8 +111,13 @@ class _StateGroup(click.Group):
 def state_group() -> None:
     """State rows through Spark's own state data source (starts a JVM).
 
-    Rows are exactly what Spark would load on restart. The request is checked against the
-    checkpoint first; Spark starts once per command.
+    The rows are exactly what Spark would load on restart, read with its statestore,
+    readChangeFeed and state-metadata readers. Each request is first checked against the
+    checkpoint without a JVM: an unknown operator, a join without --join-side or --store, a
+    transformWithState operator without --state-var or --timers fail at once (exit 3), naming
+    what exists. Then Spark starts once, with the session confs its reader cannot infer
+    (checkpoint format v2, RocksDB changelog checkpointing) set from the files. When Spark
+    cannot load the state, the one-line error names the damaged file.
     """
 
 
@@ -127,9 +135,18 @@ def show_command(checkpoint: str, storage_option: tuple[str, ...], operator: int
                  batch: int | None, partition: int | None, where: str | None,
                  limit: int | None,
                  master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
-    """Key and value columns of state rows, flattened into a table.
+    """State rows as a table, one column per key and value field.
 
-    Example: statekit state show demo/checkpoint --where "value.groupState.phase = 'Flagged'"
+    --where filters with Spark SQL on the key and value structs before flattening; --limit
+    caps the rows (default 20). --json: "target", "batch_id" and "rows" (one object per row).
+
+    Examples:
+
+    \b
+        statekit state show demo/checkpoint --limit 5 \\
+            --where "value.groupState.phase = 'Flagged'"
+        statekit state show path/to/join-ckpt --join-side left
+        statekit state show path/to/tws-ckpt --state-var count
     """
     if limit == 0:  # the shared --limit allows 0 (dump); a table of no rows shows nothing
         raise click.BadParameter("state show needs at least 1 row", param_hint="'--limit'")
@@ -179,10 +196,17 @@ def export_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                    store: str | None, join_side: str | None, state_var: str | None,
                    timers: bool, batch: int | None, out: str, fmt: str, master: str | None,
                    confs: tuple[str, ...], as_json: bool) -> None:
-    """Every state row, written by Spark (no collect: works for state larger than memory),
-    with partition_id and batch_id columns.
+    """Write every state row to Parquet, JSON lines or CSV files.
 
-    Example: statekit state export demo/checkpoint --out /tmp/state --format parquet
+    Each row with its key and value fields, partition_id and batch_id. Spark writes them
+    (nothing is collected to the driver: state larger than memory is fine); a progress bar
+    shows finished tasks. --out must be a new or empty folder (exit 6). --json: "rows",
+    "out", "format" and "seconds".
+
+    Example:
+
+    \b
+        statekit state export demo/checkpoint --out /tmp/state --format jsonl
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -217,17 +241,25 @@ def export_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
 @renamed_option("--from", "--from-batch", "start", type=int)
 @to_batch_option("end")
 @renamed_option("--to", "--to-batch", "end", type=int)
-@click.option("--rows", "show_rows", type=click.IntRange(min=0), default=0,
-              help="Also show this many changed rows.")
+@click.option("--rows", "show_rows", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Also show the first N changed rows, by batch and partition (default: "
+                   "none).")
 @spark_options
 @json_option
 def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                     store: str | None, join_side: str | None, state_var: str | None,
                     timers: bool, start: int | None, end: int | None, show_rows: int,
                     master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
-    """The change feed: per batch, upserts and deletes (and optionally the changed rows).
+    """Upserts and deletes per batch, from Spark's change feed.
 
-    Example: statekit state changes demo/checkpoint --from 30
+    Reads Spark's readChangeFeed from --from-batch to --to-batch (default: the last
+    committed); --rows also shows the changed rows themselves. --json: "batches" (batch_id,
+    upserts, deletes) and "rows".
+
+    Example:
+
+    \b
+        statekit state changes demo/checkpoint --from-batch 30 --rows 10
     """
     from statekit.jobs.state_analysis import summarize_changes
     from statekit.jobs.state_reader import flatten, read_changes, to_arrow
@@ -266,18 +298,24 @@ def changes_command(checkpoint: str, storage_option: tuple[str, ...], operator: 
 @target_options
 @batch_option
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
-              help="How many of the largest values to list.")
+              help="How many of the largest values to list, with their keys.")
 @spark_options
 @json_option
 def stats_command(checkpoint: str, storage_option: tuple[str, ...], operator: int | None,
                   store: str | None, join_side: str | None, state_var: str | None,
                   timers: bool, batch: int | None, top: int, master: str | None,
                   confs: tuple[str, ...], as_json: bool) -> None:
-    """Rows per partition and skew, value sizes, the largest values, and — for
-    flatMapGroupsWithState/applyInPandasWithState — keys without a timeout and timeouts
-    relative to the watermark.
+    """Rows per partition, skew, value sizes, timeouts.
 
-    Example: statekit state stats demo/checkpoint --top 5
+    Rows per partition and their skew (max/mean); value size percentiles (of the value as
+    JSON) and the --top largest values with their keys. For flatMapGroupsWithState and
+    applyInPandasWithState also the share of keys without a timeout (100 % for NoTimeout
+    queries) and timeout − watermark percentiles. --json: the same as one object.
+
+    Example:
+
+    \b
+        statekit state stats demo/checkpoint --top 5
     """
     from statekit.jobs.state_analysis import state_stats
 
@@ -318,9 +356,17 @@ def stats_command(checkpoint: str, storage_option: tuple[str, ...], operator: in
 @json_option
 def operators_command(checkpoint: str, storage_option: tuple[str, ...], master: str | None,
                       confs: tuple[str, ...], as_json: bool) -> None:
-    """Spark's state-metadata reader beside statekit's own reading; disagreements shown.
+    """Spark's state-metadata beside statekit's own reading.
 
-    Example: statekit state operators demo/checkpoint
+    One row per operator/store: name, partitions and batches, as Spark's state-metadata
+    reader reports them and as statekit reads the operator metadata and logs. Any
+    disagreement is shown in red
+    ("agree": false in --json, one object per row).
+
+    Example:
+
+    \b
+        statekit state operators demo/checkpoint
     """
     from statekit.jobs.state_analysis import compare_operators
     from statekit.jobs.state_reader import spark_path

@@ -30,27 +30,54 @@ from statekit.cli.options import (
 @checkpoints_from_option
 @storage_option
 @click.option("--watch", type=click.FloatRange(min=0.5), metavar="SECONDS",
-              help="Re-read the checkpoint every SECONDS (a running query's new batches).")
+              help="Re-read the checkpoint (or the fleet list) every SECONDS, at least 0.5: "
+                   "a running query's new batches.")
 @cores_option
 @click.option("--allow-write", is_flag=True,
-              help="Allow actions that write a new checkpoint (Repartition and Fix tabs: "
-                   "repartition, migrate, rollback, evict).")
+              help="Allow the Repartition and Fix tabs to write a new checkpoint "
+                   "(repartition, migrate, rollback, evict), each after a y/n confirmation. "
+                   "The source is never written.")
 @progress_log_option
 @rto_option
 @click.option("--web", "web", default=None, metavar="[HOST:]PORT",
-              help="Serve the app to browsers (textual-serve) instead of this terminal; "
-                   "binds to 127.0.0.1 unless HOST is given; writes still need "
-                   "--allow-write.")
+              help="Serve the app to browsers (textual-serve, one app per browser tab) "
+                   "instead of this terminal: 8000 listens on 127.0.0.1:8000, HOST:8000 on "
+                   "HOST. Writes still need --allow-write.")
 def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
                 watch: float | None, cores: int | None, allow_write: bool,
                 progress_log: str | None, rto: float | None, web: str | None) -> None:
-    """Browse CKPT: a dashboard, operators → partitions → files → records, batches, growth,
-    recovery, state rows, repartition, and with --progress-log Spark's query charts. Several
-    checkpoints (or --checkpoints-from) open on a fleet list: one row per checkpoint, Enter
-    opens one, Esc returns. Keys: ? help, / filter, r refresh, q quit, ctrl+p command palette.
+    """Browse checkpoints in the terminal (or a browser): the Textual app.
 
-    Example: statekit tui demo/checkpoint --progress-log demo/progress.jsonl --rto 30s --watch 5
-    (--web 8000: the same app at http://127.0.0.1:8000)
+    Read-only unless --allow-write. The JVM starts only when the State, Repartition or Fix tab
+    needs it; the rest reads files like the CLI (any path or URL). Tabs:
+
+    \b
+    - 1 Overview: the query, last batch, watermark, one row per store (keys,
+      bytes, growth verdict, snapshot lag), the restart estimate vs --rto
+      and every finding of statekit report
+    - 2 Operators: operator → partitions → files → decoded records (Enter)
+    - 3 Batches, 4 Growth, 5 Recovery: as the commands of those names
+    - 6 State: Spark's statestore rows, a page of 100 at a time
+    - 7 Repartition: plan, and with --allow-write run, a repartition or a
+      provider migration
+    - 8 Query (with --progress-log): Spark's streaming UI charts per batch
+    - 9 Fix: statekit doctor's verdict; plan and (--allow-write) write its
+      rollback, or an evict
+
+    One CKPT opens on its tabs; several (or --checkpoints-from) on a fleet list: one row per
+    checkpoint with the doctor's and the growth verdict, the restart estimate against --rto,
+    the last batch's age, keys, bytes and snapshot lag; s sorts (S reverses), / filters,
+    Enter opens one, Esc returns. A write (x) asks for a y/n confirmation and goes through
+    the same steps as the commands (staging, verification, publish); on the Fix tab c
+    cancels it. Keys: ? every key, / filter, r refresh, Esc back, ctrl+p command palette,
+    q quit.
+
+    Examples:
+
+    \b
+        statekit tui demo/checkpoint --progress-log demo/progress.jsonl --rto 30s
+        statekit tui demo/checkpoint --watch 5
+        statekit tui --checkpoints-from ours.txt --rto 30s --web 8000
     """
     from statekit.gc_pause import long_running_process
 
