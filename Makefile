@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 DEMO_DIR := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint check-java prometheus chromium venv clean help
+.PHONY: demo test test-fast lint docs check-java prometheus chromium venv clean help
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
 	@echo "make test   build .venv and run the whole test suite (lint, contracts, mypy, unit, Spark)"
 	@echo "make lint   ruff, the import-linter contracts and mypy only"
+	@echo "make docs   build the docs site into ./build/site (mkdocs build --strict)"
 	@echo "make clean  remove .venv and ./$(DEMO_DIR)"
 
 check-java:
@@ -66,10 +67,14 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/python tests/static_checks.py
 
+# The docs site; --strict turns a broken link, a missing page or a missing sample into a failure.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The suite runs on TEST_WORKERS processes, a test module per worker at a time (each worker
 # has its own JVM and builds the session fixtures it needs).
 TEST_WORKERS ?= 2
-test: check-java prometheus chromium lint
+test: check-java prometheus chromium lint docs
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # the edit loop: lint and every test that starts no JVM

@@ -30,7 +30,7 @@ bounded on the fit half, then the most verdicts right, then the nearest to the b
 values. Not a test: nothing asserted.
 
 Run: ``.venv/bin/python benchmarks/bench_growth_verdicts.py [--workdir DIR]
-[--providers hdfs,rocksdb] [--report] [--docs docs/growth.md]``.
+[--providers hdfs,rocksdb] [--report] [--docs docs/concepts/growth.md]``.
 """
 
 from __future__ import annotations

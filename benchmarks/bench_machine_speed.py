@@ -16,7 +16,16 @@ a shared machine).
 
 Also ``--derive``: the benchmark machine's probe seconds that make the median measured ÷
 estimated ratio 1 here — how ``REFERENCE_PROBE_S`` was set, when the benchmark machine itself
-was no longer available to probe.
+could not be probed.
+
+And ``--protocol cold``: the grid's *cold* measure — what an SRE measures by hand, each run a
+fresh process; median restart − median empty-checkpoint run, corrected for each JVM's
+start-up, with its bootstrap 10–90 % interval (``bench_recovery_grid.measured_rows``) —
+judged against the probe-scaled estimate with its range, by the grid's rule (errors under a
+second judged in seconds). Data: ``bench_recovery_grid.py --protocol cold --repeats N --only
+<configs>`` in ``--workdir`` (run first; not started from here). Small restarts are where this
+matters: a cold first batch varies by about a second, so resolving a restart of tenths of a
+second needs many runs of each.
 
 Run: ``.venv/bin/python benchmarks/bench_machine_speed.py --workdir W [--probes 9]
 [--derive]``. Not a test: nothing asserted.
@@ -38,7 +47,10 @@ from bench_common import CORES  # noqa: E402
 from bench_recovery_grid import (  # noqa: E402
     WARM_STORE,
     grid,
+    jvm_slope,
+    load_measured,
     load_records,
+    measured_rows,
     provider_of,
     relative_error,
     warm_pair,
@@ -83,8 +95,13 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=9)
     parser.add_argument("--derive", action="store_true",
                         help="print the reference probe seconds that fit this machine")
+    parser.add_argument("--protocol", choices=("warm", "cold"), default="warm",
+                        help="judge the warm pairs (default) or the cold measure")
     args = parser.parse_args()
     names = args.only.split(",")
+    if args.protocol == "cold":
+        judge_cold(args.workdir, names, args.probes)
+        return
     if not (args.workdir / WARM_STORE).exists():
         subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_recovery_grid.py"),
                         "--workdir", str(args.workdir), "--protocol", "warm", "--repeats", "2",
@@ -138,6 +155,41 @@ def main() -> None:
               f"|error| {statistics.median(abs(e) for e in held_out):.0%}, worst factor "
               f"{worst_factor(held_out):.2f}× ("
               + ", ".join(f"{e:+.0%}" for e in held_out) + ")")
+
+
+def judge_cold(work: Path, names: list[str], probe_count: int) -> None:
+    """The cold measure of each configuration against the probe-scaled estimate."""
+    times = probes(probe_count)
+    speed = MachineSpeed(min(times) / REFERENCE_PROBE_S, "probe", min(times))
+    print(f"probe over {len(times)} processes: min {min(times) * 1000:.1f} ms → factor "
+          f"{speed.factor:.2f} ({CORES} cores)")
+    measured = load_measured(work)
+    slope = jvm_slope(measured)
+    configs = {c.name: c for c in grid()}
+    print("\n| configuration | half | cold runs (restart / empty) | measured cold [10–90 %] | "
+          "estimate × probe [range] | error |")
+    print("|---|---|---:|---:|---:|---:|")
+    errors = []
+    for name in names:
+        config = configs[name]
+        row = measured_rows(config, measured, slope)
+        if row is None or "cold" not in row:
+            print(f"| {name} | {config.half} | not measured | | | |")
+            continue
+        ckpt = open_checkpoint(str(work / "ckpt" / name / "ckpt"))
+        estimate = estimate_recovery(ckpt, cores=CORES, model=local_model(ckpt, speed))
+        error = relative_error(estimate.estimate_s, row["cold"])
+        errors.append(error)
+        runs = (len(measured.get(f"restart-{name}", [])),
+                len(measured.get(f"baseline-{config.family}", [])))
+        print(f"| {name} ({provider_of(config)}) | {config.half} | {runs[0]} / {runs[1]} | "
+              f"{row['cold']:.2f} s [{row['cold_low']:.2f} – {row['cold_high']:.2f}] | "
+              f"{estimate.estimate_s:.2f} s [{estimate.low_s:.2f} – {estimate.high_s:.2f}] | "
+              f"{error:+.0%} |")
+    if errors:
+        print(f"- median |error| {statistics.median(abs(e) for e in errors):.0%}, worst factor "
+              f"{worst_factor(errors):.2f}× (errors of restarts under a second judged in "
+              "seconds: ÷ max(measured, 1 s))")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ byte: that is what ``--calibrate`` and ``--measure`` are for). Not a test: nothi
 
 Run: ``.venv/bin/python benchmarks/bench_recovery_grid.py [--workdir DIR] [--repeats 5]
 [--protocol warm|cold|both] [--fit-on warm|cold] [--keep-load] [--quick] [--only NAME,...]
-[--report] [--no-check] [--docs docs/recovery.md]``
+[--report] [--no-check] [--docs docs/concepts/recovery.md]``
 (``--quick``: up to 1M keys).
 """
 

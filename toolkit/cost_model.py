@@ -111,7 +111,7 @@ class CostModel:
 #: per-partition load times (a grid with long chains of small change files, which tell the
 #: per-file cost from the per-task one); the first-batch terms (``load_factor`` …
 #: ``restart_s``) on warm pairs — restart and empty checkpoint in one warmed-up JVM — of the
-#: fit half of the current grid (docs/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4
+#: fit half of the current grid (docs/concepts/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4
 #: and 16 partitions on 2 cores, every load path; the variant with the least leave-one-out
 #: error that still charges for replayed records), then × what cold restarts of that half
 #: take per second of that fit (HDFS 1.03, RocksDB 0.86: a cold JVM overlaps part of its

@@ -11,7 +11,7 @@ rows, decode every record, insert it into a map, sort the keys — timed in Pyth
 lengthen it the way it lengthens wall time). A machine that runs the probe in half the
 benchmark machine's time gets half the seconds. That assumes the JVM's speed moves with the
 interpreter's (both are bound by one core's speed and its memory) — checked by re-running
-grid configurations on a faster machine (docs/recovery.md).
+grid configurations on a faster machine (docs/concepts/recovery.md).
 
 The probe takes ~0.3 s. A shared machine (a cloud VM) runs the same probe in 17 ms one
 minute and 26 ms the next, when its neighbours are busy: the machine's speed is the fastest
@@ -48,7 +48,7 @@ REFERENCE_PROBE_S = 0.0241
 """The probe's seconds on the machine the cost model's constants were fitted on, derived
 rather than probed there: the value that makes restarts re-measured on another machine match
 the fitted estimate there (median ratio;
-``benchmarks/bench_machine_speed.py --derive``, docs/recovery.md)."""
+``benchmarks/bench_machine_speed.py --derive``, docs/concepts/recovery.md)."""
 
 PROBE_VERSION = 1
 """Part of the cache key: a changed probe is a different measurement."""
