@@ -60,6 +60,10 @@ processes on a shared VM, where the median of a few moves by a third."""
 CACHE_DAYS = 30
 REPROBE_DAYS = 1
 KEPT_PROBES = 5
+SETTLED_PROBES = 3
+"""Until this many probes are cached, every process that estimates probes again (~0.3 s):
+one probe taken while the machine was busy (a build, a test suite beside it) measured it up
+to 1.6× slower than it is, and alone it would set the factor for a day."""
 FACTOR_LIMITS = (0.2, 5.0)
 """A factor outside this range is a broken probe (a loaded machine, a debugger): clamped."""
 
@@ -207,7 +211,7 @@ def _probed() -> MachineSpeed:
     entries = _read_cache()
     probes = _recent_probes(entries, key, now)
     source = "cached probe"
-    if not probes or now - probes[-1][0] >= REPROBE_DAYS * 86400:
+    if len(probes) < SETTLED_PROBES or now - probes[-1][0] >= REPROBE_DAYS * 86400:
         probes = [*probes, (now, probe_seconds())][-KEPT_PROBES:]
         _store_probes(entries, key, probes)
         source = "probe"

@@ -85,7 +85,7 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option("--machine-speed", "speed_setting", metavar="probe|reference|FACTOR",
               callback=_speed_setting,
               help="Scale the model's constants to this machine: probe (the default) times "
-                   "a small load in Python, cached for a day; reference keeps the benchmark "
+                   "a small load in Python, cached (re-run daily); reference keeps the benchmark "
                    "machine's seconds; a number is the factor (seconds here ÷ seconds "
                    "there). Default from $STATEKIT_MACHINE_SPEED. Spark on other machines: "
                    "use --measure.")
@@ -117,7 +117,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     entry) it is skipped instead.
 
     The model's constants are seconds on the benchmark machine, scaled by a JVM-free speed
-    probe of this machine (about 0.3 s, cached for a day; see --machine-speed). On object
+    probe of this machine (about 0.3 s, cached, re-run daily; see --machine-speed). On object
     stores or other machines, --calibrate (time this checkpoint's files) or --measure (time
     Spark itself) make it fit. --measure fetches the files into a local copy first when Spark
     cannot reach the store; a partition Spark cannot load fails in one line naming the
