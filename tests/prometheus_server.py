@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -47,10 +48,16 @@ def needs(*binaries: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=_skip_reason(missing[0]) if missing else "")
 
 
+def promtool(*args: str, stdin: str | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``promtool ARGS…`` (bounded), its output captured."""
+    return subprocess.run([require("promtool"), *args], input=stdin, cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
 def promtool_check(text: str) -> subprocess.CompletedProcess:
     """``promtool check metrics`` on an exposition (stdin); its findings go to stderr."""
-    return subprocess.run([require("promtool"), "check", "metrics"], input=text,
-                          capture_output=True, text=True, timeout=60, check=False)
+    return promtool("check", "metrics", stdin=text)
 
 
 def fetch(url: str, timeout: float = 10) -> str:
@@ -93,6 +100,22 @@ def wait_for(url: str, process: subprocess.Popen, log: Path, what: str,
             error = failure
         time.sleep(0.2)
     pytest.fail(f"{what} did not answer {url} within {timeout:g} s ({error}):\n{_tail(log)}")
+
+
+@contextmanager
+def served_metrics(folder: Path, checkpoints: Sequence[str],
+                   cache_seconds: int) -> Iterator[tuple[str, str]]:
+    """``statekit metrics --serve`` on a free 127.0.0.1 port over ``checkpoints``; yields its
+    address and the first exposition it served (that GET fills its cache, so a Prometheus
+    started next is answered at once)."""
+    script = Path(sys.executable).parent / "statekit"
+    statekit = [str(script)] if script.exists() else [sys.executable, "-m", "statekit"]
+    target = f"127.0.0.1:{free_port()}"
+    log = folder / "statekit.log"
+    with running([*statekit, "metrics", "--serve", target, "--cache-seconds",
+                  str(cache_seconds), *checkpoints], log) as server:
+        yield target, wait_for(f"http://{target}/metrics", server, log,
+                               "statekit metrics --serve")
 
 
 @contextmanager

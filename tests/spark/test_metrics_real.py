@@ -5,9 +5,7 @@ real Prometheus server (Debian's package) does read them."""
 from __future__ import annotations
 
 import io
-import sys
 from contextlib import redirect_stdout
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,10 +18,8 @@ from tests.prometheus_server import (
     poll,
     prometheus,
     promtool_check,
-    running,
-    wait_for,
+    served_metrics,
 )
-from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark]
 
@@ -53,14 +49,7 @@ def test_a_real_prometheus_scrapes_the_served_metrics(reference_checkpoints, tmp
     statekit itself reports, and ``promtool check metrics`` accepts the exposition."""
     leaky = str(reference_checkpoints.get("hdfs", leaky=True).checkpoint)
     bounded = str(reference_checkpoints.get("hdfs").checkpoint)
-    script = Path(sys.executable).parent / "statekit"
-    statekit = [str(script)] if script.exists() else [sys.executable, "-m", "statekit"]
-    target = f"127.0.0.1:{free_port()}"
-    log = tmp_path / "statekit.log"
-    with running([*statekit, "metrics", "--serve", target, "--cache-seconds", "60", leaky,
-                  bounded], log) as server:
-        # the first GET fills the cache, so Prometheus' 1 s scrapes are answered at once
-        text = wait_for(f"http://{target}/metrics", server, log, "statekit metrics --serve")
+    with served_metrics(tmp_path, [leaky, bounded], cache_seconds=60) as (target, text):
         checked = promtool_check(text)
         assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
         expected: dict[tuple[str, str], float] = {}

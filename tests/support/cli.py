@@ -4,7 +4,8 @@ Lives here rather than in a test module because the fault corpus, golden checkpo
 read, migrate, rollback, doctor and source-offset tests all drive the CLI the same way:
 ``run`` (exit code, stdout, stderr, with a guard against a command that hangs on a FIFO),
 ``strict_json`` (standard JSON only: no NaN or Infinity), ``statekit_cli`` (the click group,
-imported on first use) and ``statekit_json`` (a forced ``--json`` run that must exit 0).
+imported on first use) and ``statekit_json`` (a forced ``--json`` run that must exit 0); and
+``command_tree``, every command of the CLI with its context (the reference and docs tests).
 """
 
 from __future__ import annotations
@@ -15,10 +16,34 @@ import json
 import signal
 from collections.abc import Iterator
 
+import click
+
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 
 HANG_LIMIT_S = 60
+HELP_WIDTH = 80
+"""Columns of the terminal the help must read well in."""
+
+CommandTree = dict[str, tuple[click.Command, click.Context]]
+
+
+def command_tree(root: click.Command = cli, name: str = "statekit") -> CommandTree:
+    """Every command path (``"statekit state show"``) → its command and a context with its
+    parents (as ``statekit state show --help`` builds it), lazy commands loaded."""
+    tree: CommandTree = {}
+
+    def walk(command: click.Command, ctx: click.Context) -> None:
+        tree[ctx.command_path] = (command, ctx)
+        if isinstance(command, click.Group):
+            for sub_name in command.list_commands(ctx):
+                sub = command.get_command(ctx, sub_name)
+                assert sub is not None, f"{ctx.command_path} {sub_name} does not load"
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx,
+                                        terminal_width=HELP_WIDTH))
+
+    walk(root, click.Context(root, info_name=name, terminal_width=HELP_WIDTH))
+    return tree
 
 
 @contextlib.contextmanager

@@ -22,31 +22,10 @@ from mkdocs_click._extension import replace_command_docs
 from mkdocs_click._processing import replace_blocks
 
 from statekit.cli.lazy import LazyGroup
-from statekit.cli.main import COMMANDS, cli
+from statekit.cli.main import COMMANDS
+from tests.support.cli import HELP_WIDTH, CommandTree, command_tree
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
-WIDTH = 80
-"""Columns of the terminal the help must read well in."""
-
-Tree = dict[str, tuple[click.Command, click.Context]]
-
-
-def command_tree(root: click.Command = cli, name: str = "statekit") -> Tree:
-    """Every command path (``"statekit state show"``) → its command and a context with its
-    parents (as ``statekit state show --help`` builds it), lazy commands loaded."""
-    tree: Tree = {}
-
-    def walk(command: click.Command, ctx: click.Context) -> None:
-        tree[ctx.command_path] = (command, ctx)
-        if isinstance(command, click.Group):
-            for sub_name in command.list_commands(ctx):
-                sub = command.get_command(ctx, sub_name)
-                assert sub is not None, f"{ctx.command_path} {sub_name} does not load"
-                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx,
-                                        terminal_width=WIDTH))
-
-    walk(root, click.Context(root, info_name=name, terminal_width=WIDTH))
-    return tree
 
 
 def documented_options(command: click.Command, ctx: click.Context) -> Iterator[click.Option]:
@@ -86,7 +65,7 @@ def explained(name: str, ctx: click.Context | None) -> bool:
     return False
 
 
-def missing_help(tree: Tree) -> list[str]:
+def missing_help(tree: CommandTree) -> list[str]:
     """Commands without a description, options without help, arguments that neither the
     command's help nor its group's names."""
     missing = []
@@ -103,7 +82,7 @@ def missing_help(tree: Tree) -> list[str]:
     return missing
 
 
-def unrendered(tree: Tree, markdown: str) -> list[str]:
+def unrendered(tree: CommandTree, markdown: str) -> list[str]:
     """Commands without a section of their own in the page, and options missing from their
     command's section."""
     by_path = sections(markdown)
@@ -163,8 +142,8 @@ def test_a_command_keeps_the_name_it_is_mounted_under():
 def test_help_fits_an_80_column_terminal(path):
     command, ctx = TREE[path]
     text = command.get_help(ctx)
-    wide = [line for line in text.splitlines() if len(line) > WIDTH]
-    assert not wide, f"{path} --help has lines wider than {WIDTH} columns:\n" + "\n".join(wide)
+    wide = [line for line in text.splitlines() if len(line) > HELP_WIDTH]
+    assert not wide, f"{path} --help has lines wider than {HELP_WIDTH} columns:\n" + "\n".join(wide)
     listing = text.partition("\nCommands:\n")[2]
     cut = [line for line in listing.splitlines() if line.endswith("...")]
     assert not cut, f"{path} --help cuts a command's first sentence:\n" + "\n".join(cut)

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 import pytest
 
-from statekit.cli.main import cli
+from tests.support.cli import command_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -43,24 +43,9 @@ def prose_lines(text: str) -> Iterator[tuple[int, str]]:
 
 # -- command lines name real options -----------------------------------------------------------
 
-def command_tree() -> dict[tuple[str, ...], click.Command]:
-    """Every command path (``("state", "show")``) → its click command, lazy ones loaded."""
-    tree: dict[tuple[str, ...], click.Command] = {}
-
-    def walk(command: click.Command, path: tuple[str, ...]) -> None:
-        tree[path] = command
-        if isinstance(command, click.Group):
-            context = click.Context(command)
-            for name in command.list_commands(context):
-                sub = command.get_command(context, name)
-                assert sub is not None, f"statekit {' '.join(path)} {name} does not load"
-                walk(sub, (*path, name))
-
-    walk(cli, ())
-    return tree
-
-
-TREE = command_tree()
+TREE: dict[tuple[str, ...], click.Command] = {
+    tuple(path.split()[1:]): command for path, (command, _) in command_tree().items()}
+"""Every command path (``("state", "show")``) → its click command, lazy ones loaded."""
 
 
 def options_of(command: click.Command) -> set[str]:
@@ -230,6 +215,10 @@ def test_exit_code_tables_list_exactly_the_codes_statekit_uses():
               if name.startswith("EXIT_DOCTOR_")}
     assert documented_codes(README) == codes
     assert documented_codes(DOCS / "reference" / "exit-codes.md") == codes
+    # and `statekit --help`, which lists them in its own words
+    listed = re.search(r"exit code:(.*?)Environment:", TREE[()].help or "", re.S)
+    assert listed and {int(c) for c in re.findall(r"(?:^\s*- |; |, )(\d+)\b", listed[1], re.M)} \
+        == codes
 
 
 def test_every_command_is_in_the_readme_index():

@@ -10,8 +10,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 import urllib.error
 import urllib.parse
 from contextlib import redirect_stdout
@@ -29,12 +27,10 @@ from tests.prometheus_server import (
     needs,
     poll,
     prometheus,
+    promtool,
     query,
-    require,
-    running,
-    wait_for,
+    served_metrics,
 )
-from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "docs" / "monitoring"
@@ -86,11 +82,6 @@ def rules() -> list[dict[str, Any]]:
     return group["rules"]
 
 
-def promtool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([require("promtool"), *args], cwd=MONITORING, capture_output=True,
-                          text=True, timeout=60, check=False)
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> list[str]:
     """Every golden checkpoint of Spark 4.1.4 (restart estimates and growth verdicts), one
@@ -116,14 +107,14 @@ def exported(checkpoints) -> set[str]:
 
 @needs("promtool")
 def test_promtool_accepts_the_rules():
-    checked = promtool("check", "rules", str(RULES))
+    checked = promtool("check", "rules", str(RULES), cwd=MONITORING)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"SUCCESS: {len(rules())} rules found" in checked.stdout, checked.stdout
 
 
 @needs("promtool")
 def test_the_rules_pass_their_unit_tests():
-    tested = promtool("test", "rules", RULE_TESTS.name)
+    tested = promtool("test", "rules", RULE_TESTS.name, cwd=MONITORING)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout, tested.stdout
 
@@ -218,14 +209,7 @@ def test_every_panel_and_rule_queries_a_real_prometheus(checkpoints, tmp_path):
     Prometheus: each panel query (every checkpoint selected, RTO 30) returns data, each rule's
     expression is accepted, and the rules that hold on these checkpoints select exactly the
     checkpoints the exposition says they should."""
-    script = Path(sys.executable).parent / "statekit"
-    statekit = [str(script)] if script.exists() else [sys.executable, "-m", "statekit"]
-    target = f"127.0.0.1:{free_port()}"
-    log = tmp_path / "statekit.log"
-    with running([*statekit, "metrics", "--serve", target, "--cache-seconds", "600",
-                  *checkpoints], log) as server:
-        # the first GET fills the cache, so Prometheus' scrapes are answered at once
-        text = wait_for(f"http://{target}/metrics", server, log, "statekit metrics --serve")
+    with served_metrics(tmp_path, checkpoints, cache_seconds=600) as (target, text):
         samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
         unreadable = {s.labels["checkpoint"] for s in samples["statekit_checkpoint_up"]
                       if s.value == 0}
