@@ -157,6 +157,30 @@ def test_the_hand_reference_patterns_match_what_they_mean():
         assert not any(pattern.search(line) for pattern, _ in HAND_REFERENCE), line
 
 
+def repeated_headings(text: str) -> list[str]:
+    """Headings that occur twice on one page (outside code): a section pasted twice."""
+    seen: set[str] = set()
+    repeated = []
+    for _, line in prose_lines(text):
+        if line.startswith("#") and line.lstrip("#").startswith(" "):
+            heading = line.strip()
+            if heading in seen:
+                repeated.append(heading)
+            seen.add(heading)
+    return repeated
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_no_page_repeats_a_section(path):
+    assert not repeated_headings(path.read_text()), rel(path)
+
+
+def test_a_section_pasted_twice_is_seen():
+    page = "# T\n\n## Memory\ntext\n```\n## not a heading\n```\n## Grid\n\n## Memory\n"
+    assert repeated_headings(page) == ["## Memory"]
+    assert repeated_headings(page.replace("## Memory\n", "## Memory, again\n", 1)) == []
+
+
 # -- no history, no stale counts ---------------------------------------------------------------
 
 STALE = [
