@@ -156,9 +156,8 @@ def synthesize(template: Path, out: Path, partitions: int, versions: int,
         paired = src / f"{snapshot.stem}.delta" if snapshot is not None else None
         for version in range(1, versions + 1):
             if deltas:
-                with_snapshot = snapshot is not None and version % 10 == 0
-                delta = paired if with_snapshot and paired.exists() else \
-                    deltas[version % len(deltas)]
+                with_snapshot = paired is not None and version % 10 == 0
+                delta = paired if with_snapshot else deltas[version % len(deltas)]
                 _copy(delta, dst / f"{version}.delta", link)
                 if with_snapshot:
                     _copy(snapshot, dst / f"{version}.snapshot", link)
@@ -254,7 +253,7 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="also measure on moto's S3 server")
     args = parser.parse_args()
     # statekit's processes are timed as a user's run: with Python's bytecode cache (a
-    # sandbox's PYTHONDONTWRITEBYTECODE=1 makes every process compile ~100 modules, ~0.2 s);
+    # sandbox's PYTHONDONTWRITEBYTECODE=1 makes every process compile ~100 modules, ~0.1 s);
     # best-of-N keeps the runs after the first wrote the cache
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
