@@ -204,6 +204,20 @@ def grid(quick: bool = False) -> list[Config]:
     return configs
 
 
+def parse_config(name: str, half: str = "probe") -> Config:
+    """A configuration from its name (``rocksdb-zip-100k-50B-p32``, ``…-b32``): configurations
+    outside the grid, measured to probe one term of the model (``--extra``)."""
+    import re
+
+    found = re.fullmatch(r"(?P<path>[a-z0-9-]+?)-(?P<keys>\d+)k-(?P<value>\d+)B-p(?P<parts>\d+)"
+                         r"(?:-b(?P<batches>\d+))?", name)
+    if not found or found["path"] not in (*PATHS, "rocksdb-v2"):
+        raise SystemExit(f"--extra: {name!r} is not a configuration name "
+                         "(<load path>-<keys>k-<value>B-p<partitions>[-b<batches>])")
+    return Config(found["path"], int(found["keys"]) * 1000, int(found["value"]),
+                  int(found["parts"]), half, int(found["batches"] or BATCHES))
+
+
 # -- children (fresh processes) ---------------------------------------------------------------
 
 def session(app: str, confs: dict[str, str]):
@@ -818,7 +832,7 @@ def fit_load_models(configs: list[Config], rows: dict[str, dict], feats: dict[st
 
 
 RESTART_FEATURES = ["load_factor", "base_factor", "row", "gc_row", "wave", "wave_negative",
-                    "restart", "restart_negative"]
+                    "base_wave", "base_wave_negative", "restart", "restart_negative"]
 """The fixed part takes either sign: the empty checkpoint's first batch (a new query) pays
 costs a restarted query's does not, so a small state restarts faster than the baseline."""
 FIT_FLOOR_S = 2.0
@@ -839,8 +853,14 @@ def restart_features(ckpt, model) -> list[float]:
     rows = sum(s.rows for s in estimate.stages)
     base = sum(s.load_s * s.base_share for s in estimate.stages)
     waves = sum(s.waves for s in estimate.stages)
-    return [estimate.state_load_s - base, base, rows, rows * heap / 1e6, waves, -waves, 1.0,
-            -1.0]
+    base_waves = base_wave_count(estimate)
+    return [estimate.state_load_s - base, base, rows, rows * heap / 1e6, waves, -waves,
+            base_waves, -base_waves, 1.0, -1.0]
+
+
+def base_wave_count(estimate) -> int:
+    """Tasks on the busiest cores (the critical path of every stage) that open a base."""
+    return sum(len({w.partition for w in s.critical if w.base_files}) for s in estimate.stages)
 
 
 VARIANTS = {"load": ["load_factor", "restart", "restart_negative"],
@@ -853,7 +873,10 @@ VARIANTS = {"load": ["load_factor", "restart", "restart_negative"],
             "replay + base + waves": ["load_factor", "base_factor", "wave", "wave_negative",
                                       "restart", "restart_negative"],
             "replay + base + rows + waves": ["load_factor", "base_factor", "row", "wave",
-                                             "wave_negative", "restart", "restart_negative"]}
+                                             "wave_negative", "restart", "restart_negative"],
+            "replay + base + base waves": ["load_factor", "base_factor", "base_wave",
+                                           "base_wave_negative", "restart",
+                                           "restart_negative"]}
 """The first-batch models tried, simplest first; leave-one-out on the fit half picks one."""
 
 
@@ -968,6 +991,8 @@ def fit_restart_models(configs: list[Config], rows: dict[str, dict], feats: dict
                                    base_factor=coef["base_factor"] * factor,
                                    row_s=coef["row"] * factor, gc_row_s=coef["gc_row"] * factor,
                                    wave_s=(coef["wave"] - coef["wave_negative"]) * factor,
+                                   base_wave_s=(coef["base_wave"] - coef["base_wave_negative"])
+                                   * factor,
                                    restart_s=(coef["restart"] - coef["restart_negative"])
                                    * factor + offset)
         adjustments[provider] = ColdAdjustment(offset, factor)
@@ -1033,6 +1058,107 @@ def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
         constants.HDFS_ROW_OVERHEAD_BYTES, constants.HDFS_ROW_BYTE_FACTOR = memory["hdfs"]
     if "rocksdb" in memory:
         constants.ROCKSDB_INSTANCE_BYTES, constants.ROCKSDB_REPLAY_FACTOR = memory["rocksdb"]
+
+
+COLD_FACTOR = {"hdfs": 1.03, "rocksdb": 0.86}
+"""The cold factors of the grid's last fit (cold measure ÷ warm fit, the fit half's median),
+already folded into ``statekit.cost_model``'s first-batch terms: a warm pair is compared with
+the built-in estimate ÷ this."""
+
+
+def refit_base(work: Path, configs: list[Config], measured: dict[str, list[dict]],
+               machine_factor: float, on: str = "warm",
+               free: tuple[str, ...] = ("base_factor", "base_wave")) -> None:
+    """``--refit-base``: the RocksDB terms of opening a base — ``base_factor`` (the first
+    batch's multiple of the load's base part) and ``base_wave_s`` (per task on the busiest
+    core that opens a base) — refitted on the fit half and on ``probe``
+    configurations (ones that vary only what those terms grow with: partitions per core and
+    the state's size), every other constant held. ``on``: the warm pairs (× the cold factor
+    the constants carry) or the cold measure itself (a cold JVM's new query creates its
+    stores empty at a cost a warm one does not pay). Both are in this machine's seconds, the
+    constants in the benchmark machine's: each measure ÷ ``machine_factor`` (the day's
+    ``statekit.machine_speed`` factor). Prints both models' errors on every configuration
+    measured (held-out and unseen ones never fitted) and the constants."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from statekit.checkpoint import open_checkpoint
+    from statekit.cost_model import DEFAULT_MODELS
+    from statekit.recovery import estimate_recovery
+
+    built_in = DEFAULT_MODELS["rocksdb"]
+    cold = COLD_FACTOR["rocksdb"] if on == "warm" else 1.0
+    measure = "A" if on == "warm" else "cold"
+    points = {}
+    slope = jvm_slope(measured)
+    for config in configs:
+        row = measured_rows(config, measured, slope)
+        if provider_of(config) != "rocksdb" or row is None or measure not in row:
+            continue
+        ckpt = open_checkpoint(str(work / "ckpt" / config.name / "ckpt"))
+        probe = replace(built_in, restart_s=0.0)  # no floor at 0 while taking it apart
+
+        def part(base_factor: float, base_wave_s: float, ckpt=ckpt, probe=probe) -> float:
+            return estimate_recovery(ckpt, cores=CORES, model=replace(
+                probe, base_factor=base_factor, base_wave_s=base_wave_s)).restart_s
+
+        rest = part(0.0, 0.0) + built_in.restart_s
+        points[config.name] = (config, row, part(1.0, 0.0) - part(0.0, 0.0),
+                               part(0.0, 1.0) - part(0.0, 0.0), rest)
+
+    held = {"base_factor": built_in.base_factor, "base_wave": built_in.base_wave_s,
+            "restart": 0.0}
+
+    def solve(names: list[str]) -> dict[str, float]:
+        """Relative least squares of the free constants (``free``; the others held): the
+        measure (warm: × the cold factor) = base_factor × base + base_wave_s × base waves +
+        the rest + a shift of the fixed part."""
+        x, y = [], []
+        for name in names:
+            _, row, base, waves, rest = points[name]
+            target = row[measure] / machine_factor * cold
+            weight = 1 / max(abs(target), FIT_FLOOR_S)
+            columns = {"base_factor": base, "base_wave": waves, "restart": 1.0}
+            x.append([columns[t] * weight for t in free])
+            y.append((target - rest - sum(held[t] * columns[t] for t in held if t not in free))
+                     * weight)
+        coef, *_ = np.linalg.lstsq(np.array(x), np.array(y), rcond=None)
+        out = dict(held) | dict(zip(free, (float(c) for c in coef), strict=True))
+        out["base_factor"] = max(0.0, out["base_factor"])
+        return out
+
+    def estimate(name: str, c: dict[str, float]) -> float:
+        _, _, base, waves, rest = points[name]
+        return max(0.0, c["base_factor"] * base + c["base_wave"] * waves + rest
+                   + c["restart"]) / cold * machine_factor
+
+    fitted = [n for n, (c, *_) in points.items() if c.half in ("fit", "probe")]
+    coef = solve(fitted)
+    loo = {n: solve([m for m in fitted if m != n]) for n in fitted}
+    print(f"\nRocksDB base terms {', '.join(free)} refitted on {len(fitted)} configurations' "
+          f"{on} measure (÷ machine factor {machine_factor:.3g}, × cold factor {cold}): "
+          f"base_factor={coef['base_factor']:.4g}, base_wave_s={coef['base_wave']:.4g}, "
+          f"restart_s={built_in.restart_s + coef['restart']:.4g} (built in: "
+          f"{built_in.base_factor:.4g}, {built_in.base_wave_s:.4g}, {built_in.restart_s:.4g})")
+    print(f"\n| configuration | half | {on} [spread] | built-in estimate | error | "
+          "refitted | error |\n|---|---|---:|---:|---:|---:|---:|")
+    errors: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for name, (config, row, *_) in sorted(points.items(),
+                                         key=lambda kv: (kv[1][0].half, kv[0])):
+        old = estimate(name, held)
+        new = estimate(name, loo.get(name, coef))
+        e_old, e_new = relative_error(old, row[measure]), relative_error(new, row[measure])
+        spread = row["A_spread"] if on == "warm" else row["cold_high"] - row["cold_low"]
+        errors[config.half].append((e_old, e_new))
+        print(f"| {name} | {config.half}{' (left out)' if name in loo else ''} | "
+              f"{fmt_s(row[measure])} [{fmt_s(spread)}] | {fmt_s(old)} | {e_old:+.0%} | "
+              f"{fmt_s(new)} | {e_new:+.0%} |")
+    for half, pairs in errors.items():
+        for label, k in (("built in", 0), ("refitted", 1)):
+            values = [abs(p[k]) for p in pairs]
+            print(f"- {half}, {label}: {len(values)} configurations, median |error| "
+                  f"{statistics.median(values):.0%}, worst {max(values):.0%}")
 
 
 def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
@@ -1121,12 +1247,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
             f"{fmt_s(row['A'])} [{fmt_s(row['A_spread'])}] | {fmt_s(warm_est)} | "
             f"{warm_error:+.0%} | {fmt_s(d) if d else '–'} | "
             f"{fmt_s(load_only.state_load_s)} | {load_error} |")
-    summary = []
-    for half, values in sorted(errors.items()):
-        absolute = sorted(abs(v) for v in values)
-        worst = max(max(1 + v, 1 / (1 + v)) if v > -1 else float("inf") for v in values)
-        summary.append(f"- {half}: {len(values)} configurations, median |error| "
-                       f"{statistics.median(absolute):.0%}, worst factor {worst:.2f}×")
+    summary = summary_lines(errors)
     memory_lines = memory_table(results, measured, memory)
     print("\n" + "\n".join(lines) + "\n\n" + "\n".join(summary))
     print("\n" + "\n".join(memory_lines))
@@ -1141,6 +1262,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
               f"load_factor={model.load_factor:.4g}, base_factor={model.base_factor:.4g}, "
               f"row_s={model.row_s:.4g}, "
               f"gc_row_s={model.gc_row_s:.4g}, wave_s={model.wave_s:.4g}, "
+              f"base_wave_s={model.base_wave_s:.4g}, "
               f"restart_s={model.restart_s:.4g}, "
               f"low={model.low:.3g}, high={model.high:.3g}),")
     print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g})"
@@ -1181,6 +1303,84 @@ def write_docs(path: Path, lines: list[str], summary: list[str], memory: list[st
     block = "\n".join([start, *lines, "", *summary, "", "Memory of the loaded state:", "",
                         *memory, end])
     path.write_text(head + block + tail)
+
+
+def parse_seconds(cell: str) -> float:
+    """The first duration of a table cell as ``fmt_s`` wrote it (``1.39 s``, ``-86 ms``)."""
+    value, unit = cell.split()[:2]
+    return float(value) / (1000 if unit.startswith("ms") else 1)
+
+
+def summary_lines(errors: dict[str, list[float]]) -> list[str]:
+    """Per half (and ≥ 1M keys): how many configurations, the median |error|, the worst
+    factor (an estimate of half the measure is off by 2×, as is one of twice)."""
+    summary = []
+    for half, values in sorted(errors.items()):
+        absolute = sorted(abs(v) for v in values)
+        worst = max(max(1 + v, 1 / (1 + v)) if v > -1 else float("inf") for v in values)
+        summary.append(f"- {half}: {len(values)} configurations, median |error| "
+                       f"{statistics.median(absolute):.0%}, worst factor {worst:.2f}×")
+    return summary
+
+
+def restate_docs(path: Path, work: Path, configs: list[Config]) -> None:
+    """``--restate-docs``: after the built-in constants changed, the documented table's
+    estimates again — for every row of ``configs`` whose checkpoint ``work`` holds (re-written
+    by ``setup``: the same data, confs and batches as the measured one; check that the old
+    constants give the documented estimate on it first — an HDFS snapshot lag differs from
+    one run to the next), the estimate, its
+    range and both errors from ``statekit.recovery`` with the built-in constants; the measured
+    columns stay as measured; the summary is recomputed over every row. Prints, per provider,
+    the range the held-out rows now span (to paste as ``low``/``high``)."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.cost_model import DEFAULT_MODELS
+    from statekit.recovery import estimate_recovery
+
+    start, end = "<!-- recovery-grid -->", "<!-- /recovery-grid -->"
+    text = path.read_text()
+    head, _, rest = text.partition(start)
+    block, _, tail = rest.partition(end)
+    lines = block.strip("\n").split("\n")
+    memory_at = lines.index("Memory of the loaded state:")
+    table = [line for line in lines[:memory_at] if line.startswith("| ")]
+    by_label = {f"{describe(c)} | {c.batches}": c for c in configs}
+    errors: dict[str, list[float]] = defaultdict(list)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    out, restated = [table[0], lines[1]], []
+    for line in table[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        config = by_label.get(" | ".join(cells[:5]))
+        cold, warm = parse_seconds(cells[6]), parse_seconds(cells[9])
+        ckpt = work / "ckpt" / config.name / "ckpt" if config else None
+        if ckpt is not None and (ckpt.parent / "setup.json").exists():
+            model = DEFAULT_MODELS[provider_of(config)]
+            est = estimate_recovery(open_checkpoint(str(ckpt)), cores=CORES,
+                                    model=model).restart_s
+            warm_est = est / COLD_FACTOR[provider_of(config)]
+            cells[7] = f"{fmt_s(est)} [{fmt_s(est * model.low)} – {fmt_s(est * model.high)}]"
+            cells[8] = f"{relative_error(est, cold):+.0%}"
+            cells[10] = fmt_s(warm_est)
+            cells[11] = f"{relative_error(warm_est, warm):+.0%}"
+            restated.append(config.name)
+        est, warm_est = parse_seconds(cells[7]), parse_seconds(cells[10])
+        provider = "hdfs" if cells[0].startswith("HDFS") else "rocksdb"
+        model = DEFAULT_MODELS[provider]  # the range of every row: the constants' low/high
+        cells[7] = f"{fmt_s(est)} [{fmt_s(est * model.low)} – {fmt_s(est * model.high)}]"
+        half, million = cells[5], cells[1].endswith("M")
+        for kind, error in (("cold restarts", relative_error(est, cold)),
+                            ("warm pairs", relative_error(warm_est, warm))):
+            errors[f"{half}, {kind}"].append(error)
+            if million:
+                errors[f"{half}, {kind}, ≥ 1M keys"].append(error)
+        if half == "held-out" and est >= JUDGE_FLOOR_S:
+            factor = COLD_FACTOR[provider]
+            ratios[provider] += [max(0.0, cold) / est, warm * factor / est]
+        out.append("| " + " | ".join(cells) + " |")
+    block = "\n".join([start, *out, "", *summary_lines(errors), "", *lines[memory_at:], end])
+    path.write_text(head + block + tail)
+    print(f"restated {len(restated)} rows: {', '.join(restated)}")
+    for provider, values in ratios.items():
+        print(f"{provider}: held-out measured ÷ estimated {min(values):.3g} – {max(values):.3g}")
 
 
 def fit_reader_overhead(results: list, readers: dict, models: dict
@@ -1244,6 +1444,8 @@ def main() -> None:
                         "factor per provider, fitted on the fit half's cold measure")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="comma-separated configuration names")
+    parser.add_argument("--extra", help="comma-separated configurations outside the grid "
+                        "(named like the grid's), measured and reported as 'probe'")
     parser.add_argument("--half", choices=("fit", "held-out"),
                         help="measure only this half's configurations (the report covers all)")
     parser.add_argument("--report", action="store_true",
@@ -1253,6 +1455,17 @@ def main() -> None:
                         help="keep statekit's built-in load terms; fit the first batch only")
     parser.add_argument("--no-check", action="store_true",
                         help="skip running `statekit recovery` on every configuration")
+    parser.add_argument("--refit-base", type=float, metavar="MACHINE_FACTOR",
+                        help="refit RocksDB's base terms on the warm pairs (this machine's "
+                        "speed factor that day), holding every other constant; no grid fit")
+    parser.add_argument("--refit-on", choices=("warm", "cold"), default="warm",
+                        help="--refit-base on the warm pairs or on the cold measure")
+    parser.add_argument("--refit-terms", default="base_factor,base_wave",
+                        help="--refit-base: which of base_factor, base_wave, restart are fitted")
+    parser.add_argument("--restate-docs", type=Path, metavar="FILE",
+                        help="no measuring: re-estimate FILE's table rows whose checkpoints "
+                        "--workdir holds with the built-in constants (write them first "
+                        "with --repeats 0)")
     parser.add_argument("--docs", type=Path,
                         help="write the held-out table into this markdown file")
     args = parser.parse_args()
@@ -1260,18 +1473,28 @@ def main() -> None:
     if args.only:
         wanted = set(args.only.split(","))
         configs = [c for c in configs if c.name in wanted]
+    if args.extra:
+        known = {c.name for c in configs}
+        configs += [parse_config(n) for n in args.extra.split(",") if n not in known]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-grid-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"{len(configs)} configurations, {args.repeats} repeat(s), {CORES} cores; data in "
           f"{work}", flush=True)
     measured_configs = [c for c in configs if not args.half or c.half == args.half]
+    if args.restate_docs:  # the checkpoints are re-written by a run with --repeats 0 first
+        restate_docs(args.restate_docs, work, configs)
+        return
     if not args.report:
         setup(work, configs)
         measure_readers(work, configs)
         protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
         measure_all(work, measured_configs, args.repeats, args.timeout, protocols)
-    report(work, configs, load_measured(work), args.docs, not args.no_check, args.keep_load,
-           FitChoice(args.fit_on, args.cold_adjust))
+    if args.refit_base:
+        refit_base(work, configs, load_measured(work), args.refit_base, args.refit_on,
+                   tuple(args.refit_terms.split(",")))
+    else:
+        report(work, configs, load_measured(work), args.docs, not args.no_check,
+               args.keep_load, FitChoice(args.fit_on, args.cold_adjust))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

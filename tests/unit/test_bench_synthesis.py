@@ -10,23 +10,19 @@ rightly calls damaged pairs. Built here from the frozen ``make demo`` checkpoint
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.soundness import raise_if_unsound
 from statekit.doctor import diagnose
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo" / "checkpoint"
 
 
 def _bench_report():
-    spec = importlib.util.spec_from_file_location("bench_report",
-                                                  ROOT / "benchmarks" / "bench_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_report.py")
 
 
 def test_a_synthesized_checkpoint_restarts(tmp_path):

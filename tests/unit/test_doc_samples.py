@@ -10,19 +10,15 @@ other character must match. A sample that fails here is regenerated with
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("make_samples", ROOT / "docs" / "make_samples.py")
-assert _spec and _spec.loader
-make_samples = importlib.util.module_from_spec(_spec)
-sys.modules["make_samples"] = make_samples  # its dataclasses look their module up
-_spec.loader.exec_module(make_samples)
+make_samples = load_script("docs/make_samples.py")
 
 VOLATILE = [
     # how long ago something happened, as the commands word it

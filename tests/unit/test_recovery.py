@@ -276,6 +276,15 @@ def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
         assert waved.restart_s == pytest.approx(expected + 4 * wave_s)
         assert sum(t.seconds for t in waved.breakdown) == pytest.approx(waved.restart_s,
                                                                         rel=0.05)
+    # a part per task opening a base counts only tasks that open one: none here (deltas)...
+    based = estimate_recovery(ckpt, cores=2, model=replace(model, base_wave_s=-0.05))
+    assert based.restart_s == pytest.approx(expected)
+    # ... and each of the busiest core's four when every partition has a snapshot
+    snap = layout(tmp_path, "snap", planned=12, committed=12, partitions=8, snapshots=[10])
+    with_base, without = (estimate_recovery(snap, cores=2, model=replace(model, base_wave_s=b))
+                          for b in (-0.05, 0.0))
+    assert all(w.base_files for w in with_base.instances)
+    assert with_base.restart_s == pytest.approx(without.restart_s - 4 * 0.05)
     assert full.estimate_s == pytest.approx(full.restart_s)  # nothing to re-run
     assert full.low_s == pytest.approx(full.restart_s * model.low)
     names = {t.name for t in full.breakdown}

@@ -280,9 +280,11 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
               f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
               f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
               f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; the "
-              f"first batch: load × {model.load_factor:.2f} + {model.row_s * 1e6:.2f} µs per "
+              f"first batch: load × {model.load_factor:.2f} (its bases × "
+              f"{model.base_factor:.2f}) + {model.row_s * 1e6:.2f} µs per "
               f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap "
               f"{model.wave_s * 1000:+.0f} ms per task on the busiest core "
+              f"({model.base_wave_s * 1000:+.0f} ms more per task opening a base) "
               f"{model.restart_s * 1000:+.0f} ms; range × {model.low:.2f} – × "
               f"{model.high:.2f} (held-out benchmark errors)")
     if measured:
