@@ -853,14 +853,9 @@ def restart_features(ckpt, model) -> list[float]:
     rows = sum(s.rows for s in estimate.stages)
     base = sum(s.load_s * s.base_share for s in estimate.stages)
     waves = sum(s.waves for s in estimate.stages)
-    base_waves = base_wave_count(estimate)
+    base_waves = sum(s.base_waves for s in estimate.stages)
     return [estimate.state_load_s - base, base, rows, rows * heap / 1e6, waves, -waves,
             base_waves, -base_waves, 1.0, -1.0]
-
-
-def base_wave_count(estimate) -> int:
-    """Tasks on the busiest cores (the critical path of every stage) that open a base."""
-    return sum(len({w.partition for w in s.critical if w.base_files}) for s in estimate.stages)
 
 
 VARIANTS = {"load": ["load_factor", "restart", "restart_negative"],
@@ -1103,9 +1098,9 @@ def refit_base(work: Path, configs: list[Config], measured: dict[str, list[dict]
             return estimate_recovery(ckpt, cores=CORES, model=replace(
                 probe, base_factor=base_factor, base_wave_s=base_wave_s)).restart_s
 
-        rest = part(0.0, 0.0) + built_in.restart_s
-        points[config.name] = (config, row, part(1.0, 0.0) - part(0.0, 0.0),
-                               part(0.0, 1.0) - part(0.0, 0.0), rest)
+        neither = part(0.0, 0.0)
+        points[config.name] = (config, row, part(1.0, 0.0) - neither,
+                               part(0.0, 1.0) - neither, neither + built_in.restart_s)
 
     held = {"base_factor": built_in.base_factor, "base_wave": built_in.base_wave_s,
             "restart": 0.0}

@@ -103,6 +103,8 @@ class StageEstimate:
     waves_s: float = 0.0
     """What the busiest core's tasks cost beyond a new query's (either sign): their first
     commits, and for those that open a base, the empty stores a new query creates."""
+    base_waves: int = 0
+    """The busiest core's tasks that open a base (snapshot, zip)."""
 
 @dataclass(frozen=True)
 class WhatIf:
@@ -256,13 +258,13 @@ def stage_estimate(operator_id: int, works: list[InstanceWork], cores: int,
         factor = effective_factor(model, share)
         rows_s = model.row_s * rows
         gc_s = model.gc_row_s * rows * heap_rows / 1e6
+    base_waves = sum(1 for p in slowest if any(w.base_files for w in per_task[p]))
     waves_s = 0.0
     if model is not None and any(w.files for w in works):
-        base_waves = sum(1 for p in slowest if any(w.base_files for w in per_task[p]))
         waves_s = model.wave_s * waves + model.base_wave_s * base_waves
     return StageEstimate(operator_id, factor * load + rows_s + gc_s + waves_s, len(tasks), waves,
                          warmup, replay[slowest[0]] if slowest else 0.0, critical, load, rows,
-                         rows_s, gc_s, share, waves_s)
+                         rows_s, gc_s, share, waves_s, base_waves)
 
 
 def base_share(critical: Sequence[InstanceWork], model: CostModel, warmup: float) -> float:

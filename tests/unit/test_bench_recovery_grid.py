@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo" / "checkpoint"
 grid = load_script("benchmarks/bench_recovery_grid.py")
 
+
 def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
