@@ -20,17 +20,20 @@ from pathlib import Path
 import pytest
 
 from statekit.reference_pipeline.generator import GeneratorConfig, generate
-from tests.support.shared_build import build_once, shared_root
+
+# The shared helpers in tests/support assert too (statekit_json, the restart proofs): pytest
+# rewrites their asserts as it does a test module's, so a failure shows the values compared —
+# registered before anything imports the package, or it warns and rewrites nothing.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.quiet_machine import shared_machine  # noqa: E402
+from tests.support.shared_build import build_once, shared_root  # noqa: E402
 
 # Estimates in the benchmark machine's seconds, whatever machine runs the suite: snapshots and
 # numbers compared across processes must not move with the machine's speed. The tests of the
 # probe, and the restart test that judges the estimate against Spark on this machine, ask for
 # the probe explicitly.
 os.environ["STATEKIT_MACHINE_SPEED"] = "reference"
-
-# The shared helpers in tests/support assert too (statekit_json, the restart proofs): pytest
-# rewrites their asserts as it does a test module's, so a failure shows the values compared.
-pytest.register_assert_rewrite("tests.support")
 
 TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
                                  fraud_per_batch=1.0, near_miss_per_batch=1.5)
@@ -49,6 +52,18 @@ VARIANTS: dict[str | None, tuple[int, tuple[tuple[str, str], ...]]] = {
     "purged": (TEST_MIN_DELTAS, (("spark.sql.streaming.minBatchesToRetain", "4"),)),
     "bursty": (TEST_MIN_DELTAS, ()),
 }
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Every untimed test, its fixtures' setup and teardown included, holds the machine
+    shared; a ``timed`` test takes it exclusively around what it measures
+    (tests/support/quiet_machine.py)."""
+    if item.get_closest_marker("timed"):
+        yield
+        return
+    with shared_machine():
+        yield
 
 
 @pytest.fixture(scope="session")

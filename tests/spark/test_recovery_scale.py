@@ -17,6 +17,7 @@ import pytest
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
 from statekit.recovery import estimate_recovery
+from tests.support.quiet_machine import quiet_machine
 
 pytestmark = [pytest.mark.spark]
 
@@ -73,6 +74,7 @@ def critical_path(values: list[float], cores: int) -> float:
 REPEATS = 3
 
 
+@pytest.mark.timed
 def test_estimate_holds_against_a_measured_restart(restart_state, tmp_path):
     """The JVM-free estimate against the restart a user waits for: the first batch after a
     restart of a copy, beyond the same batch on an empty checkpoint — measured as warm pairs
@@ -95,24 +97,25 @@ def test_estimate_holds_against_a_measured_restart(restart_state, tmp_path):
     ckpt = open_checkpoint(str(restart_state["checkpoint"]))
     cached = machine_speed("probe")
     assert cached.source in ("probe", "cached probe") and cached.probe_s, cached
-    probes = [cached.probe_s, probe_seconds()]
+    copies = [tmp_path / f"restart-{attempt}" for attempt in range(REPEATS)]
+    for copy in copies:
+        shutil.copytree(restart_state["checkpoint"], copy)
     differences, pairs, loads = [], [], []
-    for attempt in range(REPEATS):
-        again = tmp_path / f"restart-{attempt}"
-        shutil.copytree(restart_state["checkpoint"], again)
-        measured = _run_probe({"mode": "pair", "checkpoint": str(again),
-                               "landing": str(restart_state["landing"]),
-                               "fresh": str(restart_state["fresh"]), "partitions": PARTITIONS,
-                               "driver_memory": HEAP})
-        shutil.rmtree(again)
-        partition_loads = [ms / 1000 for ms in measured["load_ms"].values()]
-        assert len(partition_loads) == PARTITIONS, measured
-        loads.append(critical_path(partition_loads, cores))
-        # the batch that loaded the state took at least as long as loading it
-        assert measured["restart_s"] >= loads[-1]
-        pairs.append((measured["restart_s"], measured["reference_s"]))
-        differences.append(measured["restart_s"] - measured["reference_s"])
-    probes.append(probe_seconds())
+    with quiet_machine():
+        probes = [cached.probe_s, probe_seconds()]
+        for copy in copies:
+            measured = _run_probe({"mode": "pair", "checkpoint": str(copy),
+                                   "landing": str(restart_state["landing"]),
+                                   "fresh": str(restart_state["fresh"]),
+                                   "partitions": PARTITIONS, "driver_memory": HEAP})
+            partition_loads = [ms / 1000 for ms in measured["load_ms"].values()]
+            assert len(partition_loads) == PARTITIONS, measured
+            loads.append(critical_path(partition_loads, cores))
+            # the batch that loaded the state took at least as long as loading it
+            assert measured["restart_s"] >= loads[-1]
+            pairs.append((measured["restart_s"], measured["reference_s"]))
+            differences.append(measured["restart_s"] - measured["reference_s"])
+        probes.append(probe_seconds())
     speed = MachineSpeed(min(probes) / REFERENCE_PROBE_S, "probe", min(probes))
     estimate = estimate_recovery(ckpt, cores=cores, memory_limit=8 << 30,
                                  model=local_model(ckpt, speed))
@@ -127,10 +130,12 @@ def test_estimate_holds_against_a_measured_restart(restart_state, tmp_path):
     assert 0 < statistics.median(loads) < user_visible
 
 
+@pytest.mark.timed
 def test_measure_scales_the_model_to_spark(large_state, capsys):
     checkpoint = str(large_state["checkpoint"])
-    assert run_cli(_cli(), "statekit", ["recovery", checkpoint, "--json", "--cores", "2",
-                                        "--measure"]) == 0
+    with quiet_machine():
+        assert run_cli(_cli(), "statekit", ["recovery", checkpoint, "--json", "--cores", "2",
+                                            "--measure"]) == 0
     data = json.loads(capsys.readouterr().out)
     measurement = data["measurement"]
     assert data["model"]["source"] == "measured"
