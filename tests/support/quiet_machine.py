@@ -35,38 +35,32 @@ def _lock_folder() -> Path | None:
 
 
 @contextlib.contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, mode)
+def _machine(mode: int) -> Iterator[None]:
+    """The machine lock in ``mode``, taken through the turnstile; an exclusive holder keeps
+    the turnstile until it is done, a shared one only until it is in."""
+    folder = _lock_folder()
+    if folder is None:
+        yield
+        return
+    with open(folder / "turnstile", "a") as turnstile, open(folder / "machine", "a") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(machine, mode)
+        finally:
+            if mode == fcntl.LOCK_SH:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(machine, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def shared_machine() -> Iterator[None]:
+def shared_machine() -> contextlib.AbstractContextManager[None]:
     """Held around every untimed test: many at once, none while a timed test measures."""
-    folder = _lock_folder()
-    if folder is None:
-        yield
-        return
-    with open(folder / "machine", "a") as handle:
-        with _flock(folder / "turnstile", fcntl.LOCK_EX):
-            fcntl.flock(handle, fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return _machine(fcntl.LOCK_SH)
 
 
-@contextlib.contextmanager
-def quiet_machine() -> Iterator[None]:
+def quiet_machine() -> contextlib.AbstractContextManager[None]:
     """Held by a timed test around what it measures: every other worker paused."""
-    folder = _lock_folder()
-    if folder is None:
-        yield
-        return
-    with _flock(folder / "turnstile", fcntl.LOCK_EX), \
-            _flock(folder / "machine", fcntl.LOCK_EX):
-        yield
+    return _machine(fcntl.LOCK_EX)
