@@ -157,28 +157,45 @@ def test_the_hand_reference_patterns_match_what_they_mean():
         assert not any(pattern.search(line) for pattern, _ in HAND_REFERENCE), line
 
 
-def repeated_headings(text: str) -> list[str]:
-    """Headings that occur twice on one page (outside code): a section pasted twice."""
-    seen: set[str] = set()
+def pasted_twice(text: str) -> list[str]:
+    """Headings that occur twice on one page, and rows that occur twice in one table
+    (outside code): a section or a row pasted twice."""
+    headings: set[str] = set()
+    rows: set[str] = set()  # of the table being read
     repeated = []
     for _, line in prose_lines(text):
+        line = line.strip()
+        if not line.startswith("|"):
+            rows = set()
+        elif set(line) <= set("|-: "):  # a table's separator row
+            continue
+        elif line in rows:
+            repeated.append(line)
+        else:
+            rows.add(line)
         if line.startswith("#") and line.lstrip("#").startswith(" "):
-            heading = line.strip()
-            if heading in seen:
-                repeated.append(heading)
-            seen.add(heading)
+            if line in headings:
+                repeated.append(line)
+            headings.add(line)
     return repeated
 
 
 @pytest.mark.parametrize("path", ALL, ids=rel)
 def test_no_page_repeats_a_section(path):
-    assert not repeated_headings(path.read_text()), rel(path)
+    assert not pasted_twice(path.read_text()), rel(path)
 
 
 def test_a_section_pasted_twice_is_seen():
     page = "# T\n\n## Memory\ntext\n```\n## not a heading\n```\n## Grid\n\n## Memory\n"
-    assert repeated_headings(page) == ["## Memory"]
-    assert repeated_headings(page.replace("## Memory\n", "## Memory, again\n", 1)) == []
+    assert pasted_twice(page) == ["## Memory"]
+    assert pasted_twice(page.replace("## Memory\n", "## Memory, again\n", 1)) == []
+
+
+def test_a_table_row_pasted_twice_is_seen():
+    table = "| a | b |\n|---|---|\n| x | 1 |\n| y | 2 |\n"
+    assert pasted_twice(table + "| x | 1 |\n") == ["| x | 1 |"]
+    # the same row in two tables, or two tables' separators, are not a paste
+    assert pasted_twice(table + "\ntext\n\n" + table) == []
 
 
 # -- no history, no stale counts ---------------------------------------------------------------
