@@ -26,8 +26,8 @@ from statekit.reference_pipeline.generator import GeneratorConfig, generate
 # registered before anything imports the package, or it warns and rewrites nothing.
 pytest.register_assert_rewrite("tests.support")
 
-from tests.support.quiet_machine import shared_machine  # noqa: E402
 from tests.support.shared_build import build_once, shared_root  # noqa: E402
+from tests.support.tools import check_marked  # noqa: E402
 
 # Estimates in the benchmark machine's seconds, whatever machine runs the suite: snapshots and
 # numbers compared across processes must not move with the machine's speed. The tests of the
@@ -54,16 +54,26 @@ VARIANTS: dict[str | None, tuple[int, tuple[tuple[str, str], ...]]] = {
 }
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Every untimed test, its fixtures' setup and teardown included, holds the machine
-    shared; a ``timed`` test takes it exclusively around what it measures
-    (tests/support/quiet_machine.py)."""
-    if item.get_closest_marker("timed"):
-        yield
-        return
-    with shared_machine():
-        yield
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """``make test`` hands tests to its workers one at a time (``--dist loadgroup``), except
+    the tests of a module that share a module-scoped fixture (a checkpoint built for that
+    module): those run on one worker, which builds it once (``xdist_group``)."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(defs and defs[-1].scope in ("module", "class", "package")
+               for name in info.names_closure
+               if (defs := info.name2fixturedefs.get(name))):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked ``needs_tools`` fails (CI) or skips (elsewhere) with one line naming the
+    missing package before any of its fixtures is set up (tests/support/tools.py)."""
+    check_marked(item)
 
 
 @pytest.fixture(scope="session")

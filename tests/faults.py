@@ -3,8 +3,10 @@
 Every fault names the file or folder it damages (relative to the checkpoint), the finding
 ``statekit report --decode`` must show, and the exit code the commands that compute from the
 checkpoint (growth, recovery) must stop with — 0 where the damage is history only (a
-warning) or where a command does not read what was damaged. tests/spark/test_fault_corpus.py
-runs each through every command on checkpoints the reference pipeline really wrote.
+warning) or where a command does not read what was damaged. tests/unit/test_fault_corpus.py
+runs each through every JVM-free command on frozen checkpoints the reference pipeline really
+wrote (tests/data/fault_corpus); tests/spark/test_fault_corpus.py through the Spark-backed ones
+on the checkpoints it writes at test time.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import random
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +190,21 @@ def _last(facts: Facts) -> int:
     return facts.last
 
 
+def _later_than_now(timestamp_ms: int, ahead_ms: int) -> int:
+    """``ahead_ms`` after the batch's timestamp or this machine's clock, whichever is later:
+    "in the future" is judged against the clock, and a frozen checkpoint's batches (the
+    JVM-free corpus) get older every day."""
+    return max(timestamp_ms, int(time.time() * 1000)) + ahead_ms
+
+
+def names_damage(line: str, root: Path, fault: Fault, rel: str, restart: str = "") -> bool:
+    """Whether ``line`` names the damaged path ``rel`` under ``root`` (or one of the paths the
+    fault lets an error name instead; ``<restart>``: partition 1's newest restart file)."""
+    names = [rel, *(restart if n == "<restart>" else n for n in fault.names)]
+    return any(f"{root}/{name}" in line or f"{root}/{name.rstrip('/')}" in line
+               for name in names if name)
+
+
 # ----------------------------------------------------------------------------- the corpus
 def _commit(facts: Facts) -> str:
     return f"commits/{facts.last}"
@@ -273,7 +291,7 @@ FAULTS: list[Fault] = [
           "clock-skew", OK, severity="warning"),
     Fault("clock-skew-future",
           lambda r, f: _edit_offsets(r, f.last, lambda m: m.__setitem__(
-              "batchTimestampMs", m["batchTimestampMs"] + 30 * 86_400_000)),
+              "batchTimestampMs", _later_than_now(m["batchTimestampMs"], 30 * 86_400_000))),
           "clock-skew", OK, severity="warning"),
     Fault("watermark-backwards",
           lambda r, f: _edit_offsets(r, f.last, lambda m: m.__setitem__(
@@ -374,3 +392,7 @@ FAULTS: list[Fault] = [
     Fault("changelog-truncated", _truncate(_newest("changelog"), 0.5), "damaged-file",
           CORRUPT, checkpoints=("changelog",), read_only=True),
 ]
+
+CASES: list[tuple[Fault, str]] = [(fault, name) for fault in FAULTS for name in fault.checkpoints]
+"""Every (fault, pristine checkpoint) pair the corpus runs."""
+CASE_IDS = [f"{fault.name}@{name}" for fault, name in CASES]

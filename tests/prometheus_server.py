@@ -2,14 +2,14 @@
 
 Everything listens on 127.0.0.1 only, every wait is bounded, and every process started here
 is terminated on the way out (killed if it does not stop). A test that needs a binary which
-is not installed skips with the one message below; ``make test`` installs the package where
-apt-get and root are available.
+is not installed fails under CI (skips elsewhere) with one line naming the package
+(tests/support/tools.py); ``make test`` installs the package where apt-get and root are
+available.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -23,29 +23,25 @@ from typing import Any
 
 import pytest
 
+from tests.support import tools
 from tests.support.ports import free_port
 
 #: urllib without any proxy from the environment: every address here is 127.0.0.1.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _skip_reason(binary: str) -> str:
-    return (f"{binary} binary not found: apt-get install prometheus (make test installs it "
-            "where apt-get and root are available)")
+_TOOLS = {"prometheus": tools.PROMETHEUS, "promtool": tools.PROMTOOL}
 
 
 def require(binary: str) -> str:
-    """The path of ``prometheus``/``promtool``, or skip the test saying how to get it."""
-    path = shutil.which(binary)
-    if path is None:
-        pytest.skip(_skip_reason(binary))
-    return path
+    """The path of ``prometheus``/``promtool``; missing, the test fails in CI and skips
+    elsewhere, naming the package (tests/support/tools.py)."""
+    return tools.require(_TOOLS[binary])
 
 
 def needs(*binaries: str) -> pytest.MarkDecorator:
-    """Skip before any fixture is set up (no Spark run for nothing) when a binary is absent."""
-    missing = [binary for binary in binaries if shutil.which(binary) is None]
-    return pytest.mark.skipif(bool(missing), reason=_skip_reason(missing[0]) if missing else "")
+    """Checked before any fixture is set up (no Spark run for nothing)."""
+    return tools.needs(*(_TOOLS[binary] for binary in binaries))
 
 
 def promtool(*args: str, stdin: str | None = None,

@@ -12,6 +12,8 @@ import pytest
 
 from statekit.batches import batch_timeline
 from statekit.checkpoint import open_checkpoint
+from statekit.jobs.state_analysis import compare_operators
+from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
 from statekit.report import build_report
 from tests.conftest import TEST_PARTITIONS
 from tests.spark.real_checkpoints import ALL, REFERENCE, checkpoint_for
@@ -70,14 +72,19 @@ def test_report_counts_equal_an_independent_listing(real):
 
 
 def test_operators_equal_what_the_state_metadata_reader_returns(spark, real):
+    """``statekit state operators``' comparison (:func:`compare_operators`, Spark's
+    ``state-metadata`` beside the model) agrees on every store, and what Spark returned is
+    the model's operators, stores, partitions and batch range as listed here."""
     name, checkpoint = real
     ckpt = open_checkpoint(str(checkpoint))
+    with session_confs(spark, reader_confs(ckpt)):
+        rows = compare_operators(spark, ckpt, spark_path(ckpt))
+    assert rows and all(r.agree for r in rows), (name, [r.to_dict() for r in rows])
     ours = {(op.operator_id, op.name, store.name, store.num_partitions,
              ckpt.committed_batches[0], ckpt.last_committed_batch)
             for op in ckpt.operators.values() for store in op.stores}
-    rows = spark.read.format("state-metadata").load(str(checkpoint)).collect()
-    theirs = {(r.operatorId, r.operatorName, r.stateStoreName, r.numPartitions, r.minBatchId,
-               r.maxBatchId) for r in rows}
+    theirs = {(r.operator_id, r.spark["operator_name"], r.store, r.spark["num_partitions"],
+               r.spark["min_batch_id"], r.spark["max_batch_id"]) for r in rows}
     assert ours == theirs, name
     if name == "join":
         assert {store for (_, _, store, *_rest) in ours} == {
@@ -153,19 +160,6 @@ def test_format_v2_checkpoint_is_recognised(reference_checkpoints):
     last = ckpt.commit(ckpt.last_committed_batch)
     assert last.version == 2 and last.state_unique_ids
     assert report.crc_files >= len([f for f in files if f.kind != "sst"])
-
-
-@pytest.mark.parametrize("name", ["rocksdb", "aggregation-rocksdb"])
-def test_rocksdb_key_counts_equal_the_statestore_reader(spark, name, reference_checkpoints,
-                                                        small_queries):
-    checkpoint = checkpoint_for(name, reference_checkpoints, small_queries)
-    report = build_report(open_checkpoint(str(checkpoint)))
-    rows = spark.read.format("statestore").load(str(checkpoint)).groupBy(
-        "partition_id").count().collect()
-    theirs = {r.partition_id: r["count"] for r in rows}
-    (store,) = report.stores
-    ours = {p.partition: p.keys for p in store.partitions if p.keys}
-    assert ours == theirs and all(p.missing_ssts == 0 for p in store.partitions)
 
 
 def test_sparks_failed_in_place_repartition_is_reported(spark, reference_checkpoints,

@@ -1,15 +1,28 @@
 """``statekit doctor`` against Spark itself: every prediction is checked by a real restart.
 
-Three checkpoints are written by a real query (deduplication into a Parquet file sink,
-HDFS, RocksDB with a zip per version, RocksDB with changelogs), over four input files, one
-per batch. Each fault below damages a copy the way production checkpoints get damaged;
-then
+The checkpoints are the run's shared builds, each case damaging its own copy (the builds are
+read only):
+
+* ``hdfs``, ``zips``, ``changelog``: the deduplication query of tests/support/spark_runs
+  (``sources``: HDFS, RocksDB with a zip per version, RocksDB with changelogs), written on
+  three input files; its restart reads the fourth — a batch that must load the state;
+* ``sink``: the reference pipeline's HDFS checkpoint and its Parquet file sink
+  (``reference_checkpoints``) — the faults of a file sink's log, which the doctor campaign
+  does not damage. Its landing folder is shared too and gets no new file, so a restart runs
+  only the batches the damage or the fix leaves to run again, on the files they read
+  before (the sink's log behind: none — Spark opens every log and stops).
+
+Each fault damages the copy the way production checkpoints get damaged; then
 1. ``statekit doctor --json`` must name the fault and predict the restart (Spark's error,
    or that it restarts) and say whether it has a fix, with the documented exit code;
-2. Spark restarts the damaged copy on a fifth input file: it must fail exactly as
-   predicted, or run;
-3. the printed fix command is run as printed; the source is not written; and the query
-   restarted on the command's new checkpoint runs and commits the fifth file's batch.
+2. Spark restarts the damaged copy: it must fail exactly as predicted, or run;
+3. the printed fix command is run as printed; the damaged checkpoint is not written; and
+   the query restarted on the command's new checkpoint runs and commits batches after the
+   fix's.
+
+Faults the doctor campaign (tests/spark/test_doctor_campaign.py) always judges by a restart
+are not repeated here: the newest ``.delta`` of a partition deleted is its
+``test_the_newest_delta_gone_is_fixed_by_a_rollback_that_keeps_every_row``.
 """
 
 from __future__ import annotations
@@ -38,63 +51,82 @@ RESTARTS = None
 JSON_ERROR = r"Unexpected (character|end-of-input)"
 """Jackson's message for a log entry that is not JSON (Spark gives no error class)."""
 
-
-def _confs(kind: str) -> dict[str, str]:
-    from tests.small_queries import provider_confs
-
-    confs = provider_confs("hdfs" if kind == "hdfs" else "rocksdb", "lz4")
-    confs["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = str(
-        kind == "changelog").lower()
-    confs["spark.sql.shuffle.partitions"] = "2"
-    return confs
+QUERY = "dedup"
+"""The ``sources`` query: dropDuplicates on (key, bucket, day), kept in state forever."""
+PROVIDERS = {"hdfs": "hdfs", "zips": "rocksdb", "changelog": "rocksdb-changelog"}
+"""The ``sources`` provider of each checkpoint kind."""
 
 
-def _restart(spark, checkpoint: Path, sink: Path, input_dir: Path, kind: str) -> str | None:
-    """Run the query on ``checkpoint`` to the end of its input; Spark's error, or None."""
-    from statekit.jobs.state_reader import session_confs
-    from tests.conftest import quiesce
-    from tests.small_queries import EVENT_DDL
+# ------------------------------------------------------------------ the shared checkpoints
+@dataclass(frozen=True)
+class Copy:
+    """A writable copy of a shared checkpoint (and of its file sink), and the restarts of
+    its query (each: Spark's error, or ``None`` when it ran to the end of its input)."""
 
-    df = (spark.readStream.schema(EVENT_DDL + ", seq LONG").option("maxFilesPerTrigger", 1)
-          .json(str(input_dir)).dropDuplicates(["key", "bucket", "day"])
-          .select("key", "bucket", "day", "value"))
+    checkpoint: Path
+    sink: Path | None
+    restart: Callable[[Path, Path | None], str | None]
+    """Restart the query on a checkpoint and a sink (the damaged ones, or the fix's)."""
+
+
+def _failure(spark, run: Callable[[], object]) -> str | None:
+    """Spark's error when the restart ``run`` fails (the state stores it loaded unloaded,
+    so their maintenance writes nothing more into the checkpoint), else ``None``."""
+    from tests.oracle.restart import unload_state_stores
+
     try:
-        with session_confs(spark, _confs(kind)):
-            query = (df.writeStream.format("parquet").option("path", str(sink))
-                     .outputMode("append").option("checkpointLocation", str(checkpoint))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
+        run()
     except Exception as error:  # Spark's failure is the observation
+        unload_state_stores(spark)
         return str(error)
-    finally:
-        quiesce(spark, str(checkpoint))
     return None
 
 
-@dataclass
-class Sources:
-    root: Path
-    input_dir: Path
+def _source_copy(spark, sources, kind: str, to: Path) -> Copy:
+    from tests.support.spark_runs import run_to_end, source_confs
 
-    def copy(self, kind: str, to: Path) -> tuple[Path, Path]:
-        shutil.copytree(self.root / kind, to)
-        return to / "checkpoint", to / "out"
+    source = sources.get(QUERY, PROVIDERS[kind])
+    shutil.copytree(source.checkpoint, to / "checkpoint")
+
+    def restart(checkpoint: Path, _sink: Path | None) -> str | None:
+        return _failure(spark, lambda: run_to_end(
+            spark, QUERY, source.input_dir, checkpoint, source_confs(source.provider, QUERY)))
+    return Copy(to / "checkpoint", None, restart)
 
 
-@pytest.fixture(scope="module")
-def sources(spark, tmp_path_factory):
-    from tests.small_queries import _write_input, make_rows
+def _copy_file_sink(sink: Path, to: Path) -> Path:
+    """A copy of a file sink that Spark reads as a file sink: its log names each file by
+    its absolute path, so the copy's log names the copies (and its entries' hidden
+    checksums follow) — else Spark reads no file of the copy through its log."""
+    from tests.oracle.campaign import hadoop_crc
 
-    root = tmp_path_factory.mktemp("doctor")
-    input_dir = root / "input"
-    _write_input(input_dir, make_rows(seed=23))
-    for kind in ("hdfs", "zips", "changelog"):
-        assert _restart(spark, root / kind / "checkpoint", root / kind / "out", input_dir,
-                        kind) is None
-    # the restarts below read one more file: a batch that must load the state
-    extra = make_rows(seed=29)[0]
-    (input_dir / "part-900.json").write_text("".join(json.dumps(r) + "\n" for r in extra))
-    return Sources(root, input_dir)
+    shutil.copytree(sink, to)
+    for entry in (to / "_spark_metadata").iterdir():
+        if entry.name.startswith("."):
+            continue
+        data = entry.read_bytes().replace(f"{sink.as_uri()}/".encode(),
+                                          f"{to.as_uri()}/".encode())
+        entry.write_bytes(data)
+        crc = entry.parent / f".{entry.name}.crc"
+        if crc.exists():
+            crc.write_bytes(hadoop_crc(data))
+    return to
+
+
+def _reference_copy(spark, reference_checkpoints, to: Path) -> Copy:
+    from tests.conftest import TEST_PARTITIONS
+    from tests.support.restarts import PipelineRun, restart_pipeline
+
+    shared = reference_checkpoints.get("hdfs")
+    shutil.copytree(shared.checkpoint, to / "checkpoint")
+    _copy_file_sink(shared.output, to / "out")
+    run = PipelineRun(to, shared.landing, shared.checkpoint, shared.output, "hdfs",
+                      TEST_PARTITIONS)
+
+    def restart(checkpoint: Path, sink: Path | None) -> str | None:
+        assert sink is not None
+        return _failure(spark, lambda: restart_pipeline(spark, run, checkpoint, sink))
+    return Copy(to / "checkpoint", to / "out", restart)
 
 
 # ------------------------------------------------------------------------------ the faults
@@ -109,6 +141,23 @@ def _remove(path: Path) -> None:
         crc.unlink()
 
 
+def _data_batches(ckpt: Path) -> list[int]:
+    """The batches that read new input (a no-data batch repeats the sources' offsets of the
+    batch before it)."""
+    offsets = {int(p.name): p.read_text().split("\n")[2:]
+               for p in (ckpt / "offsets").iterdir() if p.name.isdigit()}
+    return [b for b in sorted(offsets) if offsets[b] != offsets.get(b - 1)]
+
+
+def _sink_log_until(out: Path, batch: int) -> None:
+    """The sink's log entries after ``batch`` gone (as if never written)."""
+    for entry in (out / "_spark_metadata").iterdir():
+        if entry.name.removesuffix(".compact").isdigit() and \
+                int(entry.name.removesuffix(".compact")) > batch:
+            assert entry.name.isdigit(), f"{entry}: a compaction after batch {batch}"
+            _remove(entry)
+
+
 def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
     crc = path.parent / f".{path.name}.crc"
@@ -116,42 +165,43 @@ def _write(path: Path, data: bytes) -> None:
         crc.unlink()
 
 
-def _restart_path(ckpt: Path, partition: int = 1) -> list[Path]:
-    """The data files a restart of ``partition`` loads, per statekit's own model."""
+def _restart_path(ckpt: Path, suffix: str) -> list[Path]:
+    """The data files a restart loads for the first partition whose load path holds a
+    ``suffix`` file (the load path per statekit's own model)."""
     model = open_checkpoint(str(ckpt))
-    instance = model.inventory.instances[(0, "default", partition)]
-    return [Path(f.path) for f in instance.files_to_load(_last(ckpt) + 1)]
+    for (op, store, _), instance in sorted(model.inventory.instances.items()):
+        path = [Path(f.path) for f in instance.files_to_load(_last(ckpt) + 1)]
+        if op == 0 and store == "default" and any(p.suffix == suffix for p in path):
+            return path
+    raise AssertionError(f"no restart loads a {suffix} file")
 
 
-def missing_delta(ckpt: Path, _out: Path) -> str:
-    delta = [f for f in _restart_path(ckpt) if f.suffix == ".delta"][-1]
-    _remove(delta)
-    return str(delta)
-
-
-def truncated_delta(ckpt: Path, _out: Path) -> str:
-    delta = [f for f in _restart_path(ckpt) if f.suffix == ".delta"][-1]
+def truncated_delta(ckpt: Path, _out: Path | None) -> str:
+    delta = [f for f in _restart_path(ckpt, ".delta") if f.suffix == ".delta"][-1]
     _write(delta, delta.read_bytes()[: delta.stat().st_size // 2])
     return str(delta)
 
 
-def missing_sst(ckpt: Path, _out: Path) -> str:
-    """An SST the restart's zip lists and no older zip does."""
-    zips = sorted((ckpt / "state/0/1").glob("*.zip"), key=lambda p: int(p.stem))
+def missing_sst(ckpt: Path, _out: Path | None) -> str:
+    """The newest SST the restart's zip lists that an older zip does not (a rollback gets
+    before it; the restart's own zip may add none: the query's last batch ran no data)."""
+    newest = [f for f in _restart_path(ckpt, ".zip") if f.suffix == ".zip"][-1]
+    folder = newest.parent
+    zips = sorted(folder.glob("*.zip"), key=lambda p: int(p.stem))
 
     def ssts(z: Path) -> set[str]:
         text = zipfile.ZipFile(z).read("metadata").decode().split("\n", 1)[1]
         return {s["dfsSstFileName"] for s in json.loads(text)["sstFiles"]}
 
-    newest = [f for f in _restart_path(ckpt) if f.suffix == ".zip"][-1]
-    own = ssts(newest) - set().union(*(ssts(z) for z in zips if int(z.stem) < int(newest.stem)))
-    assert own, "the restart zip must own an SST"
-    sst = ckpt / "state/0/1/SSTs" / sorted(own)[0]
+    older = [ssts(z) for z in zips if int(z.stem) < int(newest.stem)]
+    own = ssts(newest) - set.intersection(*older) if older else set()
+    assert own, "the restart zip must list an SST an older zip does not"
+    sst = folder / "SSTs" / sorted(own)[-1]
     _remove(sst)
     return str(sst)
 
 
-def missing_changelog(ckpt: Path, _out: Path) -> str:
+def missing_changelog(ckpt: Path, _out: Path | None) -> str:
     """The newest version's changelog (and a zip of it, if the upload came first)."""
     version = _last(ckpt) + 1
     folder = ckpt / "state/0/1"
@@ -161,104 +211,118 @@ def missing_changelog(ckpt: Path, _out: Path) -> str:
     return str(folder / f"{version}.changelog")
 
 
-def missing_metadata(ckpt: Path, _out: Path) -> str:
+def missing_metadata(ckpt: Path, _out: Path | None) -> str:
     _remove(ckpt / "metadata")
     return str(ckpt / "metadata")
 
 
-def offsets_gap(ckpt: Path, _out: Path) -> str:
+def offsets_gap(ckpt: Path, _out: Path | None) -> str:
     path = ckpt / f"offsets/{_last(ckpt) - 1}"
     _remove(path)
     return str(path)
 
 
-def corrupt_commit(ckpt: Path, _out: Path) -> str:
+def corrupt_commit(ckpt: Path, _out: Path | None) -> str:
     path = ckpt / f"commits/{_last(ckpt)}"
     _write(path, b'v1\n{"nextBatchWatermarkMs":')
     return str(path)
 
 
-def corrupt_uncommitted_offsets(ckpt: Path, _out: Path) -> str:
+def corrupt_uncommitted_offsets(ckpt: Path, _out: Path | None) -> str:
     last = _last(ckpt)
     _remove(ckpt / f"commits/{last}")
     _write(ckpt / f"offsets/{last}", b"v1\n{garbage")
     return str(ckpt / f"offsets/{last}")
 
 
-def unfinished_repartition(ckpt: Path, _out: Path) -> str:
+def unfinished_repartition(ckpt: Path, _out: Path | None) -> str:
+    """A next offsets entry pinning another partition count than the committed batches'
+    (a repartition by hand that stopped half-way)."""
     last = _last(ckpt)
     text = (ckpt / f"offsets/{last}").read_text()
-    pinned = '"spark.sql.shuffle.partitions":"2"'
-    assert pinned in text
+    pinned = re.search(r'"spark\.sql\.shuffle\.partitions":"(\d+)"', text)
+    assert pinned is not None, text
     path = ckpt / f"offsets/{last + 1}"
-    path.write_text(text.replace(pinned, pinned.replace('"2"', '"4"')))
+    other = str(int(pinned.group(1)) + 3)
+    path.write_text(text.replace(pinned.group(0), pinned.group(0).replace(
+        f'"{pinned.group(1)}"', f'"{other}"')))
     return str(path)
 
 
-def commit_without_offsets(ckpt: Path, _out: Path) -> str:
+def commit_without_offsets(ckpt: Path, _out: Path | None) -> str:
     last = _last(ckpt)
     shutil.copy(ckpt / f"commits/{last}", ckpt / f"commits/{last + 1}")
     return str(ckpt / f"commits/{last + 1}")
 
 
-def offsets_folder_missing(ckpt: Path, _out: Path) -> str:
+def offsets_folder_missing(ckpt: Path, _out: Path | None) -> str:
     shutil.rmtree(ckpt / "offsets")
     return str(ckpt / "offsets")
 
 
-def corrupt_schema(ckpt: Path, _out: Path) -> str:
+def corrupt_schema(ckpt: Path, _out: Path | None) -> str:
     """A version tag that is not ``v<N>``."""
     path = ckpt / "state/0/0/_metadata/schema"
     _write(path, b"\x00\x01garbage")
     return str(path)
 
 
-def truncated_schema(ckpt: Path, _out: Path) -> str:
+def truncated_schema(ckpt: Path, _out: Path | None) -> str:
     path = ckpt / "state/0/0/_metadata/schema"
     _write(path, path.read_bytes()[:1])
     return str(path)
 
 
-def commits_folder_missing(ckpt: Path, _out: Path) -> str:
+def commits_folder_missing(ckpt: Path, _out: Path | None) -> str:
     shutil.rmtree(ckpt / "commits")
     return str(ckpt / "commits")
 
 
-def operator_metadata_missing(ckpt: Path, _out: Path) -> str:
+def operator_metadata_missing(ckpt: Path, _out: Path | None) -> str:
     path = ckpt / "state/0/_metadata/metadata"
     _remove(path)
     return str(path)
 
 
-def sink_behind(ckpt: Path, out: Path) -> str:
-    path = out / "_spark_metadata" / str(_last(ckpt))
-    _remove(path)
+def sink_behind(ckpt: Path, out: Path | None) -> str:
+    """The sink's log lost its entries from the last batch that read input on (the query
+    crashed between committing them and the sink's log being copied, say)."""
+    assert out is not None
+    _sink_log_until(out, _data_batches(ckpt)[-1] - 1)
     return str(out / "_spark_metadata")
 
 
-def rolled_back_without_sink(ckpt: Path, out: Path) -> str:
-    """A rollback whose file sink log was left ahead (no --file-sink)."""
+def rolled_back_without_sink(ckpt: Path, out: Path | None) -> str:
+    """A rollback without --file-sink: the sink's log is left ahead of the commits, by one
+    batch here (its later entries gone). The restart runs that batch again without writing
+    state (the sink has it: Spark skips it), then fails loading that state in the next
+    batch — which reads the input of the checkpoint's last batch that read any, so the
+    restart needs no new input."""
+    assert out is not None
+    to = _data_batches(ckpt)[-2] - 1
     rolled = ckpt.parent / "rolled"
     assert run_cli(statekit_cli(), "statekit", [
-        "rollback", str(ckpt), "--to-batch", str(_last(ckpt) - 2), "--out", str(rolled),
+        "rollback", str(ckpt), "--to-batch", str(to), "--out", str(rolled),
         "--no-verify", "--force"]) == 0
     shutil.rmtree(ckpt)
     rolled.rename(ckpt)
+    _sink_log_until(out, to + 1)
     return str(out / "_spark_metadata")
 
 
-def offsets_edited_by_hand(ckpt: Path, _out: Path) -> str:
-    """``offsets/L`` edited to replay one file (as support articles suggest doing by
+def offsets_edited_by_hand(ckpt: Path, _out: Path | None) -> str:
+    """``offsets/L`` edited to replay two files (as support articles suggest doing by
     hand) without touching ``offsets/L-1``: the file source's offset goes backwards."""
-    last = _last(ckpt)
-    path = ckpt / f"offsets/{last}"
+    path = ckpt / f"offsets/{_last(ckpt)}"
     text = path.read_text()
-    assert f'{{"logOffset":{last}}}' in text
-    path.write_text(text.replace(f'{{"logOffset":{last}}}', f'{{"logOffset":{last - 2}}}'))
+    found = re.search(r'\{"logOffset":(\d+)\}', text)
+    assert found is not None and int(found.group(1)) >= 2, text
+    path.write_text(text.replace(found.group(0),
+                                 f'{{"logOffset":{int(found.group(1)) - 2}}}'))
     return str(path)
 
 
-def staging_left(ckpt: Path, _out: Path) -> str:
+def staging_left(ckpt: Path, _out: Path | None) -> str:
     staging = ckpt.parent / ".checkpoint.statekit-staging"
     staging.mkdir()
     (staging / "_STATEKIT_STAGING").write_text(json.dumps(
@@ -269,8 +333,10 @@ def staging_left(ckpt: Path, _out: Path) -> str:
 
 @dataclass(frozen=True)
 class Case:
-    fault: Callable[[Path, Path], str]
+    fault: Callable[[Path, Path | None], str]
     kind: str
+    """``hdfs``, ``zips``, ``changelog`` (the shared ``sources``) or ``sink`` (the shared
+    reference run and its file sink)."""
     code: str
     """The problem code the doctor must name."""
     error: str | None
@@ -281,8 +347,6 @@ class Case:
 
 
 CASES = [
-    Case(missing_delta, "hdfs", "state-file-missing",
-         r"CANNOT_LOAD_STATE_STORE\.CANNOT_READ_DELTA_FILE_NOT_EXISTS", 11),
     Case(truncated_delta, "hdfs", "state-file-corrupt",
          r"CANNOT_LOAD_STATE_STORE\.UNCATEGORIZED", 11),
     Case(missing_sst, "zips", "state-file-corrupt",
@@ -298,12 +362,12 @@ CASES = [
          "STREAMING_UNFINISHED_REPARTITION_DETECTED", 11),
     Case(commit_without_offsets, "hdfs", "commit-without-offsets",
          "CONCURRENT_STREAM_LOG_UPDATE", 11),
-    Case(sink_behind, "hdfs", "file-sink-behind", RESTARTS, 9),
+    Case(sink_behind, "sink", "file-sink-behind", RESTARTS, 9),
     Case(offsets_folder_missing, "hdfs", "offsets-missing", "assertion failed", 12),
     Case(corrupt_schema, "hdfs", "schema-corrupt", "MALFORMED_LOG_FILE", 12),
     Case(truncated_schema, "zips", "schema-corrupt", r"terminated with exception:\s+SQLSTATE",
          12, predicted="without a message"),
-    Case(rolled_back_without_sink, "hdfs", "file-sink-ahead",
+    Case(rolled_back_without_sink, "sink", "file-sink-ahead",
          r"CANNOT_LOAD_STATE_STORE\.CANNOT_READ_DELTA_FILE_NOT_EXISTS", 11),
     Case(commits_folder_missing, "zips", "commits-missing", RESTARTS, 9),
     Case(operator_metadata_missing, "changelog", "operator-metadata-missing", RESTARTS, 0),
@@ -312,20 +376,25 @@ CASES = [
 ]
 
 
-def _doctor(ckpt: Path, out: Path) -> tuple[int, dict]:
+def _doctor(ckpt: Path, out: Path | None) -> tuple[int, dict]:
     buffer = io.StringIO()
+    sink = ["--file-sink", str(out)] if out is not None else []
     with redirect_stdout(buffer):
-        code = run_cli(statekit_cli(), "statekit", ["doctor", str(ckpt), "--file-sink", str(out),
-                                                    "--json"])
+        code = run_cli(statekit_cli(), "statekit", ["doctor", str(ckpt), *sink, "--json"])
     return code, json.loads(buffer.getvalue())
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.fault.__name__}-{c.kind}")
-def test_doctor_predicts_the_restart_and_its_fix_works(spark, sources, tmp_path, case):
-    ckpt, out = sources.copy(case.kind, tmp_path / "broken")
+def test_doctor_predicts_the_restart_and_its_fix_works(spark, request, tmp_path, case):
+    copy = (_reference_copy(spark, request.getfixturevalue("reference_checkpoints"),
+                            tmp_path / "broken") if case.kind == "sink" else
+            _source_copy(spark, request.getfixturevalue("sources"), case.kind,
+                         tmp_path / "broken"))
+    ckpt, out = copy.checkpoint, copy.sink
     damaged = case.fault(ckpt, out)
-    broken_sink = tmp_path / "sink-broken"  # Spark restarts the broken copy against this
-    shutil.copytree(out, broken_sink)
+    broken_sink = None  # Spark restarts the broken copy against a copy of its sink
+    if out is not None:
+        broken_sink = _copy_file_sink(out, tmp_path / "sink-broken")
 
     code, diagnosis = _doctor(ckpt, out)
     named = [p for p in diagnosis["problems"] if p["code"] == case.code]
@@ -351,7 +420,7 @@ def test_doctor_predicts_the_restart_and_its_fix_works(spark, sources, tmp_path,
         before = tree_hash(ckpt)
         args = shlex.split(command)
         assert args[:3] == ["statekit", "rollback", str(ckpt)]
-        # --force only because these checkpoints are seconds old ("looks live")
+        # --force only because these checkpoints are minutes old ("looks live")
         assert run_cli(statekit_cli(), "statekit", [*args[1:], "--force"]) == 0, command
         assert tree_hash(ckpt) == before
         fixed = Path(args[args.index("--out") + 1])
@@ -360,18 +429,16 @@ def test_doctor_predicts_the_restart_and_its_fix_works(spark, sources, tmp_path,
         assert not [p for p in after["problems"] if p["severity"] == "fatal"], after
 
     # Spark restarts the broken copy (on a copy of its sink): fails as predicted, or runs
-    error = _restart(spark, ckpt, broken_sink, sources.input_dir, case.kind)
+    error = copy.restart(ckpt, broken_sink)
     if case.error is None:
         assert error is None, error
     else:
         assert error is not None and re.search(case.error, error), error
 
-    if fixed is not None:  # the fix restarts (on the sink it fixed) and runs the new batch
-        fixed_sink = out
-        error = _restart(spark, fixed, fixed_sink, sources.input_dir, case.kind)
+    if fixed is not None:  # the fix restarts (on the sink it fixed) and runs new batches
+        error = copy.restart(fixed, out)
         assert error is None, error[:1500]
         assert _last(fixed) > diagnosis["fix_batch"]
-        if case.code == "file-sink-behind":  # the lost batch is in the sink's log again
-            lost = int(Path(damaged).name) if Path(damaged).name.isdigit() else \
-                diagnosis["last_committed"]
-            assert (fixed_sink / "_spark_metadata" / str(lost)).exists()
+        if out is not None:  # the re-run batches are in the sink's log (again)
+            assert all((out / "_spark_metadata" / str(b)).exists()
+                       for b in range(diagnosis["fix_batch"] + 1, _last(fixed) + 1))

@@ -1,34 +1,36 @@
-"""Every fault of tests/faults.py, on copies of real checkpoints, through every command.
+"""The fault corpus through what needs Spark, and the frozen corpus against this Spark.
 
-For each fault and each JVM-free command: the exit code is the documented one (or 0 where a
-command does not depend on what was damaged), a failure is exactly one stderr line naming
-the damaged file, JSON output is standard JSON, and — the property — ``report --decode``
-never answers "no warnings" for a damaged checkpoint. The checkpoints are the reference
-pipeline's (HDFS; RocksDB with changelogs; RocksDB with a zip per version); the source is
-never touched (each fault works on its own copy).
+Every fault of tests/faults.py through the Spark-backed commands (``state show``,
+``repartition``), on copies of checkpoints the reference pipeline writes at test time (HDFS;
+RocksDB with changelogs; RocksDB with a zip per version; the shared originals stay untouched):
+refused before Spark starts when the model sees the damage, else Spark's load failure traced
+to the damaged file, one line. The JVM-free commands run the same faults on frozen copies of
+the same three checkpoints (tests/unit/test_fault_corpus.py, tests/data/fault_corpus): here,
+the frozen copies are compared with what this Spark writes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.faults import FAULTS, Facts, Fault, facts_of
+from tests.faults import CASE_IDS, CASES, FAULTS, Facts, Fault, facts_of, names_damage
 from tests.support.cli import run, strict_json
 
 pytestmark = pytest.mark.spark
 
-_LEDGER_CODES = {"corrupt-log", "odd-log-entry", "commit-without-offsets", "missing-log",
-                 "not-a-batch", "log-gap", "clock-skew", "watermark-backwards", "bad-conf",
-                 "unsupported-codec"}
+FROZEN = Path(__file__).resolve().parents[1] / "data" / "fault_corpus"
 
 
 @pytest.fixture(scope="module")
 def pristine(reference_checkpoints, tmp_path_factory) -> dict[str, tuple[Path, Facts]]:
-    """Copies of three real checkpoints (the shared originals stay untouched)."""
+    """Copies of three real checkpoints (the shared originals stay untouched), post-processed
+    as tests/data/fault_corpus/regenerate.py does for the frozen ones."""
     runs = {"hdfs": reference_checkpoints.get("hdfs"),
             "changelog": reference_checkpoints.get("rocksdb", changelog=True),
             "zips": reference_checkpoints.get("rocksdb")}
@@ -46,132 +48,80 @@ def pristine(reference_checkpoints, tmp_path_factory) -> dict[str, tuple[Path, F
     return found
 
 
-# the commands that end with the doctor's answer and exit with its code (11, 12)
-_RESTART_VERDICTS = ("doctor", "report", "growth", "recovery")
-
-CASES = [(fault, name) for fault in FAULTS for name in fault.checkpoints]
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def test_the_corpus_is_large_and_covers_both_providers():
-    assert len({f.name for f in FAULTS}) >= 60
-    assert {name for _, name in CASES} == {"hdfs", "changelog", "zips"}
+def _kind(root: Path) -> dict:
+    """What a checkpoint is made of, without what changes from run to run (query and run ids,
+    timestamps, SST names, which versions maintenance snapshotted): every path with numbers
+    and ids generalised; the version line of every log; the JSON keys of the commit and
+    offset entries; the confs the newest offsets entry pins; the operator metadata and the
+    schema files; the first bytes (codec, zip) of every state file kind; the changelogs'
+    format versions; the keys of the zips' metadata."""
+    from statekit.formats.compression import open_decompressed
+    from statekit.formats.records import read_changelog
 
+    def general(path: Path) -> str:
+        rel = _UUID.sub("U", str(path.relative_to(root)))
+        return re.sub(r"\d+", "N", rel) + ("/" if path.is_dir() else "")
 
-def test_pristine_checkpoints_have_no_findings(pristine):
-    for name, (root, _) in pristine.items():
-        code, out, err = run(["report", root, "--decode", "--json"])
-        assert (code, err) == (0, ""), name
-        report = strict_json(out)
-        # the changelog copy never got a zip: that is worth a warning, and the only one
-        assert {f["code"] for f in report["findings"]} == (
-            {"no-snapshot"} if name == "changelog" else set()), name
-        assert report["verification"]["files"] > 0 and not report["verification"]["damaged"]
+    def first_line(path: Path) -> str:
+        return path.read_bytes().split(b"\n", 1)[0].decode()
 
-
-def _names_damage(line: str, root: Path, fault: Fault, rel: str,
-                  restart: str = "") -> bool:
-    names = [rel, *(restart if n == "<restart>" else n for n in fault.names)]
-    return any(f"{root}/{name}" in line or f"{root}/{name.rstrip('/')}" in line
-               for name in names if name)
-
-
-@pytest.mark.parametrize(("fault", "checkpoint"), CASES,
-                         ids=[f"{f.name}@{c}" for f, c in CASES])
-def test_fault(fault: Fault, checkpoint: str, pristine, tmp_path):
-    source, facts = pristine[checkpoint]
-    if fault.requires and not any(f.endswith(tuple("." + k for k in fault.requires))
-                                  for f in facts.restart_files):
-        pytest.fail(f"{checkpoint} has no {fault.requires} on its restart path")
-    root = tmp_path / "ck"
-    shutil.copytree(source, root, symlinks=True)
-    rel = fault.apply(root, facts)
-    restart_file = root / facts.restart_files[-1]
-
-    def names(text: str) -> bool:
-        return _names_damage(text, root, fault, rel, facts.restart_files[-1])
-
-    commands = {
-        "report": ["report", root],
-        "report-verify": ["report", root, "--decode"],
-        "report-json": ["report", root, "--decode", "--json"],
-        "batches": ["batches", root],
-        "batches-json": ["batches", root, "--json"],
-        "schema": ["schema", root],
-        "ls": ["ls", root, "--partition", "1"],
-        "dump": ["dump", restart_file, "--limit", "5"],
-        "growth": ["growth", root],
-        "growth-json": ["growth", root, "--json"],
-        "recovery": ["recovery", root],
-        "recovery-json": ["recovery", root, "--json"],
-        "doctor": ["doctor", root],
-        "doctor-json": ["doctor", root, "--json"],
+    every = sorted(root.rglob("*"))
+    files = [p for p in every if p.is_file() and not p.name.startswith(".")]
+    logs = {name: [p for p in files if p.relative_to(root).parts[0] == name]
+            for name in ("offsets", "commits", "sources")}
+    newest = max(logs["offsets"], key=lambda p: int(p.name))
+    offset_meta = json.loads(newest.read_text().split("\n")[1])
+    heads: dict[str, set[bytes]] = {}
+    changelog_versions, zip_metadata = set(), set()
+    for path in files:
+        kind = path.suffix.lstrip(".")
+        if kind in ("delta", "snapshot", "changelog", "zip"):
+            heads.setdefault(kind, set()).add(path.read_bytes()[:8])
+        if kind == "changelog":
+            with open(path, "rb") as raw:
+                stream = open_decompressed(raw, "lz4", path=str(path))
+                changelog_versions.add(read_changelog(stream, path=str(path))[0].version)
+        if kind == "zip":
+            with zipfile.ZipFile(path) as z:
+                version, body = z.read("metadata").decode().split("\n", 1)
+            zip_metadata.add((version, tuple(sorted(json.loads(body)))))
+    return {
+        "layout": {general(p) for p in every},
+        "log_versions": {name: {first_line(p) for p in found} for name, found in logs.items()},
+        "commit_keys": {tuple(sorted(json.loads(p.read_text().split("\n")[1])))
+                        for p in logs["commits"]},
+        "offset_keys": sorted(offset_meta),
+        "pinned_confs": offset_meta["conf"],
+        "query_metadata_keys": sorted(json.loads((root / "metadata").read_text())),
+        "operator_metadata": {(general(p), p.read_bytes()) for p in files
+                              if p.parent.name == "_metadata"},
+        "heads": heads,
+        "changelog_versions": changelog_versions,
+        "zip_metadata": zip_metadata,
     }
-    results = {name: run(args) for name, args in commands.items()}
-    for name, (code, out, err) in results.items():
-        where = f"{fault.name}@{checkpoint} {name}: exit {code}, stderr {err!r}"
-        assert "Traceback" not in err and "internal error" not in err, where
-        if name.startswith(_RESTART_VERDICTS) and code in (9, 11, 12):
-            # the doctor's verdict (report, recovery and growth exit with it too), not an error
-            assert err == "" and (code != 9 or name.startswith("doctor")), where
-            continue
-        if code:
-            assert err.count("\n") == 1 and err.startswith("statekit: error: "), where
-            assert str(root) in err or str(restart_file) in err, where
-        else:
-            assert err == "", where
-        if code == 0 and name.endswith("-json"):
-            strict_json(out)
-    # the doctor: a damaged file on the restart path means "will not restart", and the fix
-    # it prints is a rollback
-    code, out, _ = results["doctor-json"]
-    if code in (0, 9, 11, 12):
-        diagnosis = strict_json(out)
-        assert diagnosis["exit_code"] == code
-        if fault.read_only and fault.severity == "error":
-            assert code in (11, 12), diagnosis
-        if code == 11:
-            assert diagnosis["fix_command"].startswith("statekit rollback ")
-    if fault.everywhere:  # the query-id file: the doctor's answer, or unreadable for all
-        doctor_code = results["doctor"][0]
-        for name, (code, _out, err) in results.items():
-            # (others need no query id; growth reports a history and the doctor's verdict)
-            if name.startswith(("report", "growth", "recovery")):
-                allowed = (fault.code, doctor_code, *((0,) if name.startswith("growth") else ()))
-                assert code in allowed, f"{fault.name} {name}: {code} {err!r}"
-        from tests.oracle.surfaces import contradictions
-
-        assert contradictions(root) == [], fault.name
-        return
-
-    # the report names the damage in its findings, and never answers "no warnings"
-    code, out, err = results["report-verify"]
-    flat = " ".join(out.split())
-    assert "Traceback" not in err
-    codes = fault.finding.split("|")  # alternatives: any of them will do
-    assert any(f"({code})" in flat for code in codes), f"{fault.name}@{checkpoint}: {flat[-600:]}"
-    assert "no warnings" not in flat
-    report = strict_json(results["report-json"][1])
-    found = [f for f in report["findings"] if f["code"] in codes]
-    assert found and {f["severity"] for f in found} == {fault.severity}
-    assert any(names(f"{f['message']} {f['path']}") for f in found), found
-    if not fault.read_only:
-        assert any(f"({code})" in " ".join(results["report"][1].split()) for code in codes)
-    if set(codes) & _LEDGER_CODES:  # batches shows the ledger's problems too
-        problems = strict_json(results["batches-json"][1])["problems"]
-        assert any(names(p["message"]) for p in problems)
-
-    # every surface gives the doctor's answer (report, recovery, growth, metrics, the TUI's
-    # model): exit codes, verdicts, no estimate for a checkpoint that will not restart
-    from tests.oracle.surfaces import contradictions
-
-    assert contradictions(root) == [], f"{fault.name}@{checkpoint}"
-    for name in ("batches", "schema", "ls", "dump"):
-        code, _, err = results[name]
-        assert code in (0, fault.code, 3, 4, 5), f"{name}: {code} {err!r}"
 
 
-@pytest.mark.parametrize(("fault", "checkpoint"), CASES,
-                         ids=[f"{f.name}@{c}" for f, c in CASES])
+def test_the_frozen_corpus_is_what_this_spark_writes(pristine, spark):
+    """tests/unit/test_fault_corpus.py damages frozen copies of these three checkpoints: they
+    must still be what this Spark writes with the test configuration (same files in the same
+    places, same formats and pinned confs, same batches and partitions). When this fails,
+    run tests/data/fault_corpus/regenerate.py."""
+    manifest = json.loads((FROZEN / "manifest.json").read_text())
+    # the session the frozen ones were written in is this run's `spark` fixture's
+    for key, value in manifest["session"]["all_confs_set"].items():
+        if key not in ("spark.app.name", "spark.master"):
+            assert spark.conf.get(key, None) == value, key
+    for name, (fresh, facts) in pristine.items():
+        frozen = FROZEN / name
+        assert _kind(frozen) == _kind(fresh), f"{name}: regenerate tests/data/fault_corpus"
+        frozen_facts = facts_of(frozen)
+        assert (frozen_facts.last, frozen_facts.partitions) == (facts.last, facts.partitions)
+
+
+@pytest.mark.parametrize(("fault", "checkpoint"), CASES, ids=CASE_IDS)
 def test_fault_through_spark_backed_commands(fault: Fault, checkpoint: str, pristine, spark,
                                              tmp_path):
     """The `state` and `repartition` commands: refused before Spark starts when the model
@@ -192,7 +142,7 @@ def test_fault_through_spark_backed_commands(fault: Fault, checkpoint: str, pris
             continue  # the query-id file: state rows read without it; repartition copies it
         if fault.severity == "error":
             assert code == fault.code, where
-            assert _names_damage(err, root, fault, rel, facts.restart_files[-1]), where
+            assert names_damage(err, root, fault, rel, facts.restart_files[-1]), where
         else:  # (6: repartition refuses an uncommitted batch)
             assert code in (0, fault.code, 6), where
     assert not (tmp_path / "out").exists()

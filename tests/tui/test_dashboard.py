@@ -158,11 +158,12 @@ def slow_first_decode(monkeypatch):
     def decode(ckpt, file, *args):
         if not first or first[0] == file.path:
             first[:1] = [file.path]
-            release.wait(30)
+            release.wait(120)  # the test releases it; the bound only catches a hang
         return real(ckpt, file, *args)
 
     monkeypatch.setattr(operators_pane, "first_records", decode)
-    return release, first
+    yield release, first
+    release.set()  # a test that failed before releasing it leaves no decode waiting
 
 
 def test_a_slow_decode_of_a_file_left_never_lands(slow_first_decode):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -16,6 +15,7 @@ from statekit.checkpoint.layout import MetaFile, StateFile, classify
 from statekit.checkpoint.soundness import raise_if_unsound
 from statekit.errors import BadInput, CorruptFile, NotACheckpoint
 from statekit.report import build_report
+from tests.support.tools import ROOT_NEEDS_SETPRIV
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -205,8 +205,7 @@ def test_invalid_offsets_json_is_reported_with_the_file(memory_root):
     assert str(caught.value).startswith(f"memory://{memory_root}/offsets/2: invalid JSON")
 
 
-@pytest.mark.skipif(not shutil.which("setpriv") and os.geteuid() == 0,
-                    reason="needs setpriv to drop root privileges")
+@ROOT_NEEDS_SETPRIV
 def test_unreadable_file_is_a_one_line_error(tmp_path):
     """Permissions are real: as root the test drops to 'nobody' in a subprocess."""
     ck = tmp_path / "ck"

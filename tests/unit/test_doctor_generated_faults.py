@@ -20,6 +20,7 @@ import pytest
 
 from tests.oracle.fault_space import damaged_copies, enumerate_faults, sample_faults
 from tests.oracle.surfaces import contradictions
+from tests.support.tools import ROOT_NEEDS_SETPRIV
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 CHECKPOINTS = sorted(p for p in GOLDEN.glob("spark-*/*") if (p / "checkpoint").is_dir())
@@ -79,8 +80,7 @@ def _without_read_override() -> list[str]:
     return ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None,
-                    reason="root without util-linux setpriv cannot give up reading everything")
+@ROOT_NEEDS_SETPRIV
 def test_files_a_user_cannot_read(tmp_path: Path):
     """Without permission on one file or folder: one line naming it, a documented exit
     code, and the doctor counts a file the restart reads as one Spark cannot read."""

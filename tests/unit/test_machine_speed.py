@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import struct
 import time
 from dataclasses import fields
+from types import SimpleNamespace
 
 import fsspec
 import pytest
@@ -45,9 +48,13 @@ def test_a_bad_variable_is_one_line_naming_it(monkeypatch):
     assert machine_speed("2") == MachineSpeed(2.0, "given")  # an explicit setting wins
 
 
-def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe):
+def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe, monkeypatch):
+    # scripted probe results: which probe counts must not depend on this machine's moods
+    results = iter([0.030, 0.025, 0.028, 0.040, 0.035])
+    monkeypatch.setattr(speed_module, "probe_seconds",
+                        lambda repeats=speed_module.PROBE_REPEATS: next(results))
     first = machine_speed()
-    assert first.source == "probe" and first.probe_s and first.probe_s > 0
+    assert first.source == "probe" and first.probe_s == 0.030
     assert first.factor == pytest.approx(
         min(5.0, max(0.2, first.probe_s / speed_module.REFERENCE_PROBE_S)))
     (entry,) = json.loads(fresh_probe.read_text()).values()
@@ -60,6 +67,7 @@ def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe):
         (entry,) = json.loads(fresh_probe.read_text()).values()
         assert len(entry["probes"]) == count
     settled = min(seconds for _, seconds in entry["probes"])
+    assert settled == 0.025
     # then another process (a new lru cache) the same day reads the file instead of probing
     speed_module._probed.cache_clear()
     again = machine_speed()
@@ -76,7 +84,7 @@ def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe):
     later = machine_speed()
     assert later.source == "probe" and later.probe_s == pytest.approx(first.probe_s / 10)
     (entry,) = json.loads(fresh_probe.read_text()).values()
-    assert len(entry["probes"]) == 4
+    assert len(entry["probes"]) == 4 and entry["probes"][-1][1] == 0.040
     # probes older than CACHE_DAYS no longer count, at most KEPT_PROBES are kept
     rewrite([[now - (speed_module.CACHE_DAYS + 1) * 86400, 1e-6]]
             + [[now - 3600 - i, 0.5] for i in range(9)])
@@ -85,16 +93,73 @@ def test_the_probe_runs_once_a_day_and_the_fastest_counts(fresh_probe):
     # an unreadable cache is only a cache: probed again and rewritten
     fresh_probe.write_text("{not json")
     speed_module._probed.cache_clear()
-    assert machine_speed().source == "probe"
+    assert machine_speed() == MachineSpeed(0.035 / speed_module.REFERENCE_PROBE_S, "probe",
+                                           0.035)
     assert json.loads(fresh_probe.read_text())
+    assert next(results, None) is None  # five probes ran, no more
 
 
-def test_a_slower_machine_takes_longer_to_probe(monkeypatch):
-    """The probe measures work: twice the rows take about twice the CPU time."""
-    small = probe_seconds(3)
-    monkeypatch.setattr(speed_module, "PROBE_ROWS", speed_module.PROBE_ROWS * 3)
-    large = probe_seconds(3)
-    assert 1.8 < large / small < 5
+def test_the_real_probe_is_measured_and_stored(fresh_probe):
+    first = machine_speed()
+    assert first.source == "probe" and first.probe_s and first.probe_s > 0
+    assert first.factor == pytest.approx(
+        min(5.0, max(0.2, first.probe_s / speed_module.REFERENCE_PROBE_S)))
+    (entry,) = json.loads(fresh_probe.read_text()).values()
+    assert [seconds for _, seconds in entry["probes"]] == [first.probe_s]
+
+
+def test_the_probe_is_a_fixed_amount_of_work_proportional_to_its_rows(monkeypatch):
+    """The probe measures work, not the machine's moods: every load decodes and sorts each of
+    ``PROBE_ROWS`` rows (counted, not timed), so three times the rows are three times the
+    work, and the same rows the same work on any machine."""
+    decoded: list[int] = []
+    sorted_keys: list[int] = []
+
+    def unpack_from(fmt, data, offset=0):
+        decoded.append(offset)
+        return struct.unpack_from(fmt, data, offset)
+
+    def counting_sorted(keys):
+        sorted_keys.append(len(keys))
+        return sorted(keys)
+
+    monkeypatch.setattr(speed_module, "struct",
+                        SimpleNamespace(pack=struct.pack, unpack_from=unpack_from))
+    monkeypatch.setattr(speed_module, "sorted", counting_sorted, raising=False)
+    rows = speed_module.PROBE_ROWS
+    work = []
+    for scale in (1, 3):
+        monkeypatch.setattr(speed_module, "PROBE_ROWS", scale * rows)
+        decoded.clear()
+        sorted_keys.clear()
+        assert probe_seconds(2) >= 0
+        # two loads, each decoding every row into a key of its own and sorting them all
+        assert sorted_keys == [scale * rows] * 2
+        work.append(len(decoded))
+    assert work == [2 * rows, 2 * 3 * rows]
+
+
+def test_the_probe_is_the_fastest_of_its_repeats_without_the_garbage_collector(
+        fresh_probe, monkeypatch):
+    """A slower machine takes longer per load, and the probe keeps the fastest load: with a
+    scripted CPU clock, the answer is the shortest of the scripted loads."""
+    ticks = iter([0.0, 0.05, 1.0, 1.02, 2.0, 2.03])  # loads of 50 ms, 20 ms and 30 ms
+    collecting: list[bool] = []
+
+    def thread_time() -> float:
+        collecting.append(gc.isenabled())
+        return next(ticks)
+
+    monkeypatch.setattr(speed_module, "time",
+                        SimpleNamespace(thread_time=thread_time, time=time.time))
+    assert gc.isenabled()
+    assert probe_seconds(3) == pytest.approx(0.02)
+    assert next(ticks, None) is None and collecting == [False] * 6  # three loads, gc off
+    assert gc.isenabled()  # and on again after
+    # a probe twice the benchmark machine's seconds: twice the model's constants
+    monkeypatch.setattr(speed_module, "probe_seconds",
+                        lambda repeats=3: 2 * speed_module.REFERENCE_PROBE_S)
+    assert machine_speed().factor == pytest.approx(2.0)
 
 
 def test_every_cost_of_the_model_is_scaled_and_the_estimate_with_it(tmp_path):
@@ -142,19 +207,37 @@ def test_threads_asking_at_once_share_one_probe(fresh_probe, monkeypatch):
     """The fleet estimates its checkpoints on threads: the first probes, the rest wait."""
     import threading
 
+    asking = 8
+    arrived = threading.Semaphore(0)
     calls = []
+
+    class WatchedLock:
+        """The probe's lock, counting the threads that came to take it."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def __enter__(self) -> None:
+            arrived.release()
+            self._lock.acquire()
+
+        def __exit__(self, *_: object) -> None:
+            self._lock.release()
 
     def counted(repeats: int = speed_module.PROBE_REPEATS) -> float:
         calls.append(threading.get_ident())
-        time.sleep(0.2)  # long enough for every thread to arrive while it runs
+        for _ in range(asking):  # every thread has come to the lock while this one probes
+            assert arrived.acquire(timeout=120), "a thread never asked"  # only a hang
         return 0.02
 
+    monkeypatch.setattr(speed_module, "_PROBING", WatchedLock())
     monkeypatch.setattr(speed_module, "probe_seconds", counted)
     answers: list[MachineSpeed] = []
     threads = [threading.Thread(target=lambda: answers.append(machine_speed()))
-               for _ in range(8)]
+               for _ in range(asking)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(10)
-    assert len(calls) == 1 and len(answers) == 8 and len(set(answers)) == 1
+        thread.join(120)  # only catches a hang
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(calls) == 1 and len(answers) == asking and len(set(answers)) == 1

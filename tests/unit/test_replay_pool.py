@@ -6,6 +6,7 @@ the parallel path is forced by lowering ``PARALLEL_MIN_BYTES``."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -172,15 +173,19 @@ def test_a_parallel_replay_from_a_thread_neither_forks_nor_warns(tmp_path, paral
 
 @dataclass(frozen=True)
 class WhoRuns:
-    """A picklable work that reports which process ran each group (after a short pause,
-    so that the workers are up before the calling thread has run out of groups)."""
+    """A picklable work that reports which process ran each group. A worker's group waits
+    until the calling process has run one of its own (``caller_ran``, a manager's event that
+    pickles): the workers cannot take every group before the calling thread takes one, however
+    the processes and threads are scheduled."""
 
-    pause: float
+    caller: int
+    caller_ran: Any
 
     def __call__(self, ckpt: Checkpoint, items: list[int], progress: Any) -> tuple[int, ...]:
-        import time
-
-        time.sleep(self.pause)
+        if os.getpid() == self.caller:
+            self.caller_ran.set()
+        else:  # a generous bound that only catches a hang
+            assert self.caller_ran.wait(120), "the calling thread never ran a group"
         return tuple((item, os.getpid()) for item in items)
 
 
@@ -188,9 +193,11 @@ def test_workers_and_the_calling_thread_share_the_groups(tmp_path, parallel):
     ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
     items = list(range(20))
     said: list[str] = []
-    results = partition_workers.map_groups(ckpt, items, 1, WhoRuns(0.05), said.append)
+    with multiprocessing.Manager() as manager:
+        work = WhoRuns(os.getpid(), manager.Event())
+        results = partition_workers.map_groups(ckpt, items, 1, work, said.append)
     assert parallel.pools == [2] and len(results) == 2 * 4  # GROUPS_PER_WORKER groups each
-    assert parallel.workers_replayed()
+    assert parallel.workers_replayed()  # the first group always goes to a worker
     ran = dict(pair for group in results for pair in group)
     assert sorted(ran) == items  # each item exactly once, in its group
     assert os.getpid() in ran.values() and len(set(ran.values())) >= 2

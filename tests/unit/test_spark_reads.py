@@ -160,11 +160,24 @@ def test_damage_after_the_end_marker_is_not_spark_s_problem():
 
 
 def test_damage_in_the_records_is():
-    data = bytearray(_lz4_stream(_delta((b"k", b"v"))))
-    data[LZ4_HEADER.size + 2] ^= 0x01
-    assert spark_read_failure(bytes(data), "lz4", "delta", shown="d") is not None
-    assert spark_read_failure(bytes(data[:LZ4_HEADER.size + 4]), "lz4", "delta",
-                              shown="d") is not None
+    import xxhash
+
+    records = _delta((b"k", b"v"))
+    data = bytearray(_lz4_stream(records))
+    data[LZ4_HEADER.size + 2] ^= 0x01  # the key length, inside the first block
+    damaged = bytes(data[LZ4_HEADER.size : LZ4_HEADER.size + len(records)])
+
+    def checksum(block: bytes) -> int:
+        return xxhash.xxh32_intdigest(block, seed=0x9747B28C) & 0x0FFFFFFF
+
+    failure = spark_read_failure(bytes(data), "lz4", "delta", shown="d")
+    assert isinstance(failure, CorruptFile) and (failure.path, failure.offset) == ("d", 0)
+    assert str(failure) == (f"d: lz4 stream: block checksum mismatch (stored "
+                            f"0x{checksum(records):08x}, computed 0x{checksum(damaged):08x}) "
+                            "at byte 0")
+    cut = spark_read_failure(bytes(data[:LZ4_HEADER.size + 4]), "lz4", "delta", shown="d")
+    assert isinstance(cut, CorruptFile) and (cut.path, cut.offset) == ("d", 0)
+    assert str(cut) == f"d: lz4 stream: truncated block (4 of {len(records)} bytes) at byte 0"
 
 
 def _spark_zip() -> bytes:
