@@ -25,11 +25,20 @@ def _json(text: str) -> dict:
     return json.loads(text, parse_constant=refuse)
 
 
-def contradictions(ckpt: Path) -> list[str]:
-    """Where a surface disagrees with the doctor on ``ckpt`` ([] when none does)."""
+def contradictions(ckpt: Path, ran: dict[tuple[str, ...], tuple[int, str, str]] | None = None
+                   ) -> list[str]:
+    """Where a surface disagrees with the doctor on ``ckpt`` ([] when none does).
+    ``ran``: what commands already printed on this very checkpoint, by their arguments (as
+    strings) — those are not run again."""
     before = tree_hash(ckpt)
     found: list[str] = []
-    results = {name: statekit(args) for name, args in {
+    ran = ran or {}
+
+    def result(args: list) -> tuple[int, str, str]:
+        key = tuple(str(a) for a in args)
+        return ran[key] if key in ran else statekit(args)
+
+    results = {name: result(args) for name, args in {
         "doctor": ["doctor", ckpt, "--json"],
         "doctor-listed": ["doctor", ckpt, "--json", "--no-decode"],
         "report": ["report", ckpt, "--json"],

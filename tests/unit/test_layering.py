@@ -3,7 +3,10 @@
 The core (``statekit`` outside ``statekit.cli``, ``statekit.tui``, ``statekit.jobs`` and
 ``statekit.reference_pipeline``) must never pull in pyspark, textual or click; the pure parts
 of the reference pipeline must never pull in pyspark. A fresh subprocess per module is the
-only honest check: in this test process those packages may already be loaded. The
+only honest check: in this test process those packages may already be loaded. To keep that
+cheap, one fresh interpreter per test worker (``fresh_importer``) loads only what the core is
+allowed to use (pyarrow, fsspec, numpy…) — checked to hold none of the forbidden packages —
+and forks a child per module: each child starts from that clean state. The
 import-linter layers contract (``make lint``) checks the order between the layers; the tests
 here make sure that contract names every module there is.
 """
@@ -62,6 +65,54 @@ def loaded_after_import(module: str) -> set[str]:
     return top_names(json.loads(out))
 
 
+#: What the forking importer loads before it forks: third-party packages the core may use.
+PRELOADED = ("pyarrow", "fsspec", "numpy", "lz4.block", "xxhash", "zstandard")
+_IMPORTER = f"""
+import importlib, json, os, sys
+for name in {PRELOADED!r}:
+    importlib.import_module(name)
+print(json.dumps(sorted(sys.modules)), flush=True)
+for line in sys.stdin:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(line.strip())
+            answer = {{"modules": sorted(sys.modules)}}
+        except BaseException as error:
+            answer = {{"error": repr(error)}}
+        os.write(write, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        print(pipe.read(), flush=True)
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.fixture(scope="session")
+def fresh_importer():
+    """``import_in_fresh(module)``: the top-level names loaded after importing ``module`` in a
+    forked child of an interpreter that holds only the standard library and PRELOADED."""
+    process = subprocess.Popen([sys.executable, "-c", _IMPORTER], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None
+    base = top_names(json.loads(process.stdout.readline()))
+    assert not base & {*CORE_FORBIDDEN, *LAYERS_ABOVE_CORE, "statekit"}, base
+
+    def import_in_fresh(module: str) -> set[str]:
+        process.stdin.write(module + "\n")
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+        assert "error" not in answer, f"importing {module}: {answer.get('error')}"
+        return top_names(answer["modules"])
+
+    yield import_in_fresh
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
 def contracts() -> list[dict]:
     from tests.static_checks import read_pyproject
 
@@ -69,8 +120,8 @@ def contracts() -> list[dict]:
 
 
 @pytest.mark.parametrize("module", core_modules())
-def test_core_module_imports_no_ui_cli_or_spark(module):
-    leaked = loaded_after_import(module) & {*CORE_FORBIDDEN, *LAYERS_ABOVE_CORE}
+def test_core_module_imports_no_ui_cli_or_spark(module, fresh_importer):
+    leaked = fresh_importer(module) & {*CORE_FORBIDDEN, *LAYERS_ABOVE_CORE}
     assert not leaked, f"{module} imports {sorted(leaked)}"
 
 

@@ -24,8 +24,11 @@ RocksDB keys and values carry small prefixes before the UnsafeRow bytes; see
 
 from __future__ import annotations
 
+import hashlib
 import io
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
@@ -365,17 +368,45 @@ def read_changelog(
                     else _iter_v2(cur, spark_view=spark_view, check_end=check_end))
 
 
+_KNOWN_FAILURES: OrderedDict[tuple[bytes, int, str, str, str], CorruptFile | None] = \
+    OrderedDict()
+_KNOWN_FAILURES_LOCK = threading.Lock()
+_KNOWN_FAILURES_MAX = 4096
+
+
 def spark_read_failure(data: bytes, codec: str, kind: str, *, shown: str
                        ) -> CorruptFile | None:
     """What Spark's own reader fails with on this state file's bytes, or ``None`` when it
     reads every record. Spark decodes lazily: a codec block is decompressed (and its checksum
     checked) only when the next record needs its bytes, and reading stops at the end
     marker — so damage past the marker does not stop a restart, and damage in the records
-    does, exactly as :func:`records_from_bytes` (which checks every byte) cannot tell."""
-    from statekit.formats.compression import raw_decompressed
+    does, exactly as :func:`records_from_bytes` (which checks every byte) cannot tell.
 
+    The answer is a function of the bytes alone, and one process asks it of the same file
+    again and again (every surface judges the restart: report, growth, recovery, the doctor,
+    a TUI or fleet refresh): answers are remembered by a digest of the bytes (with the codec,
+    kind and name), never by the file's name or time stamps, so changed bytes are decoded
+    anew."""
     if kind not in STATE_FILE_KINDS:
         raise ValueError(f"kind must be one of {STATE_FILE_KINDS}, not {kind!r}")
+    key = (hashlib.blake2b(data, digest_size=20).digest(), len(data), codec, kind, shown)
+    with _KNOWN_FAILURES_LOCK:
+        if key in _KNOWN_FAILURES:
+            _KNOWN_FAILURES.move_to_end(key)
+            known = _KNOWN_FAILURES[key]
+            return None if known is None else known.with_traceback(None)
+    failure = _spark_read_failure(data, codec, kind, shown=shown)
+    with _KNOWN_FAILURES_LOCK:
+        _KNOWN_FAILURES[key] = failure
+        while len(_KNOWN_FAILURES) > _KNOWN_FAILURES_MAX:
+            _KNOWN_FAILURES.popitem(last=False)
+    return failure
+
+
+def _spark_read_failure(data: bytes, codec: str, kind: str, *, shown: str
+                        ) -> CorruptFile | None:
+    from statekit.formats.compression import raw_decompressed
+
     stream = raw_decompressed(io.BytesIO(data), codec, path=shown)
     try:
         if kind == "changelog":
