@@ -50,11 +50,6 @@ def covering_sample(cases: Sequence[T], dimensions: Callable[[T], dict[str, Hash
     return [cases[i] for i in sorted(chosen)]
 
 
-def sample_count(default: int, total: int) -> int:
-    """``default`` cases in ``make test``, ``total`` under ``make test-oracle``."""
-    return total if full_oracle() else min(default, total)
-
-
 def fixed_sample(cases: Sequence[T], count: int, seed: int) -> list[T]:
     """``count`` of ``cases`` drawn with a fixed seed, in their order; all under
     ``full_oracle()``."""

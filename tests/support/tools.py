@@ -8,8 +8,9 @@ one line naming the Debian package; on a developer's machine without it, the tes
 the same line (``pytest -ra`` lists it). ``STATEKIT_REQUIRE_TOOLS=0`` turns the requirement
 off even in CI (for a run on another operating system, say).
 
-A tool is looked up once per process (``shutil.which`` for programs; a probe for
-capabilities such as setpriv's dropping of root's file permissions).
+A tool is looked up on PATH (``shutil.which``) by every test that needs it, before that test's
+fixtures are set up. ``unavailable`` applies the same rule to other things a test needs from
+the machine (a library's exported symbol, say).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from typing import NoReturn
 
 import pytest
 
@@ -59,14 +61,20 @@ def missing_message(tool: Tool) -> str:
             f"available) for {tool.purpose}")
 
 
+def unavailable(message: str) -> NoReturn:
+    """Stop the test for something the machine lacks: fail (CI, or asked for) or skip
+    (elsewhere), with ``message`` as its one line."""
+    if tools_required():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
 def require(tool: Tool) -> str:
     """The tool's path; otherwise fail (CI) or skip (elsewhere) with one line naming the
     package. Call it inside a test or fixture."""
     path = find(tool)
     if path is None:
-        if tools_required():
-            pytest.fail(missing_message(tool), pytrace=False)
-        pytest.skip(missing_message(tool))
+        unavailable(missing_message(tool))
     return path
 
 

@@ -57,14 +57,6 @@ def top_names(modules: list[str]) -> set[str]:
     return names
 
 
-def loaded_after_import(module: str) -> set[str]:
-    code = f"import importlib, json, sys; importlib.import_module({module!r}); " \
-           "print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    return top_names(json.loads(out))
-
-
 #: What the forking importer loads before it forks: third-party packages the core may use.
 PRELOADED = ("pyarrow", "fsspec", "numpy", "lz4.block", "xxhash", "zstandard")
 _IMPORTER = f"""
@@ -126,24 +118,24 @@ def test_core_module_imports_no_ui_cli_or_spark(module, fresh_importer):
 
 
 @pytest.mark.parametrize("module", PURE_PIPELINE)
-def test_pipeline_logic_is_pure_python(module):
-    leaked = loaded_after_import(module) & {"pyspark", "textual", "click", "statekit.jobs",
-                                            "statekit.tui", "statekit.cli"}
+def test_pipeline_logic_is_pure_python(module, fresh_importer):
+    leaked = fresh_importer(module) & {"pyspark", "textual", "click", "statekit.jobs",
+                                       "statekit.tui", "statekit.cli"}
     assert not leaked, f"{module} imports {sorted(leaked)}"
 
 
-def test_the_cli_starts_without_spark():
-    leaked = loaded_after_import("statekit.cli.main") & {"pyspark", "textual"}
+def test_the_cli_starts_without_spark(fresh_importer):
+    leaked = fresh_importer("statekit.cli.main") & {"pyspark", "textual"}
     assert not leaked, f"`statekit --help` would load {sorted(leaked)}"
 
 
 @pytest.mark.parametrize("module", ["statekit.tui.app", "statekit.jobs.repartition_action",
                                     "statekit.jobs.evict_action",
                                     "statekit.jobs.rollback_action"])
-def test_the_tui_and_the_write_actions_prepare_without_spark(module):
+def test_the_tui_and_the_write_actions_prepare_without_spark(module, fresh_importer):
     """The actions' JVM-free ``prepare`` (dry-run checks, the TUI's Fix and Repartition tabs)
     must not pay for importing pyspark: their Spark side loads in ``run``."""
-    leaked = loaded_after_import(module) & {"pyspark", "py4j"}
+    leaked = fresh_importer(module) & {"pyspark", "py4j"}
     assert not leaked, f"importing {module} loads {sorted(leaked)}"
 
 
