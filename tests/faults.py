@@ -38,6 +38,16 @@ class Facts:
     """RocksDB: the SSTs partition 1's restart zip lists, relative."""
 
 
+def strip_zips(checkpoint: Path) -> None:
+    """The fault corpus's ``changelog`` checkpoint: a RocksDB changelog checkpoint as before
+    maintenance ever uploaded a zip (a young query, or a maintenance task that cannot keep
+    up) — every ``*.zip``, its ``.crc`` and the ``SSTs/`` folders removed, so the restart
+    replays the changelogs from version 1."""
+    for path in [*checkpoint.rglob("*.zip"), *checkpoint.rglob(".*.zip.crc"),
+                 *checkpoint.rglob("SSTs")]:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def facts_of(root: Path) -> Facts:
     from statekit.checkpoint.state_data import zip_metadata, zip_sst_paths
 

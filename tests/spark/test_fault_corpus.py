@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import CASE_IDS, CASES, FAULTS, Facts, Fault, facts_of, names_damage
+from tests.faults import (
+    CASE_IDS,
+    CASES,
+    FAULTS,
+    Facts,
+    Fault,
+    facts_of,
+    names_damage,
+    strip_zips,
+)
 from tests.support.cli import run, strict_json
 
 pytestmark = pytest.mark.spark
@@ -40,10 +49,7 @@ def pristine(reference_checkpoints, tmp_path_factory) -> dict[str, tuple[Path, F
         copy = root / name
         shutil.copytree(ref.checkpoint, copy, symlinks=True)
         if name == "changelog":
-            # As before maintenance ever uploaded a zip (a young query, or a maintenance
-            # task that cannot keep up): the restart replays changelogs from version 1.
-            for path in [*copy.rglob("*.zip"), *copy.rglob(".*.zip.crc"), *copy.rglob("SSTs")]:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            strip_zips(copy)
         found[name] = (copy, facts_of(copy))
     return found
 

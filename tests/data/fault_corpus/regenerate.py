@@ -71,6 +71,7 @@ from tests.conftest import (  # noqa: E402
     TEST_PARTITIONS,
     ReferenceCheckpoints,
 )
+from tests.faults import strip_zips  # noqa: E402
 
 APP_NAME = "statekit-tests"
 SESSION_CONF = {
@@ -94,13 +95,6 @@ POST_PROCESSING = {
                  "ever uploaded a zip: the restart replays the changelogs from version 1)",
     "zips": "none",
 }
-
-
-def strip_zips(checkpoint: Path) -> None:
-    """The ``changelog`` copy's post-processing (the fault corpus's ``pristine`` did this)."""
-    for path in [*checkpoint.rglob("*.zip"), *checkpoint.rglob(".*.zip.crc"),
-                 *checkpoint.rglob("SSTs")]:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def check_restart_path(name: str, facts) -> None:
