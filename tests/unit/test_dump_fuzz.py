@@ -35,6 +35,7 @@ from statekit.formats.compression import open_decompressed
 from statekit.formats.records import iter_store_records
 from tests.support.builders import hdfs_checkpoint
 from tests.support.cli import run, strict_json
+from tests.support.trees import tree_hash
 from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
 from tests.unit.formats.builders import END, delete, lz4_stream, put
 
@@ -142,12 +143,6 @@ def trees(tmp_path_factory) -> dict[str, Path]:
         "rocksdb": _rocksdb_layout(base / "rocksdb"),
         "loose": _loose_folder(base / "loose"),
     }
-
-
-def files_of(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones too) and its bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # --- damage -----------------------------------------------------------------------------------
@@ -259,10 +254,10 @@ def dump_damaged(trees: dict[str, Path], name: str, layer: str, ops: list[tuple]
     original = damaged.read_bytes()
     damaged.write_bytes(damaged_file(name, layer, ops))
     try:
-        before = files_of(root)
+        before = tree_hash(root)
         code, out, err = run(["dump", dumped])
         json_code, json_out, json_err = run(["dump", dumped, "--json"])
-        assert files_of(root) == before, "dump wrote or changed files beside its input"
+        assert tree_hash(root) == before, "dump wrote or changed files beside its input"
     finally:
         damaged.write_bytes(original)
 
