@@ -3,7 +3,7 @@
 The question: an SRE opens the dashboard over every checkpoint they own — how long until the
 first row is on screen, until every checkpoint has its row (the doctor's verdict, keys,
 bytes, snapshot lag, last batch), and until every row is complete (growth verdict and
-restart estimate)? Measured twice: through :func:`statekit.fleet.read_fleet` alone, and on
+restart estimate)? Measured twice: through :func:`statekit.fleet.readings.read_fleet` alone, and on
 screen, in the headless Textual app (what a user sees, rendering included).
 
 Data: ``--count`` copies (default 50) of the repository's real checkpoints, dealt round-robin
@@ -41,7 +41,7 @@ def make_fleet(work: Path, count: int) -> list[str]:
 
 
 def direct(urls: list[str]) -> dict[str, float]:
-    from statekit.fleet import read_fleet
+    from statekit.fleet.readings import read_fleet
 
     started = time.perf_counter()
     first: list[float] = []

@@ -40,8 +40,8 @@ removed at the end, unless ``--data DIR`` names a folder to keep it in (and to r
 on the next run with the same sizes). Not a test: nothing is asserted; the script prints
 whether the per-version key counts of statekit and Spark agree.
 
-Before / after (``--baseline FILE``, e.g. ``git show HEAD:toolkit/state_history.py >
-/tmp/old.py``): the replay is timed for the installed ``statekit.state_history`` and for that
+Before / after (``--baseline FILE``, e.g. ``git show HEAD:toolkit/state/history.py >
+/tmp/old.py``): the replay is timed for the installed ``statekit.state.history`` and for that
 copy of the module, alternately (A B C, then C B A, … ``--rounds`` times), each in a fresh
 process that makes one cold call (worker pool started from scratch, as the CLI does) and
 ``--repeats`` − 1 warm ones; the table gives medians and ranges. The installed module is
@@ -95,7 +95,7 @@ if module:  # a copy of state_history (--baseline), importable by name in worker
     sys.path.insert(0, os.path.dirname(module))
     all_histories = importlib.import_module(os.path.basename(module)[:-3]).all_histories
 else:
-    from statekit.state_history import all_histories
+    from statekit.state.history import all_histories
 t1 = time.perf_counter()
 times = []
 for _ in range(repeats):
@@ -373,7 +373,7 @@ def compare_modules(checkpoints: list[tuple[str, str]], baseline: Path, rounds: 
 
 
 def report_modules(results: dict, baseline: Path, rounds: int, repeats: int) -> None:
-    print(f"\nReplay before ({baseline}) / after (installed statekit.state_history), "
+    print(f"\nReplay before ({baseline}) / after (installed statekit.state.history), "
           f"{rounds} alternating rounds of one fresh process each; median [min–max]:")
     header = ("provider", "keys at end", "variant", "cold call (pool started)",
               f"warm call (best of {repeats - 1})", "process wall (imports + all calls)")
@@ -498,7 +498,7 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true",
                         help="measure statekit only (no Spark reads)")
     parser.add_argument("--baseline", type=Path,
-                        help="a copy of state_history.py to time the installed one against "
+                        help="a copy of state/history.py to time the installed one against "
                              "(alternating fresh processes)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="alternating before/after rounds with --baseline")

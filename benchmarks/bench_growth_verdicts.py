@@ -5,7 +5,7 @@ The question. ``statekit growth`` must say *saturating* (with where it levels of
 stream keyed over a finite population still being discovered, *growing* for a leak or an
 open population, *bounded* for keys that expire — from the checkpoint alone. This script
 writes those checkpoints with real Spark, fits the decision's thresholds
-(:class:`statekit.saturation.Thresholds`) on half of the workloads and reports the confusion
+(:class:`statekit.growth.saturation.Thresholds`) on half of the workloads and reports the confusion
 table and the plateau error on the other half.
 
 Workloads (16 batches of one Parquet file each, ``maxFilesPerTrigger`` 1, a keyed
@@ -119,7 +119,7 @@ def events_per_batch(w: Workload) -> int:
         return w.new_per_batch + w.returning
     if not w.zipf:
         return int(-w.population * math.log(1 - w.seen) / BATCHES)
-    from statekit.population import accumulation, draws_for
+    from statekit.growth.population import accumulation, draws_for
 
     total = float(draws_for(accumulation(w.population, w.zipf), w.seen * w.population))
     return int(min(MAX_EVENTS, total / BATCHES))
@@ -236,8 +236,8 @@ class Case:
 
 def load_cases(work: Path, items: list[Workload], providers: list[str]) -> list[Case]:
     from statekit.checkpoint import open_checkpoint
-    from statekit.growth import batch_timestamps
-    from statekit.state_history import all_histories
+    from statekit.growth.analysis import batch_timestamps
+    from statekit.state.history import all_histories
 
     cases = []
     for provider in providers:
@@ -257,8 +257,8 @@ def load_cases(work: Path, items: list[Workload], providers: list[str]) -> list[
 
 def judge(case: Case, thresholds) -> tuple[str, float | None]:
     """The verdict (accelerating counted as growing) and the projected plateau."""
-    from statekit.growth import analyse_store, plateau_of, worst
-    from statekit.trend import ACCELERATING, GROWING, SATURATING
+    from statekit.growth.analysis import analyse_store, plateau_of, worst
+    from statekit.growth.trend import ACCELERATING, GROWING, SATURATING
 
     stores = [analyse_store(h, case.timestamps, thresholds) for h in case.histories]
     verdict = worst([s.verdict for s in stores])
@@ -282,7 +282,7 @@ def score(cases: list[Case], thresholds) -> tuple[int, int]:
 
 
 def fit_thresholds(cases: list[Case]):
-    from statekit.saturation import Thresholds
+    from statekit.growth.saturation import Thresholds
 
     default = Thresholds()
     grid = {"leak_f": (3.0, 10.0, 30.0, 100.0), "max_plateau_ratio": (5.0, 10.0, 20.0, 50.0),
@@ -300,7 +300,7 @@ def fit_thresholds(cases: list[Case]):
 
 
 def report(cases: list[Case], docs: Path | None) -> None:
-    from statekit.saturation import Thresholds
+    from statekit.growth.saturation import Thresholds
 
     fit_cases = [c for c in cases if c.workload.half == "fit"]
     chosen = fit_thresholds(fit_cases)

@@ -3,7 +3,7 @@
 The question. ``statekit recovery``'s constants are seconds on the machine the grid was
 fitted on (``bench_recovery_grid.py``). On another machine the same restart takes other
 seconds; the estimate multiplies its constants by this machine's probe time ÷ the benchmark
-machine's (``statekit.machine_speed``). This script re-measures restarts of grid
+machine's (``statekit.recovery.machine_speed``). This script re-measures restarts of grid
 configurations on the machine it runs on — warm pairs, the grid's own protocol and code — and
 compares them with the estimate as fitted (``--machine-speed reference``) and as scaled by the
 probe, so the table says how much the probe helps here.
@@ -57,15 +57,15 @@ from bench_recovery_grid import (  # noqa: E402
 )
 
 from statekit.checkpoint import open_checkpoint  # noqa: E402
-from statekit.cost_model import local_model  # noqa: E402
-from statekit.machine_speed import REFERENCE_PROBE_S, MachineSpeed  # noqa: E402
-from statekit.recovery import estimate_recovery  # noqa: E402
+from statekit.recovery.cost_model import local_model  # noqa: E402
+from statekit.recovery.estimate import estimate_recovery  # noqa: E402
+from statekit.recovery.machine_speed import REFERENCE_PROBE_S, MachineSpeed  # noqa: E402
 
 DEFAULT_CONFIGS = ("hdfs-nosnap-1000k-50B-p4", "hdfs-nosnap-3000k-50B-p16",
                    "hdfs-snap5-1000k-400B-p4", "hdfs-snap5-3000k-50B-p4",
                    "rocksdb-zip-1000k-400B-p16", "rocksdb-zip-3000k-50B-p4",
                    "rocksdb-changelog-1000k-50B-p16", "rocksdb-changelog-3000k-50B-p4")
-PROBE = ("from statekit.machine_speed import probe_seconds; print(probe_seconds())")
+PROBE = ("from statekit.recovery.machine_speed import probe_seconds; print(probe_seconds())")
 
 
 def probes(count: int) -> list[float]:

@@ -79,7 +79,7 @@ class Store:
 
 def in_process(store: Store, url: str, method: str) -> dict:
     from statekit.checkpoint import open_checkpoint
-    from statekit.report import build_report
+    from statekit.report.checkpoint_report import build_report
 
     store.reset()
     started = time.perf_counter()

@@ -61,7 +61,7 @@ failed is run again.
 
 Fit, in two stages. (1) The load terms, per provider: non-negative least squares of
 Spark's per-partition load time (restart − baseline, the median over repeats) on the features
-statekit computes from the files (``statekit.recovery.load_features``: per task, per base
+statekit computes from the files (``statekit.recovery.estimate.load_features``: per task, per base
 file, per change file, per base byte, per change byte, per replayed record, first-wave
 warm-up), over the fit half's partitions (``--keep-load`` keeps statekit's built-in load
 terms instead). (2) The first-batch terms, per provider, on A of the fit half's
@@ -69,12 +69,12 @@ configurations: factors on the load's replay and base parts, per row held on the
 core, garbage collection, per task on the busiest core, a fixed part of either sign — the
 variant (which of those terms) with the least leave-one-out error on the fit half is kept —
 then the fixed part moved by the median cold − warm fit of the fit half. Memory: Spark's
-``memoryUsedBytes`` of the restart's first batch against ``statekit.restart_memory``. The
+``memoryUsedBytes`` of the restart's first batch against ``statekit.recovery.memory``. The
 held-out half and the unseen configurations are predicted with
-``statekit.recovery.estimate_recovery`` — the code ``statekit recovery`` runs — then
+``statekit.recovery.estimate.estimate_recovery`` — the code ``statekit recovery`` runs — then
 ``statekit recovery --json`` with the built-in constants is run on every configuration as a
-check. The script prints the constants to paste into ``statekit.cost_model`` and
-``statekit.restart_memory``; ``--docs FILE`` writes the table there.
+check. The script prints the constants to paste into ``statekit.recovery.cost_model`` and
+``statekit.recovery.memory``; ``--docs FILE`` writes the table there.
 
 Caveats: the machine may be shared (CPU busy before each process is printed); the
 checkpoints are in the page cache (a cold disk or an object store pays more per file and per
@@ -683,7 +683,7 @@ def measured_rows(config: Config, measured: dict[str, list[dict]],
 def features(work: Path, config: Config) -> tuple[list, object]:
     """statekit's per-instance load features of the configuration's checkpoint."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.recovery import load_features
+    from statekit.recovery.estimate import load_features
 
     ckpt = open_checkpoint(str(work / "ckpt" / config.name / "ckpt"))
     return load_features(ckpt), ckpt
@@ -732,8 +732,8 @@ def child_reader(spec: dict) -> dict:
     from statekit.checkpoint import open_checkpoint
     from statekit.jobs.recovery_measure import time_loads
     from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.recovery import estimate_recovery
-    from statekit.recovery_scaling import measure_targets
+    from statekit.recovery.estimate import estimate_recovery
+    from statekit.recovery.scaling import measure_targets
 
     spark = session("bench-grid-reader", {})
     out = {}
@@ -779,7 +779,7 @@ def provider_of(config: Config) -> str:
 
 
 def model_from(provider: str, coef: dict[str, float], low: float = 1.0, high: float = 1.0):
-    from statekit.cost_model import CostModel
+    from statekit.recovery.cost_model import CostModel
 
     return CostModel(provider, per_task_s=coef["per_task"], base_file_s=coef["base_file"],
                      change_file_s=coef["change_file"], base_byte_s=coef["base_byte"],
@@ -846,7 +846,7 @@ cannot tell the restart's cost from noise (their spread reaches seconds)."""
 def restart_features(ckpt, model) -> list[float]:
     """What the user-visible restart grows with under a load-only ``model``: the load's
     makespan, the rows on the busiest core, those × million rows on the heap, once."""
-    from statekit.recovery import estimate_recovery, heap_rows_per_executor
+    from statekit.recovery.estimate import estimate_recovery, heap_rows_per_executor
 
     estimate = estimate_recovery(ckpt, cores=CORES, model=model)
     heap = heap_rows_per_executor(estimate.instances)
@@ -1016,8 +1016,8 @@ def fit_memory(configs: list[Config], measured: dict[str, list[dict]],
     """Spark's ``memoryUsedBytes`` of the restart's first batch, fit half. HDFS: bytes per
     row = overhead + factor × decoded row bytes, on the rows Spark counted; RocksDB: bytes
     per instance + factor × the changelog bytes replayed into its memtables (capped)."""
-    from statekit.recovery import sample_bytes_per_record
-    from statekit.restart_memory import ROCKSDB_MEMTABLE_CAP_BYTES
+    from statekit.recovery.estimate import sample_bytes_per_record
+    from statekit.recovery.memory import ROCKSDB_MEMTABLE_CAP_BYTES
 
     out = {}
     for provider in ("hdfs", "rocksdb"):
@@ -1047,7 +1047,7 @@ def fit_memory(configs: list[Config], measured: dict[str, list[dict]],
 
 def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
     """Put fitted memory constants into statekit's module (for the held-out check)."""
-    import statekit.restart_memory as constants
+    import statekit.recovery.memory as constants
 
     if "hdfs" in memory:
         constants.HDFS_ROW_OVERHEAD_BYTES, constants.HDFS_ROW_BYTE_FACTOR = memory["hdfs"]
@@ -1057,7 +1057,8 @@ def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
 
 COLD_FACTOR = {"hdfs": 1.03, "rocksdb": 0.86}
 """The cold factors of the grid's last fit (cold measure ÷ warm fit, the fit half's median),
-already folded into ``statekit.cost_model``'s first-batch terms: a warm pair is compared with
+already folded into ``statekit.recovery.cost_model``'s first-batch terms: a warm pair is compared
+with
 the built-in estimate ÷ this."""
 
 
@@ -1072,15 +1073,15 @@ def refit_base(work: Path, configs: list[Config], measured: dict[str, list[dict]
     the constants carry) or the cold measure itself (a cold JVM's new query creates its
     stores empty at a cost a warm one does not pay). Both are in this machine's seconds, the
     constants in the benchmark machine's: each measure ÷ ``machine_factor`` (the day's
-    ``statekit.machine_speed`` factor). Prints both models' errors on every configuration
+    ``statekit.recovery.machine_speed`` factor). Prints both models' errors on every configuration
     measured (held-out and unseen ones never fitted) and the constants."""
     from dataclasses import replace
 
     import numpy as np
 
     from statekit.checkpoint import open_checkpoint
-    from statekit.cost_model import DEFAULT_MODELS
-    from statekit.recovery import estimate_recovery
+    from statekit.recovery.cost_model import DEFAULT_MODELS
+    from statekit.recovery.estimate import estimate_recovery
 
     built_in = DEFAULT_MODELS["rocksdb"]
     cold = COLD_FACTOR["rocksdb"] if on == "warm" else 1.0
@@ -1163,7 +1164,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     print tables and constants (and write the table into ``docs``)."""
     from dataclasses import replace
 
-    from statekit.recovery import estimate_recovery
+    from statekit.recovery.estimate import estimate_recovery
 
     rows: dict[str, dict] = {}
     feats: dict[str, tuple] = {}
@@ -1180,7 +1181,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     readers = json.loads((work / "reader.json").read_text()) \
         if (work / "reader.json").exists() else {}
     if keep_load:  # the built-in load terms (fitted with long chains of change files)
-        from statekit.cost_model import DEFAULT_MODELS
+        from statekit.recovery.cost_model import DEFAULT_MODELS
 
         load_models = {p: replace(m, load_factor=1.0, base_factor=1.0, row_s=0.0,
                                   gc_row_s=0.0, wave_s=0.0, restart_s=0.0, source="fitted")
@@ -1246,7 +1247,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     memory_lines = memory_table(results, measured, memory)
     print("\n" + "\n".join(lines) + "\n\n" + "\n".join(summary))
     print("\n" + "\n".join(memory_lines))
-    print("\n# paste into statekit.cost_model.DEFAULT_MODELS:")
+    print("\n# paste into statekit.recovery.cost_model.DEFAULT_MODELS:")
     for provider, model in models.items():
         print(f'    "{provider}": CostModel("{provider}", per_task_s={model.per_task_s:.4g}, '
               f"base_file_s={model.base_file_s:.4g}, change_file_s={model.change_file_s:.4g}, "
@@ -1272,7 +1273,7 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
 def memory_table(results: list, measured: dict[str, list[dict]],
                  memory: dict[str, tuple[float, float]]) -> list[str]:
     """Spark's ``memoryUsedBytes`` against statekit's estimate (the fitted constants)."""
-    from statekit.presentation import human_bytes
+    from statekit.support.presentation import human_bytes
 
     lines = ["| configuration | half | rows (Spark) | Spark's memoryUsedBytes | statekit "
              "estimate | error |", "|---|---|---:|---:|---:|---:|"]
@@ -1324,12 +1325,13 @@ def restate_docs(path: Path, work: Path, configs: list[Config]) -> None:
     by ``setup``: the same data, confs and batches as the measured one; check that the old
     constants give the documented estimate on it first — an HDFS snapshot lag differs from
     one run to the next), the estimate, its
-    range and both errors from ``statekit.recovery`` with the built-in constants; the measured
+    range and both errors from ``statekit.recovery.estimate`` with the built-in constants; the
+    measured
     columns stay as measured; the summary is recomputed over every row. Prints, per provider,
     the range the held-out rows now span (to paste as ``low``/``high``)."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.cost_model import DEFAULT_MODELS
-    from statekit.recovery import estimate_recovery
+    from statekit.recovery.cost_model import DEFAULT_MODELS
+    from statekit.recovery.estimate import estimate_recovery
 
     start, end = "<!-- recovery-grid -->", "<!-- /recovery-grid -->"
     text = path.read_text()

@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
 import json, resource, sys, time
-import statekit.partition_workers as pw
+import statekit.state.workers as pw
 pw.MAX_WORKERS = 1  # one process: its peak is the bound per worker
 from statekit.checkpoint import open_checkpoint
-from statekit.state_history import all_histories
+from statekit.state.history import all_histories
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()
 (history,) = all_histories(open_checkpoint(sys.argv[1]))
@@ -63,7 +63,7 @@ started = time.perf_counter()
 from statekit.jobs.session import build_session
 from statekit.jobs.distributed import SparkGroupRunner
 from statekit.checkpoint import open_checkpoint
-from statekit.state_history import all_histories
+from statekit.state.history import all_histories
 spark = build_session("bench-replay", sys.argv[2], {})
 session_s = time.perf_counter() - started
 runner = SparkGroupRunner(spark)

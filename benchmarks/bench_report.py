@@ -180,7 +180,7 @@ def best_of(n: int, action) -> float:
 def measure(checkpoint: Path, repeats: int) -> dict:
     from statekit.checkpoint import open_checkpoint
     from statekit.checkpoint.soundness import raise_if_unsound
-    from statekit.report import build_report
+    from statekit.report.checkpoint_report import build_report
 
     statekit = str(ROOT / ".venv/bin/statekit")
     cold = best_of(repeats, lambda: subprocess.run(
@@ -225,7 +225,7 @@ def _doctor(checkpoint: Path, expected: tuple[int, ...]) -> str:
 
 def measure_s3(checkpoint: Path) -> dict:
     from statekit.checkpoint import open_checkpoint
-    from statekit.report import build_report
+    from statekit.report.checkpoint_report import build_report
     from tests.s3_server import start_server
 
     server, httpd = start_server()

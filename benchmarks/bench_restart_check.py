@@ -56,7 +56,7 @@ def critical_path(values: list[float], cores: int) -> float:
 
 
 def probe_scaling() -> tuple[float, float]:
-    from statekit import machine_speed
+    from statekit.recovery import machine_speed
 
     small = machine_speed.probe_seconds(3)
     rows = machine_speed.PROBE_ROWS
@@ -79,9 +79,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from statekit.checkpoint import open_checkpoint
-    from statekit.cost_model import local_model
-    from statekit.machine_speed import REFERENCE_PROBE_S, MachineSpeed, machine_speed, probe_seconds
-    from statekit.recovery import estimate_recovery
+    from statekit.recovery.cost_model import local_model
+    from statekit.recovery.estimate import estimate_recovery
+    from statekit.recovery.machine_speed import (
+        REFERENCE_PROBE_S,
+        MachineSpeed,
+        machine_speed,
+        probe_seconds,
+    )
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-restart-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 first = snapshot_in_background(sys.argv[1], options,
                                opened=open_checkpoint(sys.argv[1], options))
 from statekit.tui.app import StatekitApp
-from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.panes.overview import OverviewPane
 imported = time.perf_counter()
 
 async def main():

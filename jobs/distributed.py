@@ -3,11 +3,11 @@
 ``statekit growth`` and ``report --decode`` decode every retained state file. On one machine
 that is bounded by its cores (and, at tens of millions of keys, by hours). A team whose state
 outgrew one machine already has a cluster — Spark — so rather than a scheduler of our own,
-this runner hands each group of :func:`statekit.partition_workers.map_groups` (one store
+this runner hands each group of :func:`statekit.state.workers.map_groups` (one store
 instance each) to Spark as a task of one job:
 
 * the task runs the very same picklable work the local worker processes run, on a
-  :class:`~statekit.partition_workers.CheckpointSource` (location with its filesystem
+  :class:`~statekit.state.workers.CheckpointSource` (location with its filesystem
   options, root entries and pinned confs: the task re-opens the checkpoint without a
   request), and reads the instance's files straight from the checkpoint's filesystem;
 * only the small per-group results come back to the driver — per-version histograms and
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from statekit.jobs.state_analysis import run_with_progress
-from statekit.partition_workers import CheckpointSource, Progress, Work, run_group
+from statekit.state.workers import CheckpointSource, Progress, Work, run_group
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,8 +53,8 @@ def _task(source: CheckpointSource, work: Work[Any, Any]
 
 
 class SparkGroupRunner:
-    """Runs :func:`~statekit.partition_workers.map_groups`' groups as tasks of one Spark job
-    (implements :class:`~statekit.partition_workers.GroupRunner`)."""
+    """Runs :func:`~statekit.state.workers.map_groups`' groups as tasks of one Spark job
+    (implements :class:`~statekit.state.workers.GroupRunner`)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

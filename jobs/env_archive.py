@@ -40,7 +40,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from statekit.errors import BadInput, EnvironmentProblem, UnsafeOperation
+from statekit.support.errors import BadInput, EnvironmentProblem, UnsafeOperation
 
 ARCHIVE_ALIAS = "statekit_env"
 """The folder Spark unpacks the archive into, in each executor's working folder."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from statekit.errors import JobFailed
+from statekit.support.errors import JobFailed
 
 _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Input|File|"
                        r"Format|Operation|Problem)\b(.*:|$)")

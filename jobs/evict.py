@@ -4,7 +4,7 @@ Every store's live rows are rebuilt by statekit in executor tasks, one per sourc
 from the files (HDFS snapshot + deltas; RocksDB zip + SSTs, then changelogs), each row
 carrying its key and value decoded to Spark's types (``key``, ``value``: the columns of
 Spark's ``statestore`` reader, so a ``--where`` reads the same), the version that last wrote
-it (:data:`statekit.repartition.evict.CHANGED_AT`, the key age of ``statekit growth``) and
+it (:data:`statekit.writes.evict.CHANGED_AT`, the key age of ``statekit growth``) and
 the raw bytes. Spark evaluates the selection on those rows:
 
 * the removed rows are materialized once (``localCheckpoint``): their count per partition,
@@ -35,7 +35,6 @@ from pyspark.sql.types import StructType
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import file_records, replay_files, store_schemas
-from statekit.errors import BadInput, JobFailed
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.unsafe_row import RawValue, make_decoder
 from statekit.jobs.errors import first_line
@@ -61,10 +60,11 @@ from statekit.jobs.state_reader import (
     session_confs,
     spark_url,
 )
-from statekit.repartition.evict import CHANGED_AT, SAMPLE_ROWS
-from statekit.repartition.partition_key import partition_fields
-from statekit.repartition.target import commit_entry, write_logs
-from statekit.state_history import age_chain
+from statekit.state.history import age_chain
+from statekit.support.errors import BadInput, JobFailed
+from statekit.writes.evict import CHANGED_AT, SAMPLE_ROWS
+from statekit.writes.partition_key import partition_fields
+from statekit.writes.target import commit_entry, write_logs
 
 STILL_SELECTED = "__statekit_still_selected"
 """A verification's flag column: the selection still matches the target row."""
@@ -75,8 +75,8 @@ if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.layout import StateFile
     from statekit.checkpoint.state_data import StoreSchema
-    from statekit.repartition.evict import EvictPlan, StoreSelection
-    from statekit.repartition.staging import Staging
+    from statekit.writes.evict import EvictPlan, StoreSelection
+    from statekit.writes.staging import Staging
 
 PARTITION = "__statekit_partition"
 ROWS_PER_BATCH = 16_384

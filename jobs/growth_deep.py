@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.jobs.state_analysis import summarize_changes
 from statekit.jobs.state_reader import collect, read_changes, read_state, resolve_target
-from statekit.state_history import StoreHistory
+from statekit.state.history import StoreHistory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

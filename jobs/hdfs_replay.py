@@ -19,11 +19,11 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from statekit.errors import UnsupportedFormat
 from statekit.formats.records import read_state_file
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.unsafe_row import RawValue, make_decoder
 from statekit.jobs.staged_writes import KEY_BYTES, VALUE_BYTES
+from statekit.support.errors import UnsupportedFormat
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -34,7 +34,6 @@ from pyspark.sql import functions as F
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.operators import DERIVED_VERSION
-from statekit.errors import JobFailed
 from statekit.jobs.hdfs_replay import keyed_frame, source_tasks
 from statekit.jobs.raw_rows import partition_key_columns, read_raw_rows, without_selected_keys
 from statekit.jobs.staged_writes import (
@@ -46,15 +45,16 @@ from statekit.jobs.staged_writes import (
     write_snapshots,
 )
 from statekit.jobs.state_reader import session_confs, spark_url
-from statekit.repartition.target import write_read_view
+from statekit.support.errors import JobFailed
+from statekit.writes.target import write_read_view
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.state_data import StoreSchema
-    from statekit.repartition.plan import RepartitionPlan, StorePlan
-    from statekit.repartition.staging import Staging
+    from statekit.writes.repartition_plan import RepartitionPlan, StorePlan
+    from statekit.writes.staging import Staging
 
 REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -151,7 +151,7 @@ def _read_location(ckpt: Checkpoint, plan: RepartitionPlan,
                    staging: Staging) -> tuple[str, str | None]:
     """Where Spark's raw-row reader opens the source: the source itself, or a view of it in
     the staging folder (an HDFS source, or one without operator metadata: see
-    :func:`statekit.repartition.target.write_read_view`); and the view's relative path."""
+    :func:`statekit.writes.target.write_read_view`); and the view's relative path."""
 
     derived = any(m.version == DERIVED_VERSION for m in ckpt.operators.values())
     if plan.provider != "hdfs" and not derived:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from statekit.errors import JobFailed
+from statekit.support.errors import JobFailed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -37,7 +37,6 @@ from pyspark.sql import SparkSession
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records, zip_metadata, zip_sst_paths
-from statekit.errors import CorruptFile, JobFailed, StatekitError
 from statekit.jobs.state_reader import (
     JOIN_OPERATOR,
     TWS_OPERATORS,
@@ -47,8 +46,9 @@ from statekit.jobs.state_reader import (
     state_variables,
     translate,
 )
-from statekit.recovery import InstanceWork
-from statekit.recovery_scaling import LoadTiming
+from statekit.recovery.estimate import InstanceWork
+from statekit.recovery.scaling import LoadTiming
+from statekit.support.errors import CorruptFile, JobFailed, StatekitError
 
 UNREACHABLE = ("No FileSystem for scheme", "ClassNotFoundException", "UnsupportedFileSystem")
 

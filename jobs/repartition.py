@@ -31,7 +31,6 @@ from pyspark.sql import functions as F
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import store_schemas
-from statekit.errors import JobFailed
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.spark_hash import columns_hasher
 from statekit.formats.state_writer import SnapshotWriter, pack_record
@@ -65,8 +64,9 @@ from statekit.jobs.state_reader import (
     session_confs,
     spark_url,
 )
-from statekit.repartition.partition_key import partition_fields
-from statekit.repartition.target import (
+from statekit.support.errors import JobFailed
+from statekit.writes.partition_key import partition_fields
+from statekit.writes.target import (
     commit_entry,
     files_loading,
     write_logs,
@@ -77,8 +77,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
-    from statekit.repartition.plan import RepartitionPlan, StorePlan
-    from statekit.repartition.staging import Staging
+    from statekit.writes.repartition_plan import RepartitionPlan, StorePlan
+    from statekit.writes.staging import Staging
 
 def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: dict,
                       codec: str, operator_id: int, store: str, tasks: list[SourceTask],

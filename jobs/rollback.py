@@ -1,6 +1,6 @@
 """Run a rollback: copy into staging, prove the state equal through Spark, publish.
 
-The copy itself is pure Python (:func:`statekit.repartition.rollback.write_rollback`). The
+The copy itself is pure Python (:func:`statekit.writes.rollback.write_rollback`). The
 proof is Spark's: the ``statestore`` reader (transformWithState: its raw rows of every column
 family) must find the same rows at batch B in the target as in the source, per operator and
 store, before anything is published. Without Spark (``check=False``) the copy is still
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from statekit.checkpoint.operators import JOIN_STORES
-from statekit.errors import JobFailed
 from statekit.jobs.raw_rows import read_raw_rows
 from statekit.jobs.staged_writes import StoreCheck, point_schemas_at_target, staged_job
 from statekit.jobs.state_reader import (
@@ -28,15 +27,16 @@ from statekit.jobs.state_reader import (
     spark_path,
     spark_url,
 )
-from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
-from statekit.repartition.rollback import write_rollback
+from statekit.support.errors import JobFailed
+from statekit.writes.partition_key import SPARK_KEYED_OPERATORS
+from statekit.writes.rollback import write_rollback
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
-    from statekit.repartition.rollback import RollbackPlan
-    from statekit.repartition.staging import Staging
+    from statekit.writes.rollback import RollbackPlan
+    from statekit.writes.staging import Staging
 
 
 @dataclass(frozen=True)

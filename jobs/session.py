@@ -31,9 +31,9 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from statekit.errors import BadInput, EnvironmentProblem
 from statekit.jobs.java_check import java_problem
 from statekit.jobs.shipping import prepare_executors
+from statekit.support.errors import BadInput, EnvironmentProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statekit.errors import EnvironmentProblem
 from statekit.jobs.errors import first_line
 from statekit.jobs.staged_writes import is_spark_error
-from statekit.user_cache import cache_dir
+from statekit.support.cache import cache_dir
+from statekit.support.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,13 +43,23 @@ SHIP_ENV = "STATEKIT_SHIP"
 
 PACKAGES = (
     "statekit",
-    "statekit.checkpoint",
-    "statekit.cli",
-    "statekit.doctor",
+    "statekit.support",
     "statekit.formats",
-    "statekit.repartition",
+    "statekit.checkpoint",
+    "statekit.state",
+    "statekit.report",
+    "statekit.growth",
+    "statekit.recovery",
+    "statekit.writes",
+    "statekit.doctor",
+    "statekit.assess",
+    "statekit.fleet",
+    "statekit.cli",
+    "statekit.cli.commands",
     "statekit.jobs",
+    "statekit.jobs.actions",
     "statekit.tui",
+    "statekit.tui.panes",
     "statekit.reference_pipeline",
 )
 """Every package of the distribution (pyproject's ``packages``; a test keeps them equal)."""
@@ -57,7 +67,7 @@ PACKAGES = (
 EXECUTOR_MODULES = (
     "statekit",
     "statekit.formats.records",
-    "statekit.partition_workers",
+    "statekit.state.workers",
     "lz4.block",
     "zstandard",
     "xxhash",

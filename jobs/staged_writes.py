@@ -26,14 +26,14 @@ from pyspark.sql.types import StructType
 from statekit.checkpoint.state_data import zip_metadata
 from statekit.formats.state_writer import SnapshotWriter
 from statekit.jobs.state_reader import spark_failure, spark_url
-from statekit.repartition.target import retarget_schema_paths
+from statekit.writes.target import retarget_schema_paths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.inventory import StoreInstance
-    from statekit.repartition.staging import Staging
+    from statekit.writes.staging import Staging
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -29,7 +29,9 @@ from pyspark.sql import functions as F
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
-from statekit.errors import (
+from statekit.jobs.errors import first_line
+from statekit.state.verify import verify_restart_path
+from statekit.support.errors import (
     BadInput,
     CorruptFile,
     JobFailed,
@@ -37,8 +39,6 @@ from statekit.errors import (
     UnsupportedFormat,
     error_for,
 )
-from statekit.jobs.errors import first_line
-from statekit.verify import verify_restart_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -258,7 +258,7 @@ def spark_failure(what: str, exc: BaseException, ckpt: Checkpoint) -> StatekitEr
 def name_damaged_file(ckpt: Checkpoint, failed: StateLoadFailed,
                       operator: int | None = None) -> StatekitError:
     """The damaged file behind a Spark load failure, as a one-line error naming it (statekit
-    reads the restart path itself, :mod:`statekit.verify`); ``failed`` when every file
+    reads the restart path itself, :mod:`statekit.state.verify`); ``failed`` when every file
     decodes (then the problem is not in a file statekit can check)."""
 
     try:

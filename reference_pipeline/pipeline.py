@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
-from statekit.errors import StatekitError
 from statekit.reference_pipeline.generator import EVENTS_DIR
 from statekit.reference_pipeline.leaky import LEAKY_STATE_SCHEMA_DDL, LeakyState, process_leaky
 from statekit.reference_pipeline.state_machine import (
@@ -38,6 +37,7 @@ from statekit.reference_pipeline.state_machine import (
     expire,
     process,
 )
+from statekit.support.errors import StatekitError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -270,7 +270,7 @@ def _executed_batches(query: StreamingQuery) -> list[dict]:
 
 def _open_progress_log(path: Path) -> TextIO:
     """Append to the progress log, creating its folder; unusable paths are bad input."""
-    from statekit.errors import BadInput
+    from statekit.support.errors import BadInput
 
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +286,7 @@ def run(
     on_batch: Callable[[dict], None] | None = None,
 ) -> RunResult:
     """Run the query until the input is drained (availableNow) or the timeout; collect
-    progress. Raises ``statekit.errors.JobFailed`` (one line) when the query fails."""
+    progress. Raises ``statekit.support.errors.JobFailed`` (one line) when the query fails."""
     from statekit.jobs.errors import job_failed
 
     result = RunResult()

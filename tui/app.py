@@ -24,19 +24,19 @@ from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
-from statekit.machine import usable_cpus
-from statekit.tui.batches_pane import BatchesPane
-from statekit.tui.fix_pane import FixPane
-from statekit.tui.growth_pane import GrowthPane
+from statekit.support.machine import usable_cpus
 from statekit.tui.help import HelpScreen
 from statekit.tui.model import Snapshot, load_snapshot
-from statekit.tui.operators_pane import OperatorsPane
-from statekit.tui.overview_pane import OverviewPane
 from statekit.tui.pane import Pane
-from statekit.tui.query_pane import QueryPane
-from statekit.tui.recovery_pane import RecoveryPane
-from statekit.tui.repartition_pane import RepartitionPane
-from statekit.tui.state_pane import StatePane
+from statekit.tui.panes.batches import BatchesPane
+from statekit.tui.panes.fix import FixPane
+from statekit.tui.panes.growth import GrowthPane
+from statekit.tui.panes.operators import OperatorsPane
+from statekit.tui.panes.overview import OverviewPane
+from statekit.tui.panes.query import QueryPane
+from statekit.tui.panes.recovery import RecoveryPane
+from statekit.tui.panes.repartition import RepartitionPane
+from statekit.tui.panes.state import StatePane
 from statekit.tui.work import Asks
 
 TABS = (("overview", "Overview", OverviewPane), ("operators", "Operators", OperatorsPane),

@@ -19,7 +19,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
-from statekit.presentation import human_bytes, human_duration
+from statekit.support.presentation import human_bytes, human_duration
 
 MARKERS = ("hd", "x", "o", "+", "*", "#", "@", "%")
 LOG_SPAN = 1000.0

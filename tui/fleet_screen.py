@@ -2,7 +2,7 @@
 
 k9s-style: a sortable, filterable table of every checkpoint an SRE owns — the doctor's
 verdict, the last batch's age, keys and bytes, the growth verdict, the restart estimate
-against the RTO, snapshot lag — read in parallel (:func:`statekit.fleet.read_fleet`), each
+against the RTO, snapshot lag — read in parallel (:func:`statekit.fleet.readings.read_fleet`), each
 row shown as soon as it is read. A checkpoint that cannot be read shows its one-line error in
 its row; the others are unaffected. Enter opens the checkpoint's own screens, Esc there
 comes back here. Words carry every verdict; colour only repeats them.
@@ -22,9 +22,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from statekit.fleet import FleetRow, read_fleet
+from statekit.fleet.readings import FleetRow, read_fleet
 from statekit.formats.values import shorten
-from statekit.presentation import distinct_names, human_bytes, human_duration
+from statekit.support.presentation import distinct_names, human_bytes, human_duration
 from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK, WARNING, verdict_text
 from statekit.tui.work import Asks, Progress

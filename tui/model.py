@@ -18,15 +18,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from statekit.batches import BatchTimeline, batch_timeline
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.report import CheckpointReport, build_report
+from statekit.report.batches import BatchTimeline, batch_timeline
+from statekit.report.checkpoint_report import CheckpointReport, build_report
 
 if TYPE_CHECKING:
     from statekit.doctor import Diagnosis
-    from statekit.growth import GrowthReport
-    from statekit.recovery import RecoveryEstimate
+    from statekit.growth.analysis import GrowthReport
+    from statekit.recovery.estimate import RecoveryEstimate
 
 #: The clock behind "read in … s" (the snapshot tests hold it still).
 clock = time.perf_counter
@@ -60,7 +60,7 @@ class Snapshot:
 
     def growth(self) -> GrowthReport:
         """``statekit growth`` on this snapshot's checkpoint (raises StatekitError)."""
-        from statekit.growth import analyse
+        from statekit.growth.analysis import analyse
 
         return self._once("growth", lambda: analyse(self.ckpt))
 
@@ -75,8 +75,8 @@ class Snapshot:
     def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
         """``statekit recovery`` on this snapshot's checkpoint (raises StatekitError; a
         checkpoint that will not restart has no estimate)."""
-        from statekit.errors import StatekitError
-        from statekit.recovery import estimate_recovery
+        from statekit.recovery.estimate import estimate_recovery
+        from statekit.support.errors import StatekitError
 
         health = self.health()
         if not health.restarts:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from statekit.tui.chart_widget import Band, ChartSpec, Reference, Series
 
 if TYPE_CHECKING:
-    from statekit.growth import GrowthReport, StoreGrowth
-    from statekit.progress_log import QueryBatch
-    from statekit.recovery import RecoveryEstimate
+    from statekit.checkpoint.progress_log import QueryBatch
+    from statekit.growth.analysis import GrowthReport, StoreGrowth
+    from statekit.recovery.estimate import RecoveryEstimate
 
 
 RTO_FAR = 5.0
@@ -38,8 +38,8 @@ PROJECTION_SPAN = 1.0
 
 def _projection(label: str, store: StoreGrowth) -> Band | None:
     """The discovery curve from the last version on: to the plateau, its low and high."""
-    from statekit.population import curve
-    from statekit.trend import SATURATING
+    from statekit.growth.population import curve
+    from statekit.growth.trend import SATURATING
 
     sat = store.saturation
     versions = store.history.versions

@@ -12,8 +12,8 @@ SEVERITY_STYLE = {"error": ERROR, "warning": WARNING, "info": ""}
 
 def verdict_text(verdict: str) -> Text:
     """``GROWING`` / ``ACCELERATING`` in capitals (alarming without colour too)."""
-    # imported here: statekit.trend brings numpy, which the first screen does not need
-    from statekit.trend import ACCELERATING, BOUNDED, GROWING
+    # imported here: statekit.growth.trend brings numpy, which the first screen does not need
+    from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING
 
     alarming = verdict in (GROWING, ACCELERATING)
     return Text(verdict.upper() if alarming else verdict,

@@ -43,7 +43,7 @@ class Cancelled(Exception):
 
 def error_line(error: BaseException) -> str:
     """One line for a failed job: statekit's message, or Spark's first line."""
-    from statekit.errors import StatekitError
+    from statekit.support.errors import StatekitError
 
     if isinstance(error, StatekitError):
         return str(error)

@@ -122,7 +122,7 @@ def end_state(spark, checkpoint: Path, layout: Path | None = None) -> Counter:
         reader_confs,
         session_confs,
     )
-    from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
+    from statekit.writes.partition_key import SPARK_KEYED_OPERATORS
 
     ckpt = open_checkpoint(str(layout or checkpoint))
     committed = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]

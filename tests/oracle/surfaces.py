@@ -137,7 +137,7 @@ def _metrics(result: tuple[int, str, str], doctor: dict) -> list[str]:
 
 def _tui_model(ckpt: Path, doctor: dict) -> list[str]:
     """The TUI's model: the verdict the Overview shows, and no estimate when no restart."""
-    from statekit.errors import StatekitError
+    from statekit.support.errors import StatekitError
     from statekit.tui.model import load_snapshot
 
     try:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from statekit.batches import batch_timeline
 from statekit.checkpoint import open_checkpoint
 from statekit.jobs.state_analysis import compare_operators
 from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
-from statekit.report import build_report
+from statekit.report.batches import batch_timeline
+from statekit.report.checkpoint_report import build_report
 from tests.conftest import TEST_PARTITIONS
 from tests.spark.real_checkpoints import ALL, REFERENCE, checkpoint_for
 

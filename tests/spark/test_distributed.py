@@ -14,10 +14,10 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
-from statekit.growth import analyse
+from statekit.growth.analysis import analyse
 from statekit.jobs.distributed import SparkGroupRunner
-from statekit.state_history import all_histories
-from statekit.verify import verify_restart_path
+from statekit.state.history import all_histories
+from statekit.state.verify import verify_restart_path
 from tests.spark.real_checkpoints import ALL, checkpoint_for
 
 pytestmark = [pytest.mark.spark]

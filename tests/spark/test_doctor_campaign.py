@@ -241,7 +241,7 @@ def test_a_damaged_sst_data_block(campaigns):
     from statekit.checkpoint import open_checkpoint
     from statekit.checkpoint.state_data import zip_metadata, zip_sst_paths
     from statekit.formats.rocksdb_sst import _Table
-    from statekit.repartition.rollback import state_chain
+    from statekit.writes.rollback import state_chain
 
     campaign = campaigns["agg-v2"]
     pristine = campaign.pristine / "checkpoint"

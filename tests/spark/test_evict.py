@@ -14,8 +14,8 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
-from statekit.growth import analyse
-from statekit.trend import ACCELERATING, BOUNDED, GROWING
+from statekit.growth.analysis import analyse
+from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING
 from tests.support.spark_runs import (
     final_state,
     run_by_batch,
@@ -287,11 +287,11 @@ def test_refusals_are_one_line_and_write_nothing(spark, sources, small_queries, 
 
 def test_a_failed_write_leaves_no_target(spark, sources, tmp_path):
     from statekit.checkpoint.location import resolve
-    from statekit.errors import StatekitError
     from statekit.jobs.evict import run_evict
     from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.repartition.evict import Selection, plan_evict
-    from statekit.repartition.staging import Staging
+    from statekit.support.errors import StatekitError
+    from statekit.writes.evict import Selection, plan_evict
+    from statekit.writes.staging import Staging
 
     source = sources.get("aggregation", "hdfs")
     before = tree_hash(source.checkpoint)

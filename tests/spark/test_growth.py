@@ -10,12 +10,12 @@ import re
 import pytest
 
 from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.progress_log import parse_progress
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
-from statekit.errors import EXIT_GROWTH
-from statekit.growth import analyse
-from statekit.progress_log import parse_progress
-from statekit.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
+from statekit.growth.analysis import analyse
+from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT
+from statekit.support.errors import EXIT_GROWTH
 from tests.spark.real_checkpoints import ALL, SMALL, checkpoint_for
 
 pytestmark = [pytest.mark.spark]

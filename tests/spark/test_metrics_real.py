@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
-from statekit.trend import ACCELERATING, BOUNDED, GROWING
+from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING
 from tests.prometheus_server import (
     needs,
     poll,

@@ -9,11 +9,11 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from statekit.batches import batch_timeline
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import store_schemas
 from statekit.cli.runner import run_cli
-from statekit.report import build_report
+from statekit.report.batches import batch_timeline
+from statekit.report.checkpoint_report import build_report
 from tests.spark.real_checkpoints import checkpoint_for
 
 pytestmark = [pytest.mark.spark]

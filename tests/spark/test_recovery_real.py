@@ -11,9 +11,9 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
+from statekit.checkpoint.progress_log import parse_timings
 from statekit.cli.runner import run_cli
-from statekit.progress_log import parse_timings
-from statekit.recovery import estimate_recovery
+from statekit.recovery.estimate import estimate_recovery
 
 pytestmark = [pytest.mark.spark]
 
@@ -103,8 +103,8 @@ def test_uncommitted_batch_rerun_or_skipped(provider, reference_checkpoints, tmp
 
 def test_object_storage_estimate_matches_local_and_calibrates(reference_checkpoints,
                                                               s3_server, capsys):
-    from statekit.cost_model import default_model
-    from statekit.recovery_scaling import calibrate
+    from statekit.recovery.cost_model import default_model
+    from statekit.recovery.scaling import calibrate
 
     local = reference_checkpoints.get("rocksdb", changelog=True).checkpoint
     url = s3_server.upload(str(local), "checkpoints", "recovery-rocksdb-changelog")

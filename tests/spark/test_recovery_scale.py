@@ -12,7 +12,7 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.cli.runner import run_cli
-from statekit.recovery import estimate_recovery
+from statekit.recovery.estimate import estimate_recovery
 
 pytestmark = [pytest.mark.spark]
 

@@ -167,8 +167,8 @@ def test_reader_confs_are_set_for_the_run_and_restored_after(spark, reference_ch
     """The action sets what Spark's readers need (changelog checkpointing, format v2) only
     while it runs, through the CLI as through the shared function; the session keeps its
     own values afterwards."""
-    from statekit.jobs.repartition_action import prepare
-    from statekit.jobs.repartition_action import run as run_action
+    from statekit.jobs.actions.repartition import prepare
+    from statekit.jobs.actions.repartition import run as run_action
     from statekit.jobs.state_reader import CHANGELOG_CONF, FORMAT_VERSION_CONF
 
     ckpt_dir = reference_checkpoints.get("rocksdb", changelog=True, variant="format-v2").checkpoint

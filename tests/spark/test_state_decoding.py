@@ -22,8 +22,8 @@ from statekit.checkpoint.state_data import decode_records, replay, store_schemas
 from statekit.formats.records import StateRecord
 from statekit.jobs import growth_deep
 from statekit.jobs.state_reader import reader_confs, session_confs, spark_path
-from statekit.report import build_report
-from statekit.state_history import all_histories
+from statekit.report.checkpoint_report import build_report
+from statekit.state.history import all_histories
 from tests.spark.real_checkpoints import checkpoint_for
 
 pytestmark = [pytest.mark.spark]

@@ -14,7 +14,6 @@ from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import file_records
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
-from statekit.errors import BadInput
 from statekit.jobs.state_analysis import (
     export_rows,
     state_stats,
@@ -29,6 +28,7 @@ from statekit.jobs.state_reader import (
     state_variables,
 )
 from statekit.reference_pipeline.simulate import simulate
+from statekit.support.errors import BadInput
 
 pytestmark = [pytest.mark.spark]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from statekit.state_history import TOUCH_CAP, StoreHistory, VersionStats
+from statekit.state.history import TOUCH_CAP, StoreHistory, VersionStats
 
 
 def history_of(batches: list[np.ndarray], key_bytes: int = 40) -> StoreHistory:

@@ -87,8 +87,8 @@ def crash_runner(spark, ckpt, tmp_path: Path, partitions: int, **plan_options):
     crash); returns (plan, steps, result), each repeated step named with its occurrence."""
     from statekit.jobs.repartition import run_repartition
     from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.repartition.plan import plan_repartition
-    from statekit.repartition.staging import Staging
+    from statekit.writes.repartition_plan import plan_repartition
+    from statekit.writes.staging import Staging
 
     def attempt(name: str, fail: str | None):
         target = resolve(str(tmp_path / name))

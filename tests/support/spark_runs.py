@@ -119,7 +119,7 @@ def _state_rows(spark, ckpt, checkpoint: Path) -> Counter:
 
     from statekit.jobs.raw_rows import read_raw_rows
     from statekit.jobs.state_reader import StateTarget, read_state
-    from statekit.repartition.partition_key import SPARK_KEYED_OPERATORS
+    from statekit.writes.partition_key import SPARK_KEYED_OPERATORS
 
     rows: Counter = Counter()
     for op_id, meta in ckpt.operators.items():

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from statekit.tui.app import StatekitApp
-from statekit.tui.batches_pane import BatchesPane
-from statekit.tui.growth_pane import GrowthPane
-from statekit.tui.operators_pane import OperatorsPane
-from statekit.tui.overview_pane import OverviewPane
-from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.panes.batches import BatchesPane
+from statekit.tui.panes.growth import GrowthPane
+from statekit.tui.panes.operators import OperatorsPane
+from statekit.tui.panes.overview import OverviewPane
+from statekit.tui.panes.recovery import RecoveryPane
 from statekit.tui.table import Table
 from tests.tui.helpers import Messages, show_tab, until
 
@@ -29,7 +29,7 @@ def driven(app: StatekitApp, size=(160, 48)):
 async def plan_repartition(pilot, app, partitions: int, target: Path,
                            file_sink: Path | None = None):
     """Fill the Repartition screen (the query is stopped: force) and wait for the dry run."""
-    from statekit.tui.repartition_pane import RepartitionPane
+    from statekit.tui.panes.repartition import RepartitionPane
 
     pane = app.query_one(RepartitionPane)
     await app.messages.idle(pilot)  # the Overview's analyses are done: nothing else runs
@@ -48,7 +48,7 @@ async def plan_repartition(pilot, app, partitions: int, target: Path,
 
 async def open_fix_tab(pilot, app):
     """Open the Fix tab once the Overview is done, and wait for the doctor's answer."""
-    from statekit.tui.fix_pane import FixPane
+    from statekit.tui.panes.fix import FixPane
 
     await app.messages.answer(pilot, "snapshot")
     await app.messages.idle(pilot)
@@ -178,7 +178,7 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
 
 
 def test_state_screen_starts_spark_only_when_opened_and_pages(reference_checkpoints):
-    from statekit.tui.state_pane import StatePane
+    from statekit.tui.panes.state import StatePane
 
     run = reference_checkpoints.get("hdfs")
     keys = run.result.state_keys()
@@ -252,7 +252,7 @@ def test_repartition_screen_migrates_the_provider(reference_checkpoints, tmp_pat
     (applyInPandasWithState) into a new RocksDB checkpoint, partition count kept (the field
     left empty), through the same prepare/run as ``statekit migrate``."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.tui.repartition_pane import RepartitionPane
+    from statekit.tui.panes.repartition import RepartitionPane
     from tests.support.trees import tree_hash
 
     run = reference_checkpoints.get("hdfs")
@@ -435,7 +435,7 @@ def test_fix_tab_evicts_stale_keys_through_the_evict_action(reference_checkpoint
     dry run counts exactly the keys ``statekit growth`` calls untouched; written (only with
     ``--allow-write``) they are gone from a verified target, the rest kept."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.growth import analyse
+    from statekit.growth.analysis import analyse
     from tests.support.trees import tree_hash
 
     source = reference_checkpoints.get("hdfs", leaky=True).checkpoint
@@ -515,7 +515,7 @@ def test_cancelling_the_fix_tabs_job_group_interrupts_its_running_spark_job(spar
     import threading
     import time
 
-    from statekit.tui.fix_pane import FIX_JOB_GROUP
+    from statekit.tui.panes.fix import FIX_JOB_GROUP
     from statekit.tui.spark_session import LazySession
 
     session = LazySession()

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-import statekit.tui.operators_pane as operators_pane
+import statekit.tui.panes.operators as operators_pane
 from statekit.tui.app import StatekitApp
 from statekit.tui.chart_widget import Chart
-from statekit.tui.operators_pane import OperatorsPane
-from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.panes.operators import OperatorsPane
+from statekit.tui.panes.overview import OverviewPane
 from statekit.tui.screen_charts import StoreSeries, keys_chart, store_series, what_if_chart
 from tests.tui.helpers import Messages, show_tab
 
@@ -96,8 +96,8 @@ def test_every_chart_has_labelled_axes():
             from dataclasses import replace
 
             from statekit.checkpoint import open_checkpoint
-            from statekit.cost_model import default_model
-            from statekit.recovery import estimate_recovery
+            from statekit.recovery.cost_model import default_model
+            from statekit.recovery.estimate import estimate_recovery
 
             ckpt = open_checkpoint(str(FIXTURE))
             load_only = estimate_recovery(ckpt, cores=2, model=replace(
@@ -205,7 +205,7 @@ def test_a_slow_decode_of_a_file_left_never_lands(slow_first_decode):
 def test_a_saturating_store_is_drawn_with_its_projection_and_range():
     """The Growth chart of a finite population still being discovered: the history, then the
     projection to its plateau (dashed) between the range's ends (dotted)."""
-    from statekit.growth import GrowthReport, analyse_store
+    from statekit.growth.analysis import GrowthReport, analyse_store
     from tests.support.histories import finite, history_of
 
     store = analyse_store(history_of(finite(120_000, 12_000)), {})

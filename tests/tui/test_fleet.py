@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from statekit.fleet import FleetRow, read_fleet, worst_growth
+from statekit.fleet.readings import FleetRow, read_fleet, worst_growth
 from statekit.tui.app import StatekitApp
 from statekit.tui.fleet_screen import FleetScreen, sort_key
-from statekit.tui.overview_pane import OverviewPane
+from statekit.tui.panes.overview import OverviewPane
 from tests.tui.helpers import Messages, until
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -85,7 +85,7 @@ def test_the_fleet_has_a_row_per_checkpoint_and_errors_stay_in_their_rows(fleet)
 def test_one_reading_serves_metrics_and_the_fleet(fleet):
     """``statekit metrics`` and the fleet row read the same numbers."""
     from statekit.checkpoint import open_checkpoint
-    from statekit.metrics import checkpoint_metrics
+    from statekit.fleet.metrics import checkpoint_metrics
 
     url = str(GROWING)
     row = read_fleet([url], cores=2)[0]

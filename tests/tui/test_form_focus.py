@@ -10,8 +10,8 @@ from pathlib import Path
 from textual.widgets import Input
 
 from statekit.tui.app import StatekitApp
-from statekit.tui.overview_pane import OverviewPane
-from statekit.tui.repartition_pane import RepartitionPane
+from statekit.tui.panes.overview import OverviewPane
+from statekit.tui.panes.repartition import RepartitionPane
 from tests.tui.helpers import Messages, until
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"

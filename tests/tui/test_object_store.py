@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 
 from statekit.tui.app import StatekitApp
-from statekit.tui.growth_pane import GrowthPane
-from statekit.tui.operators_pane import OperatorsPane
-from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.panes.growth import GrowthPane
+from statekit.tui.panes.operators import OperatorsPane
+from statekit.tui.panes.recovery import RecoveryPane
 from tests.tui.helpers import show_tab, until
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.command import CommandList, CommandPalette
 
 from statekit.tui.app import TABS, StatekitApp
-from statekit.tui.repartition_pane import RepartitionPane
+from statekit.tui.panes.repartition import RepartitionPane
 from tests.tui.helpers import until
 
 FIXTURE = str(Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs")

@@ -30,10 +30,10 @@ import pytest
 from textual.widgets import Input
 
 from statekit.tui.app import StatekitApp
-from statekit.tui.growth_pane import GrowthPane
-from statekit.tui.operators_pane import OperatorsPane
-from statekit.tui.overview_pane import OverviewPane
-from statekit.tui.recovery_pane import RecoveryPane
+from statekit.tui.panes.growth import GrowthPane
+from statekit.tui.panes.operators import OperatorsPane
+from statekit.tui.panes.overview import OverviewPane
+from statekit.tui.panes.recovery import RecoveryPane
 from statekit.tui.table import Table
 from tests.tui.helpers import Messages, show_tab
 
@@ -246,7 +246,7 @@ def test_the_fix_tab_plans_the_doctors_rollback(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     async def steps(pilot, app: StatekitApp) -> None:
-        from statekit.tui.fix_pane import FixPane
+        from statekit.tui.panes.fix import FixPane
 
         await show_tab(pilot, app, "9")
         await settle(pilot, app)

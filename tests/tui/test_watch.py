@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 from statekit.tui.app import StatekitApp
-from statekit.tui.batches_pane import BatchesPane
 from statekit.tui.chart_widget import Chart
-from statekit.tui.growth_pane import GrowthPane
+from statekit.tui.panes.batches import BatchesPane
+from statekit.tui.panes.growth import GrowthPane
 from tests.tui.helpers import until
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "tui" / "reference_hdfs"

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from statekit.cli.tui_web import served_command, web_address
-from statekit.errors import BadInput
+from statekit.support.errors import BadInput
 from tests.support.web import GOLDEN, served_tui, terminal_text
 
 

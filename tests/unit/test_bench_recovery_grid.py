@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from statekit.checkpoint import open_checkpoint
-from statekit.cost_model import DEFAULT_MODELS
-from statekit.recovery import estimate_recovery
+from statekit.recovery.cost_model import DEFAULT_MODELS
+from statekit.recovery.estimate import estimate_recovery
 from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from statekit.checkpoint.logs import (
     parse_query_id,
 )
 from statekit.checkpoint.operators import parse_operator_metadata
-from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 from tests.unit.checkpoint_builder import offsets_text, operator_metadata_text
 
 

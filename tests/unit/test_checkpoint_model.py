@@ -13,8 +13,8 @@ import pytest
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.layout import MetaFile, StateFile, classify
 from statekit.checkpoint.soundness import raise_if_unsound
-from statekit.errors import BadInput, CorruptFile, NotACheckpoint
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
+from statekit.support.errors import BadInput, CorruptFile, NotACheckpoint
 from tests.support.tools import ROOT_NEEDS_SETPRIV
 from tests.unit.checkpoint_builder import write_checkpoint
 

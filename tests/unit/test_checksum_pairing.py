@@ -15,7 +15,7 @@ import fsspec
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.inventory import InventoryBuilder, StateInventory
 from statekit.formats.checksum_files import hadoop_crc_size
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 
 PREFIX = "b/ck/state/"

@@ -10,10 +10,10 @@ import sys
 import click
 import pytest
 
+from statekit.cli.commands.pipeline import cli as pipeline_cli
 from statekit.cli.main import cli
-from statekit.cli.pipeline_cmd import cli as pipeline_cli
 from statekit.cli.runner import run_cli
-from statekit.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_USAGE
+from statekit.support.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_USAGE
 
 SMALL = ["--users", "50", "--events-per-batch", "40", "--new-users-per-batch", "2"]
 

@@ -248,8 +248,8 @@ def documented_codes(path: Path) -> set[int]:
 
 
 def test_exit_code_tables_list_exactly_the_codes_statekit_uses():
-    from statekit import errors
     from statekit.doctor import problems
+    from statekit.support import errors
 
     codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
     codes |= {value for name, value in vars(problems).items()

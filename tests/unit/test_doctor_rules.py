@@ -22,9 +22,9 @@ from statekit.doctor import (
     sink_log_end,
 )
 from statekit.doctor.operators import schema_error
-from statekit.errors import UnsafeOperation
-from statekit.repartition.file_sink import cut_sink_log, sink_log_after
-from statekit.repartition.rollback import rollback_choices
+from statekit.support.errors import UnsafeOperation
+from statekit.writes.file_sink import cut_sink_log, sink_log_after
+from statekit.writes.rollback import rollback_choices
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -195,7 +195,7 @@ def test_operator_metadata_naming_another_operator_id(tmp_path):
 ])
 def test_transform_with_state_key_encoder_specs_as_spark_reads_them(spec, wrong):
     from statekit.doctor.operators import _check_encoder_spec
-    from statekit.errors import CorruptFile
+    from statekit.support.errors import CorruptFile
 
     if wrong is None:
         _check_encoder_spec(spec, "schema")

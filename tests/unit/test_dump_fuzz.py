@@ -30,9 +30,9 @@ import zstandard
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from statekit.errors import EXIT_BAD_INPUT, EXIT_CORRUPT, EXIT_UNSUPPORTED
 from statekit.formats.compression import open_decompressed
 from statekit.formats.records import iter_store_records
+from statekit.support.errors import EXIT_BAD_INPUT, EXIT_CORRUPT, EXIT_UNSUPPORTED
 from tests.support.builders import hdfs_checkpoint
 from tests.support.cli import run, strict_json
 from tests.support.trees import tree_hash

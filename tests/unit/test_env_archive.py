@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from statekit.errors import EXIT_BAD_INPUT, EXIT_UNSAFE, BadInput, UnsafeOperation
 from statekit.jobs.env_archive import (
     ARCHIVE_ALIAS,
     PackPlan,
@@ -23,6 +22,7 @@ from statekit.jobs.env_archive import (
     runtime_closure,
     write_pack,
 )
+from statekit.support.errors import EXIT_BAD_INPUT, EXIT_UNSAFE, BadInput, UnsafeOperation
 from tests.support.cli import run
 
 pytestmark = pytest.mark.skipif(sys.prefix == sys.base_prefix,

@@ -10,8 +10,8 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
-from statekit.errors import BadInput, UnsafeOperation, UnsupportedFormat
-from statekit.repartition.evict import CHANGED_AT, Selection, plan_evict, store_predicate
+from statekit.support.errors import BadInput, UnsafeOperation, UnsupportedFormat
+from statekit.writes.evict import CHANGED_AT, Selection, plan_evict, store_predicate
 from tests.unit.checkpoint_builder import commit_text, operator_metadata_text, write_checkpoint
 
 LONG_AGO = 1_700_000_000_000 + 10**9

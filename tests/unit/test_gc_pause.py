@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from statekit import gc_pause
+from statekit.support import gc_pause
 
 
 @pytest.fixture

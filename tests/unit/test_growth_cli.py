@@ -10,8 +10,8 @@ import pytest
 from statekit.cli.main import cli
 from statekit.cli.params import parse_size
 from statekit.cli.runner import run_cli
-from statekit.errors import BadInput
-from statekit.presentation import sparkline
+from statekit.support.errors import BadInput
+from statekit.support.presentation import sparkline
 from tests.support.progress_logs import progress
 from tests.unit.checkpoint_builder import write_checkpoint
 

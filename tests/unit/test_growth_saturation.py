@@ -9,9 +9,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from statekit.growth import GrowthReport, analyse, analyse_progress, analyse_store, plateau_of
-from statekit.progress_log import OperatorProgress, ProgressPoint
-from statekit.trend import GROWING, SATURATING
+from statekit.checkpoint.progress_log import OperatorProgress, ProgressPoint
+from statekit.growth.analysis import (
+    GrowthReport,
+    analyse,
+    analyse_progress,
+    analyse_store,
+    plateau_of,
+)
+from statekit.growth.trend import GROWING, SATURATING
 from tests.support.histories import finite, history_of
 
 
@@ -105,7 +111,7 @@ def test_a_leak_in_a_progress_log_stays_growing():
 def test_a_byte_limit_is_reached_when_the_keys_it_holds_are():
     """--max-bytes and --max-keys at the same level (bytes = keys × 40 B) project the same
     batches: the discovery curve counts keys, a byte limit is converted, not fed to it."""
-    from statekit.growth import _plateau_projection
+    from statekit.growth.analysis import _plateau_projection
 
     store = analyse_store(history_of(finite(100_000, 10_000)), {})
     plateau = plateau_of([store])

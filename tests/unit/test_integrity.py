@@ -24,7 +24,7 @@ from statekit.formats.checksum_files import (
     hadoop_size_matches,
 )
 from statekit.formats.jsontext import loads_json
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -151,7 +151,7 @@ def test_spark_json_crc():
 def test_a_spark_checksum_record_missing_a_field_is_named():
     """Spark reads its checksum file into a record whose fields are all required: a bit flip
     that renames one (``timestampMs`` → ``uimestampMs``, measured) fails the state load."""
-    from statekit.verify import _checksum_fields_missing
+    from statekit.state.verify import _checksum_fields_missing
 
     whole = {"algorithm": "CRC32C", "value": -96707, "mainFileSize": 203,
              "timestampMs": 1795746555728, "creator": {"executorId": "driver", "taskInfo": ""},

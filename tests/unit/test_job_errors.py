@@ -12,9 +12,10 @@ class SparkLike(Exception):
 def test_python_worker_errors_name_the_raised_exception():
     error = SparkLike("An exception was thrown from the Python worker:\n"
                       "Traceback (most recent call last):\n  File \"w.py\", line 3, in run\n"
-                      "statekit.errors.UnsupportedFormat: a state key holds a value\n")
+                      "statekit.support.errors.UnsupportedFormat: a state key holds a value\n")
     assert first_line(error) == ("An exception was thrown from the Python worker: "
-                                 "statekit.errors.UnsupportedFormat: a state key holds a value")
+                                 "statekit.support.errors.UnsupportedFormat: "
+                                 "a state key holds a value")
 
 
 def test_other_errors_keep_their_first_line():

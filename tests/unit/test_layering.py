@@ -129,9 +129,9 @@ def test_the_cli_starts_without_spark(fresh_importer):
     assert not leaked, f"`statekit --help` would load {sorted(leaked)}"
 
 
-@pytest.mark.parametrize("module", ["statekit.tui.app", "statekit.jobs.repartition_action",
-                                    "statekit.jobs.evict_action",
-                                    "statekit.jobs.rollback_action"])
+@pytest.mark.parametrize("module", ["statekit.tui.app", "statekit.jobs.actions.repartition",
+                                    "statekit.jobs.actions.evict",
+                                    "statekit.jobs.actions.rollback"])
 def test_the_tui_and_the_write_actions_prepare_without_spark(module, fresh_importer):
     """The actions' JVM-free ``prepare`` (dry-run checks, the TUI's Fix and Repartition tabs)
     must not pay for importing pyspark: their Spark side loads in ``run``."""

@@ -15,7 +15,7 @@ from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.listing import list_checkpoint
 from statekit.checkpoint.location import resolve
 from statekit.checkpoint.s3_fast import parse_list_page
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -253,7 +253,7 @@ def test_concurrency_comes_from_the_environment_and_bad_values_are_named(monkeyp
         DEFAULT_CONCURRENCY,
         concurrency_setting,
     )
-    from statekit.errors import BadInput
+    from statekit.support.errors import BadInput
 
     monkeypatch.delenv(CONCURRENCY_ENV, raising=False)
     assert concurrency_setting() == DEFAULT_CONCURRENCY

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
-from statekit import machine_speed as speed_module
 from statekit.checkpoint import open_checkpoint
-from statekit.cost_model import default_model, local_model
-from statekit.errors import EnvironmentProblem
-from statekit.machine_speed import MachineSpeed, machine_speed, parse_speed, probe_seconds
-from statekit.recovery import estimate_recovery
+from statekit.recovery import machine_speed as speed_module
+from statekit.recovery.cost_model import default_model, local_model
+from statekit.recovery.estimate import estimate_recovery
+from statekit.recovery.machine_speed import MachineSpeed, machine_speed, parse_speed, probe_seconds
+from statekit.support.errors import EnvironmentProblem
 from tests.unit.checkpoint_builder import write_checkpoint
 
 

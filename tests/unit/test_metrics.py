@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
-from statekit.metrics import FAMILIES, read_checkpoint_list
+from statekit.fleet.metrics import FAMILIES, read_checkpoint_list
 from tests.prometheus_server import needs, promtool_check
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden" / "spark-4.1.4"

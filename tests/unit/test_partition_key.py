@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from statekit.errors import UnsupportedFormat
-from statekit.repartition.partition_key import partition_key_fields
+from statekit.support.errors import UnsupportedFormat
+from statekit.writes.partition_key import partition_key_fields
 
 
 @pytest.mark.parametrize(("operator", "store", "fields", "expected"), [

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from statekit import machine
-from statekit.presentation import dash, human_bytes, human_duration, iso_ms, sparkline
+from statekit.support import machine
+from statekit.support.presentation import dash, human_bytes, human_duration, iso_ms, sparkline
 
 
 @pytest.mark.parametrize(("size", "shown"), [
@@ -56,8 +56,8 @@ def test_offset_summaries_are_cut_with_an_ellipsis():
     """A source offset too long for the batches table is cut visibly, never silently."""
     import json
 
-    from statekit.batches import summarize_offset
     from statekit.checkpoint.logs import SourceOffset
+    from statekit.report.batches import summarize_offset
 
     kafka = {f"topic-{n}": {str(p): p * 1000 for p in range(4)} for n in range(9)}
     shown = summarize_offset(SourceOffset("0", json.dumps(kafka)))
@@ -70,7 +70,7 @@ def test_offset_summaries_are_cut_with_an_ellipsis():
 
 
 def test_a_history_sparkline_covers_the_whole_history():
-    from statekit.presentation import history_sparkline, resampled
+    from statekit.support.presentation import history_sparkline, resampled
 
     # grew early, flat since: the newest 10 points alone are a flat line
     keys = [100] * 5 + list(range(100, 701, 60)) + [700] * 30
@@ -84,7 +84,7 @@ def test_a_history_sparkline_covers_the_whole_history():
 
 
 def test_the_overview_key_history_cell_draws_what_its_label_says():
-    from statekit.tui.overview_pane import SPARK_WIDTH, history_cell
+    from statekit.tui.panes.overview import SPARK_WIDTH, history_cell
 
     keys = [175] * 3 + list(range(175, 716, 20)) + [715] * 40
     cell = history_cell(keys).plain
@@ -94,7 +94,7 @@ def test_the_overview_key_history_cell_draws_what_its_label_says():
 
 
 def test_distinct_names_keep_what_tells_paths_apart():
-    from statekit.presentation import distinct_names
+    from statekit.support.presentation import distinct_names
 
     paths = ["/data/streams/a/checkpoint", "/data/streams/b/checkpoint",
              "/data/other/c/checkpoint"]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from statekit.errors import BadInput, CorruptFile
-from statekit.progress_log import parse_progress
+from statekit.checkpoint.progress_log import parse_progress
+from statekit.support.errors import BadInput, CorruptFile
 from tests.support.progress_logs import progress
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from statekit.errors import UnsupportedFormat
 from statekit.formats.values import RawValue
 from statekit.jobs.hdfs_replay import representable
+from statekit.support.errors import UnsupportedFormat
 
 
 def test_representable_columns_pass_and_raw_values_are_refused():

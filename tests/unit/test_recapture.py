@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from statekit.population import DiscoveryPoint, accumulation, draws_for
-from statekit.recapture import leak_test
-from statekit.saturation import fit_discovery
+from statekit.growth.population import DiscoveryPoint, accumulation, draws_for
+from statekit.growth.recapture import leak_test
+from statekit.growth.saturation import fit_discovery
 
 BATCHES = 16
 

@@ -9,10 +9,10 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
-from statekit.cost_model import DEFAULT_MODELS
-from statekit.progress_log import BatchTiming
-from statekit.recovery import estimate_recovery, schedule, with_cores
-from statekit.reruns import SKIPPED_BATCH_S, file_sink_committed
+from statekit.checkpoint.progress_log import BatchTiming
+from statekit.recovery.cost_model import DEFAULT_MODELS
+from statekit.recovery.estimate import estimate_recovery, schedule, with_cores
+from statekit.recovery.reruns import SKIPPED_BATCH_S, file_sink_committed
 from tests.unit.checkpoint_builder import write_checkpoint
 
 
@@ -202,7 +202,7 @@ def test_progress_log_gives_the_rerun_duration(tmp_path, capsys):
 def test_rerun_costs_come_from_restarts_in_the_log(tmp_path):
     """A re-run adds a restart's *second* batch (the re-run itself is the cold first one);
     a skipped batch costs a restart's cold planning."""
-    from statekit.reruns import plan_reruns
+    from statekit.recovery.reruns import plan_reruns
 
     ckpt = layout(tmp_path, planned=11, committed=10, extra_versions=[11])
     run_a = [BatchTiming(0, 8.0, 6.0, "a"), BatchTiming(1, 3.0, 2.8, "a"),
@@ -231,7 +231,7 @@ def test_records_of_a_large_file_are_counted_from_its_head(tmp_path, codec):
     import random
 
     from statekit.formats.state_writer import write_snapshot
-    from statekit.recovery import SAMPLE_PREFIX_BYTES, records_in
+    from statekit.recovery.estimate import SAMPLE_PREFIX_BYTES, records_in
 
     ckpt = layout(tmp_path, planned=3, committed=3, snapshots=[2], codec=codec)
     rng = random.Random(3)
@@ -304,7 +304,7 @@ def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
 
 
 def test_memory_of_the_loaded_state_against_the_heap(tmp_path):
-    from statekit.restart_memory import RESERVED_HEAP_BYTES, bytes_per_row
+    from statekit.recovery.memory import RESERVED_HEAP_BYTES, bytes_per_row
 
     ckpt = layout(tmp_path, planned=12, committed=12, partitions=4)
     unknown = estimate_recovery(ckpt, cores=2).memory
@@ -343,7 +343,7 @@ def test_jvm_memory_sizes_read_as_spark_reads_them(text, expected):
 @pytest.mark.parametrize("text", ["4.5g", "-1g", "lots", "0"])
 def test_bad_jvm_memory_sizes_are_one_line(text):
     from statekit.cli.params import parse_jvm_size
-    from statekit.errors import BadInput
+    from statekit.support.errors import BadInput
 
     with pytest.raises(BadInput, match="--executor-memory"):
         parse_jvm_size(text)

@@ -10,10 +10,10 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
-from statekit.errors import UnsafeOperation, UnsupportedFormat
-from statekit.repartition.plan import plan_repartition
-from statekit.repartition.staging import MARKER, Staging
-from statekit.repartition.target import operator_metadata, repartition_offsets, write_logs
+from statekit.support.errors import UnsafeOperation, UnsupportedFormat
+from statekit.writes.repartition_plan import plan_repartition
+from statekit.writes.staging import MARKER, Staging
+from statekit.writes.target import operator_metadata, repartition_offsets, write_logs
 from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
 
 LONG_AGO = 1_700_000_000_000 + 10**9  # "now" far after the builder's batch timestamps
@@ -201,7 +201,7 @@ def _sink(tmp_path, batches: int, compact_every: int = 10):
 
 
 def test_file_sink_entry_plain_compacted_and_refused(tmp_path):
-    from statekit.repartition.file_sink import repartition_entry, write_entry
+    from statekit.writes.file_sink import repartition_entry, write_entry
 
     sink = _sink(tmp_path / "a", 7)
     assert repartition_entry(sink, 7) == ("_spark_metadata/7", b"v1")
@@ -259,7 +259,7 @@ def test_migration_offsets_pin_the_new_provider(tmp_path):
 
 
 def test_read_view_names_rocksdb_and_carries_the_schemas(tmp_path):
-    from statekit.repartition.target import READ_VIEW, write_read_view
+    from statekit.writes.target import READ_VIEW, write_read_view
 
     ckpt = source(tmp_path)
     p = plan(ckpt, tmp_path, 8, to_provider="rocksdb")
@@ -287,7 +287,7 @@ GOLDEN_35 = Path(__file__).resolve().parent.parent / "data" / "golden" / "spark-
     ("apply_in_pandas_with_state_hdfs", "flatMapGroupsWithState", 0),
 ])
 def test_operators_without_metadata_are_derived_as_spark_4_writes_them(query, name, prefix):
-    from statekit.repartition.target import derived_operator_metadata
+    from statekit.writes.target import derived_operator_metadata
 
     ckpt = open_checkpoint(str(GOLDEN_35 / query / "checkpoint"))
     assert [m.name for m in ckpt.operators.values()] == [name]
@@ -321,7 +321,7 @@ def test_schema_paths_are_retargeted_to_the_new_checkpoint(tmp_path):
     """transformWithState's v2 operator metadata names its schema files by absolute path:
     the staged copy keeps the source's (what Spark's rewriter reads), and just before
     publishing they are pointed at the target's own copies."""
-    from statekit.repartition.target import retarget_schema_paths, write_operator_metadata
+    from statekit.writes.target import retarget_schema_paths, write_operator_metadata
 
     ckpt_root = tmp_path / "src"
     write_checkpoint(fsspec.filesystem("file"), str(ckpt_root), planned=6, committed=6,
@@ -360,7 +360,7 @@ def test_commit_of_the_new_batch_names_the_new_state_files(tmp_path):
     """Checkpoint format v2 commits name the state files they committed: the target's
     ``commits/N+1`` carries the ids of the files written for it, or none at all (a v1
     commit) for a format-v1 target such as HDFS; a v1 commit is copied byte for byte."""
-    from statekit.repartition.target import commit_entry
+    from statekit.writes.target import commit_entry
 
     ckpt = source(tmp_path)
     p = plan(ckpt, tmp_path, 3)

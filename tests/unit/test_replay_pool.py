@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import fsspec
 import pytest
 
-import statekit.partition_workers as partition_workers
+import statekit.state.workers as partition_workers
 from statekit.checkpoint import Checkpoint, open_checkpoint
-from statekit.state_history import StoreHistory, all_histories
+from statekit.state.history import StoreHistory, all_histories
 from tests.support.builders import hdfs_checkpoint
 from tests.unit.checkpoint_builder import REAL_SCHEMA_FILE, operator_metadata_text, write_checkpoint
 
@@ -224,8 +224,8 @@ SCRIPT = """
 import json, sys, threading
 from concurrent.futures import ProcessPoolExecutor
 
-import statekit.partition_workers as partition_workers
-import statekit.state_history as state_history
+import statekit.state.workers as partition_workers
+import statekit.state.history as state_history
 from statekit.checkpoint import open_checkpoint
 
 methods, futures = [], []

@@ -11,10 +11,10 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.location import resolve
-from statekit.errors import BadInput, UnsafeOperation
 from statekit.jobs.rollback import run_rollback
-from statekit.repartition.rollback import plan_rollback, rollback_choices, write_rollback
-from statekit.repartition.staging import Staging
+from statekit.support.errors import BadInput, UnsafeOperation
+from statekit.writes.rollback import plan_rollback, rollback_choices, write_rollback
+from statekit.writes.staging import Staging
 from tests.support.builders import rollback_source
 from tests.support.trees import tree_hash
 from tests.unit.checkpoint_builder import write_checkpoint

@@ -12,7 +12,7 @@ import fsspec
 import pytest
 
 from statekit.checkpoint import open_checkpoint
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
 from tests.unit.checkpoint_builder import write_checkpoint
 
 

@@ -9,8 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
-from statekit.population import curve
-from statekit.saturation import (
+from statekit.growth.population import curve
+from statekit.growth.saturation import (
     LEAK,
     SATURATING,
     UNDECIDED,

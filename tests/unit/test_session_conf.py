@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from statekit.errors import BadInput
 from statekit.jobs.java_check import java_major
 from statekit.jobs.session import parse_conf_pairs, session_conf
+from statekit.support.errors import BadInput
 
 
 def test_defaults_pin_the_interpreter_and_quiet_the_ui():

@@ -9,7 +9,6 @@ import zipfile
 
 import pytest
 
-from statekit.errors import EXIT_ENVIRONMENT, EnvironmentProblem
 from statekit.jobs.shipping import (
     PACKAGES,
     ExecutorPython,
@@ -17,6 +16,7 @@ from statekit.jobs.shipping import (
     package_zip,
     require_modules,
 )
+from statekit.support.errors import EXIT_ENVIRONMENT, EnvironmentProblem
 from tests.static_checks import read_pyproject
 
 
@@ -31,7 +31,7 @@ def test_the_zip_holds_every_module_and_is_built_once(tmp_path):
     for package in PACKAGES:
         assert f"{package.replace('.', '/')}/__init__.py" in names
     assert {"statekit/formats/records.py", "statekit/jobs/log4j2.properties",
-            "statekit/partition_workers.py"} <= names
+            "statekit/state/workers.py"} <= names
     assert not any(name.endswith(".pyc") for name in names)
 
 
@@ -41,8 +41,8 @@ def test_the_zip_imports_where_statekit_is_not_installed(tmp_path):
     archive = package_zip(tmp_path)
     done = subprocess.run([sys.executable, "-I", "-S", "-c",
                            "import sys; sys.path.insert(0, sys.argv[1]); "
-                           "import statekit.errors, statekit.formats.modified_utf8; "
-                           "print(statekit.errors.__file__)", str(archive)],
+                           "import statekit.support.errors, statekit.formats.modified_utf8; "
+                           "print(statekit.support.errors.__file__)", str(archive)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(str(archive))

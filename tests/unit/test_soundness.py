@@ -15,8 +15,8 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.soundness import raise_if_unsound
-from statekit.errors import StatekitError
-from statekit.report import build_report
+from statekit.report.checkpoint_report import build_report
+from statekit.support.errors import StatekitError
 from tests.oracle.fault_space import damaged_copies, enumerate_faults, sample_faults
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"

@@ -13,8 +13,8 @@ import pytest
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.logs import parse_offset_entry
-from statekit.errors import BadInput
-from statekit.repartition.source_offsets import (
+from statekit.support.errors import BadInput
+from statekit.writes.source_offsets import (
     OffsetEdit,
     edit_offsets,
     parse_edit,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from statekit.errors import JobFailed
 from statekit.jobs.state_reader import _spark_error_line, translate
+from statekit.support.errors import JobFailed
 
 
 def test_error_class_line_with_its_root_cause():

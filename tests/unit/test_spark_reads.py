@@ -23,11 +23,11 @@ from statekit.checkpoint.spark_reads import (
     query_id,
     source_log_entry,
 )
-from statekit.errors import CorruptFile
 from statekit.formats.compression import LZ4_HEADER
 from statekit.formats.records import records_from_bytes, spark_read_failure
 from statekit.formats.schema import spark_type_error
 from statekit.formats.zip_stream import java_zip_entries
+from statekit.support.errors import CorruptFile
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -12,9 +12,9 @@ import pytest
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import file_records, replay, store_schemas
 from statekit.formats.unsafe_row import make_decoder
-from statekit.growth import analyse, analyse_store
-from statekit.state_history import StoreHistory, VersionStats, all_histories
-from statekit.trend import ACCELERATING, BOUNDED, GROWING
+from statekit.growth.analysis import analyse, analyse_store
+from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING
+from statekit.state.history import StoreHistory, VersionStats, all_histories
 from tests.support.builders import hdfs_checkpoint
 from tests.unit.checkpoint_builder import REAL_SCHEMA_FILE, write_checkpoint
 
@@ -183,7 +183,7 @@ def test_rocksdb_zip_history_reads_sst_contents_at_both_ends(tmp_path):
 def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
     import json
 
-    from statekit.errors import BadInput
+    from statekit.support.errors import BadInput
 
     root = rocksdb_checkpoint(tmp_path)
     ckpt = open_checkpoint(str(root))
@@ -198,7 +198,7 @@ def test_replay_of_a_rocksdb_version_reads_its_ssts(tmp_path):
 
 
 def test_forked_workers_give_the_same_history_as_one_process(tmp_path, monkeypatch):
-    import statekit.partition_workers as partition_workers
+    import statekit.state.workers as partition_workers
 
     ckpt = open_checkpoint(str(hdfs_checkpoint(tmp_path, partitions=3)))
     monkeypatch.setattr(partition_workers, "PARALLEL_MIN_BYTES", 1 << 60)

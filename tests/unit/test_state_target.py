@@ -9,7 +9,6 @@ import fsspec
 import pytest
 
 from statekit.checkpoint import open_checkpoint
-from statekit.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
 from statekit.jobs.state_reader import (
     StateTarget,
     reader_confs,
@@ -17,6 +16,7 @@ from statekit.jobs.state_reader import (
     spark_path,
     translate,
 )
+from statekit.support.errors import BadInput, CorruptFile, JobFailed, UnsupportedFormat
 from tests.unit.checkpoint_builder import operator_metadata_text, write_checkpoint
 
 

@@ -18,12 +18,12 @@ import lz4.block
 import pytest
 import xxhash
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats import lz4_compress
 from statekit.formats.compression import open_decompressed
 from statekit.formats.lz4_compress import lz4_compress_block, lz4_compress_block_py
 from statekit.formats.records import iter_store_records, read_state_file, records_from_bytes
 from statekit.formats.state_writer import CompressedWriter, SnapshotWriter, write_snapshot
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 from tests.support.tools import unavailable
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "formats"

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from statekit.trend import (
+from statekit.growth.trend import (
     ACCELERATING,
     BOUNDED,
     GROWING,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from statekit.errors import BadInput
-from statekit.progress_log import parse_query, read_text
+from statekit.checkpoint.progress_log import parse_query, read_text
+from statekit.support.errors import BadInput
 from statekit.tui.chart_widget import ChartSpec, Series, integer_ticks, linear_ticks, log_ticks
 from statekit.tui.svg import pin_spaces
 
@@ -90,7 +90,7 @@ def test_state_cells_show_spark_rows_as_the_cli_shows_arrow_rows():
     from pyspark.sql import Row
 
     from statekit.formats.values import render_value
-    from statekit.tui.state_pane import cell_text
+    from statekit.tui.panes.state import cell_text
 
     row = Row(user_id="u1", state=Row(phase="Watching", amounts=[1.5, 2.0]), seen=None)
     as_arrow = {"user_id": "u1", "state": {"phase": "Watching", "amounts": [1.5, 2.0]},

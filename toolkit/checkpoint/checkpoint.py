@@ -42,10 +42,10 @@ from statekit.checkpoint.operators import (
     parse_operator_metadata,
 )
 from statekit.checkpoint.s3_fast import S3Fast, s3_fast_for
-from statekit.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
 from statekit.formats.schema import StructType
 from statekit.formats.schema_file import parse_schema_bytes
-from statekit.gc_pause import gc_paused
+from statekit.support.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
+from statekit.support.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem

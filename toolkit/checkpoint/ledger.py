@@ -36,8 +36,8 @@ from statekit.checkpoint.logs import (
     parse_commit_entry,
     parse_offset_entry,
 )
-from statekit.errors import StatekitError, error_for
 from statekit.formats.compression import CODECS_SUPPORTED, normalize_codec
+from statekit.support.errors import StatekitError, error_for
 
 if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint

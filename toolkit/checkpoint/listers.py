@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from fsspec.asyn import AsyncFileSystem, sync
 
-from statekit.errors import BadInput
+from statekit.support.errors import BadInput
 
 #: Requests in flight at once (async clients: S3's fast path, other async fsspec stores).
 #: On the 2,000-partition S3 benchmark (50 ms per request) 128 left the report waiting on

@@ -17,7 +17,7 @@ from typing import Any
 import fsspec
 from fsspec.spec import AbstractFileSystem
 
-from statekit.errors import BadInput, EnvironmentProblem
+from statekit.support.errors import BadInput, EnvironmentProblem
 
 #: fsspec implementations for the object stores users ask about most, and the pip package
 #: that provides each (fsspec raises ImportError naming the package, but not helpfully).

@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import Any
 
 from statekit.checkpoint.textfile import json_object, log_version, text_lines
-from statekit.errors import CorruptFile
 from statekit.formats.jsontext import loads_json
+from statekit.support.errors import CorruptFile
 
 VOID_OFFSET = "-"
 

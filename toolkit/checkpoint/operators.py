@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.checkpoint.textfile import json_object, log_version, text_lines
-from statekit.errors import CorruptFile
 from statekit.formats.jsontext import loads_json
+from statekit.support.errors import CorruptFile
 
 DEFAULT_STORE = "default"
 

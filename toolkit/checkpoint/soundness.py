@@ -6,7 +6,8 @@ ledger, lost partitions, change files missing before the first snapshot, a corru
 their numbers would be answers about a query that no longer exists, so they stop and name
 the file instead. The check lives with the checkpoint model and stops at the first problem:
 no per-partition records, no orphan or lag analysis, no report. The report
-(:mod:`statekit.report`) states the same problems with the same functions, among its
+(:mod:`statekit.report.checkpoint_report`) states the same problems with the same functions,
+among its
 warnings, so the two can never disagree on what blocks a restart.
 """
 
@@ -22,8 +23,8 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import OffsetEntry
 from statekit.checkpoint.operators import OperatorMetadata
 from statekit.checkpoint.state_data import readable_zip_metadata, store_schemas
-from statekit.errors import EXIT_CORRUPT, StatekitError, error_for
 from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata
+from statekit.support.errors import EXIT_CORRUPT, StatekitError, error_for
 
 
 @dataclass(frozen=True)

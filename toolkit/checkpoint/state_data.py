@@ -19,7 +19,6 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance, schemas_to_read
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_CODEC
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import CODECS_SUPPORTED, normalize_codec, sniff_codec
 from statekit.formats.opening import open_binary
 from statekit.formats.records import StateRecord, read_state_file, records_from_bytes
@@ -29,6 +28,7 @@ from statekit.formats.rocksdb_zip import RocksDBCheckpointMetadata, metadata_fro
 from statekit.formats.schema import StructType
 from statekit.formats.schema_file import StateSchemaFile, parse_schema_bytes
 from statekit.formats.unsafe_row import make_decoder
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def readable_zip_metadata(ckpt: Checkpoint, files: list[StateFile]
                           ) -> dict[str, RocksDBCheckpointMetadata]:
     """:func:`zip_metadata` of the zips that read: a damaged one is left out (the listing
     level surfaces go on without it; the doctor and ``--decode`` name it)."""
-    from statekit.errors import StatekitError
+    from statekit.support.errors import StatekitError
 
     data, _unreadable = ckpt.read_many_lenient(f.path for f in files)
     found: dict[str, RocksDBCheckpointMetadata] = {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.jsontext import loads_json
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 
 def text_lines(data: bytes, path: str) -> list[str]:

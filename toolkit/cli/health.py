@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
     from statekit.doctor import Diagnosis
-    from statekit.partition_workers import GroupRunner
-    from statekit.verify import Progress
+    from statekit.state.verify import Progress
+    from statekit.state.workers import GroupRunner
 
 _COLOUR = {0: "green", 9: "yellow"}
 

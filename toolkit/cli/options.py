@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from statekit.errors import BadInput
-from statekit.presentation import printable
+from statekit.support.errors import BadInput
+from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.checkpoint import Checkpoint
-    from statekit.partition_workers import GroupRunner
-    from statekit.progress_log import OperatorProgress
+    from statekit.checkpoint.progress_log import OperatorProgress
+    from statekit.state.workers import GroupRunner
 
 STORAGE_OPTIONS_ENV = "STATEKIT_STORAGE_OPTIONS"
 
@@ -109,7 +109,7 @@ def checkpoints_from_option(command: F) -> F:
 
 def checkpoint_urls(checkpoints: tuple[str, ...], listing: Any) -> list[str]:
     """The checkpoints named as arguments and in ``--checkpoints-from``, each once."""
-    from statekit.metrics import read_checkpoint_list
+    from statekit.fleet.metrics import read_checkpoint_list
 
     urls = list(checkpoints) + (read_checkpoint_list(listing.read()) if listing else [])
     if not urls:
@@ -174,14 +174,14 @@ def print_json(data: Any) -> None:
 def read_progress_log(path: str, storage_option: tuple[str, ...]
                       ) -> list[OperatorProgress]:
     """A StreamingQueryProgress log (``--progress``) parsed per operator; one-line errors."""
-    from statekit.progress_log import parse_progress
+    from statekit.checkpoint.progress_log import parse_progress
 
     return parse_progress(read_progress_text(path, storage_option), shown=path)
 
 
 def read_progress_text(path: str, storage_option: tuple[str, ...]) -> str:
     """The text of a ``--progress`` file (any fsspec URL); one-line errors."""
-    from statekit.progress_log import read_text
+    from statekit.checkpoint.progress_log import read_text
 
     return read_text(path, parse_storage_options(storage_option))
 

@@ -1,4 +1,5 @@
-"""The CLI's console and its one-line progress status (formatting: :mod:`statekit.presentation`).
+"""The CLI's console and its one-line progress status (formatting:
+:mod:`statekit.support.presentation`).
 
 rich is imported when a console is first asked for: a ``--json`` run never needs it (33 ms of
 a fresh process's start).

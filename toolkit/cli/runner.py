@@ -2,7 +2,8 @@
 
 click's standalone mode prints usage errors nicely but lets every other exception escape as a
 traceback. This runner is the single place where library errors become a one-line message on
-stderr and the documented exit code (``statekit.errors``). Set ``STATEKIT_DEBUG=1`` to get the
+stderr and the documented exit code (``statekit.support.errors``). Set ``STATEKIT_DEBUG=1`` to
+get the
 traceback of an internal error instead.
 """
 
@@ -14,15 +15,15 @@ import traceback
 
 import click
 
-from statekit.errors import (
+from statekit.support.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     StatekitError,
 )
-from statekit.gc_pause import one_shot_process
-from statekit.presentation import printable
+from statekit.support.gc_pause import one_shot_process
+from statekit.support.presentation import printable
 
 
 def fail(message: str, code: int) -> int:

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from statekit.errors import BadInput
+from statekit.support.errors import BadInput
 
 DEFAULT_HOST = "127.0.0.1"
 

@@ -4,7 +4,7 @@
 *what will Spark do when the query restarts on it*, and *which one command makes it restart*.
 So the doctor is a model of Spark's restart (:mod:`statekit.doctor.plan`): the files Spark
 reads and writes on the way, in its order, each read the way Spark reads it
-(:mod:`statekit.checkpoint.spark_reads`, :mod:`statekit.verify`), each rule predicting
+(:mod:`statekit.checkpoint.spark_reads`, :mod:`statekit.state.verify`), each rule predicting
 Spark's own behaviour — the error it fails with, or that it restarts and what it then does.
 The predictions are judged by Spark itself: ``benchmarks/doctor_campaign.py`` generates
 faults over every file a restart touches, for every kind of checkpoint, and restarts the
@@ -52,8 +52,8 @@ from statekit.doctor.sinks import sink_log_end, sink_problems
 from statekit.doctor.sources import source_problems
 from statekit.doctor.state import StateCheck, stale_metadata_checksums, state_problems
 from statekit.doctor.surroundings import live_problems, staging_problems
-from statekit.partition_workers import GroupRunner
-from statekit.verify import Progress
+from statekit.state.verify import Progress
+from statekit.state.workers import GroupRunner
 
 __all__ = ["EXIT_DOCTOR_FIXABLE", "EXIT_DOCTOR_UNFIXABLE", "EXIT_DOCTOR_WARNINGS", "FATAL",
            "INFO", "WARNING", "Diagnosis", "Problem", "RestartPlan", "diagnose",

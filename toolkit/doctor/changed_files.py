@@ -17,8 +17,8 @@ from collections.abc import Container
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.doctor.problems import WARNING, Problem
-from statekit.errors import StatekitError
 from statekit.formats.checksum_files import check_hadoop_crc
+from statekit.support.errors import StatekitError
 
 
 def changed_since_written(ckpt: Checkpoint, path: str, data: bytes,

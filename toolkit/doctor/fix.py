@@ -23,9 +23,9 @@ from statekit.doctor.problems import FATAL, Problem
 from statekit.doctor.sinks import sink_end_or_none
 from statekit.doctor.sources import SourceLog, entries_read, list_sources
 from statekit.doctor.state import StateCheck, join_problems
-from statekit.errors import StatekitError
-from statekit.repartition.rollback import rollback_choices
-from statekit.verify import Progress, first_damaged
+from statekit.state.verify import Progress, first_damaged
+from statekit.support.errors import StatekitError
+from statekit.writes.rollback import rollback_choices
 
 DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-files-disagree")
 """Warnings whose restart runs but leaves the output or the state unlike the first run's: a

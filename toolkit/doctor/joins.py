@@ -17,8 +17,8 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import replay_files, store_schemas
-from statekit.errors import StatekitError
 from statekit.formats.unsafe_row import make_decoder
+from statekit.support.errors import StatekitError
 
 Chain = Callable[[tuple[int, str, int]], list[StateFile] | None]
 

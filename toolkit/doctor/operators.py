@@ -16,9 +16,9 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.operators import JOIN_STORES
 from statekit.checkpoint.spark_reads import SparkReadError, jackson_value, java_lines, java_text
 from statekit.doctor.problems import FATAL, INFO, WARNING, Problem
-from statekit.errors import CorruptFile, StatekitError
 from statekit.formats.schema import spark_type_error
 from statekit.formats.schema_file import parse_schema_bytes, v3_raw_entries
+from statekit.support.errors import CorruptFile, StatekitError
 
 SPARK_OPERATOR_NAMES = frozenset({
     "stateStoreSave", "dedupe", "dedupeWithinWatermark", "symmetricHashJoin",

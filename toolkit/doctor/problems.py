@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from statekit.verify import Verification
+    from statekit.state.verify import Verification
 
 FATAL, WARNING, INFO = "fatal", "warning", "info"
 """``fatal``: the restart fails; ``warning``: it runs, but output or state is at risk (or a

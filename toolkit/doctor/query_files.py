@@ -29,7 +29,7 @@ from statekit.doctor.problems import (
     WARNING,
     Problem,
 )
-from statekit.errors import StatekitError
+from statekit.support.errors import StatekitError
 
 LEGACY_DEFAULTS = {
     "spark.sql.streaming.multipleWatermarkPolicy": "min",

@@ -29,7 +29,7 @@ from statekit.doctor.changed_files import changed_since_written, log_changed
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import FATAL, SPARK_CONCURRENT_LOG, WARNING, Problem
 from statekit.doctor.query_files import QueryFiles
-from statekit.errors import StatekitError
+from statekit.support.errors import StatekitError
 
 DEFAULT_COMPACT_INTERVAL = 10
 """``spark.sql.streaming.fileSource.log.compactInterval``'s default."""

@@ -5,7 +5,7 @@ partition ``0 … spark.sql.shuffle.partitions - 1`` — the count the newest of
 not what the operator metadata or the folders say — at the restart's state version: the
 newest snapshot (RocksDB: zip) at or below it and every change file after it (checkpoint
 format v2: the files whose ids the commit log names). A missing file fails the load; a
-damaged one fails it only where Spark's reader reaches the damage (:mod:`statekit.verify`
+damaged one fails it only where Spark's reader reaches the damage (:mod:`statekit.state.verify`
 decides as Spark reads), and a damaged snapshot or zip with an intact older chain is
 repaired (Spark 4.3's ``autoSnapshotRepair``).
 
@@ -36,10 +36,10 @@ from statekit.doctor.problems import (
     Problem,
 )
 from statekit.doctor.twins import twin_problems
-from statekit.errors import StatekitError
-from statekit.partition_workers import GroupRunner
-from statekit.repartition.rollback import StateChain, state_chain
-from statekit.verify import DamagedFile, Progress, Verification, verify_restart_path
+from statekit.state.verify import DamagedFile, Progress, Verification, verify_restart_path
+from statekit.state.workers import GroupRunner
+from statekit.support.errors import StatekitError
+from statekit.writes.rollback import StateChain, state_chain
 
 JOIN_OPERATOR = "symmetricHashJoin"
 
@@ -320,7 +320,7 @@ def _missing_instances(ckpt: Checkpoint, check: StateCheck, version: int) -> lis
 
 
 def _kept_bytes(ckpt: Checkpoint, op_id: int, store: str) -> str:
-    from statekit.presentation import human_bytes
+    from statekit.support.presentation import human_bytes
 
     instances = ckpt.inventory.instances_of(op_id, store)
     return f"{human_bytes(sum(i.total_bytes for i in instances))} in {len(instances)} " \

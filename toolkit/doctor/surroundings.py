@@ -11,7 +11,7 @@ import time
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.doctor.problems import FATAL, INFO, WARNING, Problem
-from statekit.repartition.staging import MARKER
+from statekit.writes.staging import MARKER
 
 
 def staging_problems(ckpt: Checkpoint) -> list[Problem]:
@@ -46,7 +46,7 @@ def staging_problems(ckpt: Checkpoint) -> list[Problem]:
 
 
 def live_problems(ckpt: Checkpoint) -> list[Problem]:
-    from statekit.repartition.plan import looks_live
+    from statekit.writes.repartition_plan import looks_live
 
     live = looks_live(ckpt, time.time() * 1000)
     if not live:

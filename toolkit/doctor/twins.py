@@ -22,7 +22,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
 from statekit.doctor.problems import WARNING, Problem
-from statekit.errors import StatekitError
+from statekit.support.errors import StatekitError
 
 SAMPLE_KEYS = 200_000
 """The most delta keys looked up in the snapshot (memory: one key and value each)."""

@@ -18,8 +18,8 @@ import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from statekit.errors import CorruptFile
 from statekit.formats.jsontext import loads_json
+from statekit.support.errors import CorruptFile
 
 HADOOP_CRC_MAGIC = b"crc\x00"
 HADOOP_BYTES_PER_CHECKSUM = 512

@@ -23,7 +23,7 @@ import lz4.block
 import xxhash
 import zstandard
 
-from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

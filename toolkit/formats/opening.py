@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO
 
-from statekit.errors import BadInput
+from statekit.support.errors import BadInput
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem

@@ -33,11 +33,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import open_decompressed
 from statekit.formats.jsontext import loads_json
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem

@@ -25,7 +25,7 @@ big-endian sortable form and are not unpacked here; neither is the Avro encoding
 
 from __future__ import annotations
 
-from statekit.errors import CorruptFile, UnsupportedFormat
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 STATE_ENCODING_VERSION = 0
 """The only encoding version byte Spark writes (UnsafeRow encoding)."""

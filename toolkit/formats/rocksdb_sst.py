@@ -93,8 +93,8 @@ import lz4.block
 import xxhash
 import zstandard
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.opening import open_binary
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 __all__ = [
     "SstEntry",

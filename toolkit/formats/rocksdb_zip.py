@@ -25,9 +25,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.jsontext import loads_json
 from statekit.formats.opening import open_binary
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem

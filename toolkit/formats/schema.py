@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from statekit.errors import CorruptFile
 from statekit.formats.jsontext import loads_json
+from statekit.support.errors import CorruptFile
 
 # Spark's JSON type name -> simpleString name (the DDL spelling).
 _SIMPLE_NAMES = {

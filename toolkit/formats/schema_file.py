@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.jsontext import loads_json
 from statekit.formats.modified_utf8 import decode_modified_utf8
 from statekit.formats.opening import open_binary
 from statekit.formats.schema import StructType, parse_struct_json
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 
 if TYPE_CHECKING:
     from fsspec.spec import AbstractFileSystem

@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 import xxhash
 import zstandard
 
-from statekit.errors import UnsupportedFormat
 from statekit.formats.compression import (
     CODECS_SUPPORTED,
     LZ4_CHECKSUM_MASK,
@@ -65,6 +64,7 @@ from statekit.formats.compression import (
 )
 from statekit.formats.lz4_compress import lz4_compress_block
 from statekit.formats.records import MAX_FIELD_BYTES
+from statekit.support.errors import UnsupportedFormat
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+

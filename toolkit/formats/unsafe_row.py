@@ -30,7 +30,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from statekit.errors import CorruptFile
 from statekit.formats.schema import (
     ArrayType,
     DataType,
@@ -40,6 +39,7 @@ from statekit.formats.schema import (
     UserDefinedType,
 )
 from statekit.formats.values import RawValue, hex_preview, render_value
+from statekit.support.errors import CorruptFile
 
 __all__ = [
     "RawValue",

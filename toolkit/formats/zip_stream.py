@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from statekit.errors import CorruptFile
+from statekit.support.errors import CorruptFile
 
 _LOC = 0x04034B50
 _EXT = 0x08074B50

@@ -9,7 +9,6 @@ import pytest
 import xxhash
 import zstandard
 
-from statekit.errors import CorruptFile, UnsupportedFormat
 from statekit.formats.compression import (
     CODECS_SUPPORTED,
     decompress_prefix,
@@ -17,6 +16,7 @@ from statekit.formats.compression import (
     open_decompressed,
     sniff_codec,
 )
+from statekit.support.errors import CorruptFile, UnsupportedFormat
 from tests.unit.formats.builders import lz4_block, lz4_stream
 
 PAYLOAD = bytes(range(256)) * 300  # 76800 bytes: three 32 KiB blocks

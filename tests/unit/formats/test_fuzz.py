@@ -31,7 +31,6 @@ import zstandard
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from statekit.errors import CorruptFile, StatekitError, UnsupportedFormat
 from statekit.formats.compression import open_decompressed
 from statekit.formats.modified_utf8 import decode_modified_utf8, write_utf
 from statekit.formats.records import (
@@ -58,6 +57,7 @@ from statekit.formats.schema import (
 )
 from statekit.formats.schema_file import ColumnFamilySchema, read_schema_file
 from statekit.formats.unsafe_row import RawValue, make_decoder, unique_field_names
+from statekit.support.errors import CorruptFile, StatekitError, UnsupportedFormat
 from tests.unit.formats.builders import (
     END,
     changelog_header,

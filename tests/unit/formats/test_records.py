@@ -9,7 +9,6 @@ import tracemalloc
 import fsspec
 import pytest
 
-from statekit.errors import BadInput, CorruptFile, UnsupportedFormat
 from statekit.formats.records import (
     ChangelogHeader,
     StateRecord,
@@ -22,6 +21,7 @@ from statekit.formats.rocksdb_keys import (
     split_prefix_scan_key,
     strip_rocksdb_prefixes,
 )
+from statekit.support.errors import BadInput, CorruptFile, UnsupportedFormat
 from tests.unit.formats.builders import (
     END,
     changelog_header,

@@ -23,7 +23,6 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statekit.errors import BadInput, CorruptFile, StatekitError, UnsupportedFormat
 from statekit.formats import rocksdb_sst
 from statekit.formats.rocksdb_keys import strip_rocksdb_prefixes
 from statekit.formats.rocksdb_sst import (
@@ -36,6 +35,7 @@ from statekit.formats.rocksdb_sst import (
 from statekit.formats.rocksdb_zip import read_zip_metadata
 from statekit.formats.schema_file import read_schema_file
 from statekit.formats.unsafe_row import make_decoder
+from statekit.support.errors import BadInput, CorruptFile, StatekitError, UnsupportedFormat
 
 SST_DATA = Path(__file__).resolve().parents[2] / "data" / "formats" / "rocksdb_sst"
 SPARK_SETS = ["window_lz4", "window_zstd", "window_none", "window_fv6", "window_zlib",

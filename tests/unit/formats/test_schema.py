@@ -8,7 +8,6 @@ import struct
 import fsspec
 import pytest
 
-from statekit.errors import BadInput, CorruptFile, UnsupportedFormat
 from statekit.formats.modified_utf8 import decode_modified_utf8, encode_modified_utf8, write_utf
 from statekit.formats.schema import (
     ArrayType,
@@ -24,6 +23,7 @@ from statekit.formats.schema import (
     tree_string,
 )
 from statekit.formats.schema_file import parse_schema_bytes, read_schema_file
+from statekit.support.errors import BadInput, CorruptFile, UnsupportedFormat
 
 
 def field(name, t, nullable=True):

@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import pytest
 
-from statekit.errors import CorruptFile
 from statekit.formats.schema import parse_spark_type
 from statekit.formats.unsafe_row import (
     RawValue,
@@ -18,6 +17,7 @@ from statekit.formats.unsafe_row import (
     render_value,
     unique_field_names,
 )
+from statekit.support.errors import CorruptFile
 from tests.unit.formats.builders import unsafe_row
 
 UTC = dt.timezone.utc

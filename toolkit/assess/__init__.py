@@ -1,0 +1,2 @@
+"""One assessment of a checkpoint, computed once and rendered by every surface.
+"""

@@ -1,0 +1,132 @@
+"""``statekit doctor``: will this checkpoint restart, and if not, which command fixes it.
+
+Pure Python, read-only: the logs, listings and every state file the restart loads are read
+(in parallel worker processes) without a JVM. The exit code is the answer for automation:
+0 restarts cleanly, 9 restarts with warnings, 11 will not restart and the printed command
+fixes it, 12 will not restart and statekit has no command for it.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from statekit.cli.options import (
+    checkpoint_options,
+    file_sink_option,
+    json_option,
+    open_from_cli,
+    parse_storage_options,
+    print_json,
+    progress_log_option,
+)
+from statekit.cli.render import console, status
+from statekit.support.presentation import human_bytes
+
+_STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+@click.command("doctor")
+@checkpoint_options
+@file_sink_option
+@progress_log_option
+@click.option("--no-decode", "no_decode", is_flag=True, default=False,
+              help="Go by the listing and the small files only, as report, metrics and the "
+                   "TUI do without --decode (the doctor decodes every state file the restart "
+                   "loads unless told not to).")
+@click.option("--decode", "_decode_default", is_flag=True, hidden=True, expose_value=False,
+              help="The default (kept so that scripts that spelled it out still run).")
+@json_option
+def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
+                   progress_log: str | None, no_decode: bool, as_json: bool) -> None:
+    """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
+
+    No JVM, read-only. The doctor models Spark's restart: it reads the files Spark reads on
+    the way, each as Spark reads it (logs, metadata, every state file the restart loads with
+    its checksum files, unless --no-decode), and for every problem says what Spark does on
+    restart (the error it fails with, or that it runs and what it then does) and a remedy. The
+    fix is a statekit rollback into a new checkpoint, to the newest committed batch whose
+    whole restart is sound, printed in full (with --file-sink when the sink's log goes past
+    it, --new-query-id when the query id is lost). Where no statekit command helps, it says
+    what is lost and prints no command.
+
+    Without --file-sink it warns, before anything is written, when the fix needs the file
+    sink's path. --progress-log tells it how many stateful operators the query runs, which no
+    checkpoint file records: a deleted highest-numbered operator folder is found only so.
+    report, recovery, growth, metrics and the TUI show the same verdict.
+
+    Exit codes:
+
+    \b
+    - 0: restarts
+    - 9: restarts, with warnings
+    - 11: will not restart; the printed command fixes it
+    - 12: will not restart; no statekit command fixes it (the remedy says
+      what to do by hand)
+    - 3, 4, 5: CKPT cannot be read at all, as for every command
+
+    --json: "verdict", "exit_code", "problems" (each with "code", "severity", "path",
+    "what", "spark", "spark_error", "remedy", "lost"), "fix_command", "last_committed" and
+    "restart_batch".
+
+    Examples:
+
+    \b
+        statekit doctor demo/checkpoint --file-sink demo/output
+        statekit doctor s3://bucket/ckpt --json
+    """
+    from statekit.checkpoint.location import resolve
+    from statekit.doctor import diagnose
+
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
+    sink = resolve(file_sink, parse_storage_options(storage_option)) if file_sink else None
+    operators = None
+    if progress_log is not None:
+        from statekit.checkpoint.progress_log import read_text, stateful_operator_count
+
+        options = parse_storage_options(storage_option)
+        operators = stateful_operator_count(read_text(progress_log, options),
+                                            shown=progress_log)
+    with status(not as_json, "reading the checkpoint…") as progress:
+        diagnosis = diagnose(ckpt, file_sink=sink, decode=not no_decode, progress=progress,
+                             query_operators=operators)
+    if as_json:
+        print_json(diagnosis.to_dict())
+    else:
+        out = console()
+        colour = {0: "green", 9: "yellow"}.get(diagnosis.exit_code, "bold red")
+        out.print(f"[bold]doctor[/] {escape(diagnosis.checkpoint)}: [{colour}]"
+                  f"{diagnosis.verdict}[/]")
+        restart = (f"restart runs batch {diagnosis.restart_batch} on state version "
+                   f"{diagnosis.restart_version}" if diagnosis.restart_batch is not None
+                   else "no batch planned yet")
+        out.print(f"last committed batch {diagnosis.last_committed} · {restart} · read "
+                  f"{diagnosis.files_read} state files ({human_bytes(diagnosis.bytes_read)}) "
+                  f"in {diagnosis.elapsed_s:.2f} s")
+        for problem in diagnosis.problems:
+            out.print()
+            style = _STYLE[problem.severity]
+            out.print(f"[{style}]{problem.severity}[/] ({problem.code}) "
+                      f"{escape(problem.path)}: {escape(problem.what)}")
+            error = f" — fails with {escape(problem.spark_error)}" if problem.spark_error \
+                else ""
+            out.print(f"  on restart: {escape(problem.spark)}{error}")
+            if problem.remedy:
+                out.print(f"  remedy: {escape(problem.remedy)}")
+            if problem.lost:
+                out.print(f"  [bold]lost for good[/]: {escape(problem.lost)}")
+        out.print()
+        if not diagnosis.decoded:
+            out.print("[dim]state files listed, not decoded (--no-decode): damage inside them "
+                      "is not seen[/]")
+        for note in diagnosis.notes:
+            out.print(f"[yellow]before you run the fix[/]: {escape(note)}")
+        if diagnosis.fix_command:
+            out.print("[bold]fix[/] (writes a new checkpoint; the source stays as it is):")
+            out.print(f"  {escape(diagnosis.fix_command)}", soft_wrap=True)
+        elif diagnosis.fatal:
+            out.print("[bold red]no statekit command repairs this[/]: see the remedies above")
+        elif not diagnosis.problems:
+            out.print("[green]nothing found: the restart loads every file cleanly[/]")
+    if diagnosis.exit_code:
+        raise click.exceptions.Exit(diagnosis.exit_code)

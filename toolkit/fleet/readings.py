@@ -1,0 +1,262 @@
+"""Many checkpoints at a glance: one reading per checkpoint, one row per reading.
+
+An SRE rarely owns one stream. ``statekit metrics`` and the TUI's fleet list answer the same
+questions for each checkpoint — will it restart (the doctor), how big is its state, is it
+growing, how long would a restart take, how far behind are its snapshots, when did it last
+run — so both take them from :func:`read_checkpoint`, and a checkpoint that cannot be read
+is a row with its one-line error, never a failure of the whole list.
+
+:func:`read_fleet` reads the checkpoints in parallel and hands each row over as soon as it is
+read (first rows visible before the last is read); a slow or broken checkpoint delays only
+its own row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
+from statekit.support.errors import StatekitError
+from statekit.support.presentation import printable
+
+if TYPE_CHECKING:
+    from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.doctor.problems import Diagnosis
+    from statekit.growth.analysis import GrowthReport, StoreGrowth
+    from statekit.recovery.estimate import RecoveryEstimate
+    from statekit.report.checkpoint_report import CheckpointReport, StoreReport
+
+MAX_WORKERS = 8
+"""Checkpoints read at once at most."""
+GROWTH_ORDER = (ACCELERATING, GROWING, SATURATING, BOUNDED, INSUFFICIENT)
+"""Growth verdicts from the most to the least alarming (a checkpoint shows its worst)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What statekit knows of one checkpoint without a JVM."""
+
+    ckpt: Checkpoint
+    health: Diagnosis
+    report: CheckpointReport
+    growth: GrowthReport | None
+    """``None`` when no store's history could be read."""
+    recovery: RecoveryEstimate | None
+    """``None`` when the checkpoint will not restart (no restart to estimate)."""
+
+
+def read_checkpoint(url: str, open_checkpoint: Callable[[str], Checkpoint], *, cores: int,
+                    decode: bool = False, rto_s: float | None = None) -> Reading:
+    """The doctor's verdict, the report, the growth analysis and the restart estimate of one
+    checkpoint. Raises the ``StatekitError`` of a checkpoint that cannot be opened."""
+    return complete_reading(listed_reading(url, open_checkpoint, decode=decode), cores=cores,
+                            rto_s=rto_s)
+
+
+def listed_reading(url: str, open_checkpoint: Callable[[str], Checkpoint], *,
+                   decode: bool = False) -> Reading:
+    """The quick part: opened, diagnosed and reported from the listing and small files."""
+    from statekit.doctor import diagnose
+    from statekit.report.checkpoint_report import build_report
+
+    ckpt = open_checkpoint(url)
+    health = diagnose(ckpt, decode=decode, fix=False)
+    return Reading(ckpt, health, build_report(ckpt), None, None)
+
+
+def complete_reading(reading: Reading, *, cores: int, rto_s: float | None = None) -> Reading:
+    """The slow part: the growth analysis (every store's history and its trend fits) and the
+    restart estimate (only for a checkpoint that restarts)."""
+    from statekit.growth.analysis import analyse
+    from statekit.recovery.estimate import estimate_recovery
+
+    ckpt = reading.ckpt
+    growth = _or_none(lambda: analyse(ckpt))  # a damaged store keeps what it can say
+    recovery = _or_none(lambda: estimate_recovery(ckpt, cores=cores, rto_s=rto_s)) \
+        if reading.health.restarts else None
+    return Reading(ckpt, reading.health, reading.report, growth, recovery)
+
+
+def _or_none(compute: Callable[[], Any]) -> Any:
+    try:
+        return compute()
+    except StatekitError:
+        return None
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One checkpoint in the fleet list, as plain values (what the screen sorts and shows)."""
+
+    url: str
+    seconds: float
+    """How long its reading took."""
+    error: str | None = None
+    """The one-line error of a checkpoint that could not be read (nothing else is set)."""
+    exit_code: int | None = None
+    """The documented exit code of that error, or the doctor's."""
+    health: str | None = None
+    """The doctor's verdict: ``restarts``, ``restarts with warnings``, ``will not restart``."""
+    problems: int = 0
+    summary: str = ""
+    """The doctor's one line (its verdict and first fatal problem)."""
+    last_batch: int | None = None
+    last_batch_ms: int | None = None
+    keys: int | None = None
+    bytes: int | None = None
+    growth: str | None = None
+    """The most alarming growth verdict of its stores."""
+    restart_s: float | None = None
+    rto_s: float | None = None
+    snapshot_lag: int | None = None
+    """The largest number of versions any partition is behind its last snapshot."""
+    complete: bool = True
+    """``False`` for the first step's row: growth and the restart estimate still to come."""
+
+    @property
+    def over_rto(self) -> bool | None:
+        if self.restart_s is None or self.rto_s is None:
+            return None
+        return self.restart_s > self.rto_s
+
+    def age_s(self, now: float) -> float | None:
+        """Seconds since its last batch ran."""
+        return None if self.last_batch_ms is None else max(0.0, now - self.last_batch_ms / 1000)
+
+
+def worst_growth(verdicts: Iterable[str]) -> str | None:
+    seen = set(verdicts)
+    return next((verdict for verdict in GROWTH_ORDER if verdict in seen), None)
+
+
+def growth_by_store(growth: GrowthReport | None) -> dict[tuple[int, str], StoreGrowth]:
+    return {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
+
+
+def store_keys(store: StoreReport, grown: StoreGrowth | None) -> int | None:
+    """A store's live keys: the growth history's last count, else what its partitions' files
+    say (``None`` when neither knows). ``statekit metrics`` and the fleet list agree by
+    both asking here."""
+    if grown is not None and grown.keys.last_value is not None:
+        return int(grown.keys.last_value)
+    listed = [p.keys for p in store.partitions if p.keys is not None]
+    return sum(listed) if listed else None
+
+
+def store_lag(store: StoreReport) -> int | None:
+    """The most versions any of its partitions is behind its last snapshot."""
+    lags = [p.versions_since_snapshot for p in store.partitions
+            if p.versions_since_snapshot is not None]
+    return max(lags) if lags else None
+
+
+def row_of(url: str, reading: Reading, seconds: float, rto_s: float | None = None, *,
+           complete: bool = True) -> FleetRow:
+    report, growth = reading.report, reading.growth
+    grown = growth_by_store(growth)
+    keys = [store_keys(s, grown.get((s.operator_id, s.store))) for s in report.stores]
+    lags = [lag for lag in map(store_lag, report.stores) if lag is not None]
+    known = [k for k in keys if k is not None]
+    recovery = reading.recovery
+    return FleetRow(
+        url=url, seconds=seconds, exit_code=reading.health.exit_code,
+        health=reading.health.verdict, problems=len(reading.health.problems),
+        summary=reading.health.headline, last_batch=report.last_committed_batch,
+        last_batch_ms=report.last_batch_timestamp_ms, keys=sum(known) if known else None,
+        bytes=sum(p.bytes for s in report.stores for p in s.partitions),
+        growth=worst_growth(s.verdict for s in growth.stores) if growth else None,
+        restart_s=recovery.estimate_s if recovery is not None else None, rto_s=rto_s,
+        snapshot_lag=max(lags) if lags else None, complete=complete)
+
+
+def _error_row(url: str, error: Exception, seconds: float) -> FleetRow:
+    if isinstance(error, StatekitError):
+        return FleetRow(url=url, seconds=seconds, exit_code=error.exit_code,
+                        error=printable(" ".join(str(error).split())), complete=True)
+    if isinstance(error, OSError):  # a reading that fails below statekit's own checks
+        return FleetRow(url=url, seconds=seconds, exit_code=3, complete=True,
+                        error=printable(f"{url}: {error.strerror or error}"))
+    return FleetRow(url=url, seconds=seconds, exit_code=1, complete=True,  # a bug: its row
+                    error=printable(f"{url}: reading failed: {type(error).__name__}: {error}"))
+
+
+class _Fleet:
+    """One :func:`read_fleet` call's checkpoints, read in two steps each (see there)."""
+
+    def __init__(self, urls: list[str], storage_options: Mapping[str, Any] | None,
+                 cores: int, rto_s: float | None, on_row: Callable[[int, FleetRow], None] | None,
+                 clock: Callable[[], float]) -> None:
+        self.urls, self.cores, self.rto_s = urls, cores, rto_s
+        self.options = dict(storage_options or {})
+        self.on_row, self.clock = on_row, clock
+        self.rows: list[FleetRow | None] = [None] * len(urls)
+
+    def _open(self, url: str) -> Checkpoint:
+        from statekit.checkpoint import open_checkpoint
+
+        return open_checkpoint(url, self.options, allow_missing_metadata=True)
+
+    def _deliver(self, index: int, row: FleetRow) -> None:
+        self.rows[index] = row
+        if self.on_row is not None:
+            self.on_row(index, row)
+
+    def listed(self, index: int) -> tuple[Reading, float] | None:
+        url, started = self.urls[index], self.clock()
+        try:
+            reading = listed_reading(url, self._open)
+        except Exception as error:
+            self._deliver(index, _error_row(url, error, self.clock() - started))
+            return None
+        seconds = self.clock() - started
+        self._deliver(index, row_of(url, reading, seconds, self.rto_s, complete=False))
+        return reading, seconds
+
+    def completed(self, index: int, reading: Reading, seconds: float) -> None:
+        url, started = self.urls[index], self.clock()
+        try:
+            done = complete_reading(reading, cores=self.cores, rto_s=self.rto_s)
+        except Exception as error:
+            self._deliver(index, _error_row(url, error, seconds + self.clock() - started))
+            return
+        self._deliver(index, row_of(url, done, seconds + self.clock() - started, self.rto_s))
+
+
+def default_workers(count: int) -> int:
+    return max(1, min(count, MAX_WORKERS))
+
+
+def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = None, *,
+               cores: int, rto_s: float | None = None, workers: int | None = None,
+               on_row: Callable[[int, FleetRow], None] | None = None,
+               clock: Callable[[], float] = time.perf_counter) -> list[FleetRow]:
+    """Every checkpoint's complete row, in ``urls``' order.
+
+    Each checkpoint is read in two steps: first what the listing and the small files say
+    (the doctor's verdict, keys and bytes, snapshot lag, the last batch: milliseconds for a
+    local checkpoint), then the growth analysis and the restart estimate (the trend fits:
+    tenths of a second). ``on_row(index, row)`` hears both — ``row.complete`` tells them
+    apart — and every first step runs before any second step, so the whole list appears
+    before the slow columns fill in. The steps run on ``workers`` threads: object stores'
+    reads overlap, and a big local checkpoint's growth replay spreads over processes of its
+    own (:mod:`statekit.state.workers`); a process pool here would fail inside a TUI,
+    whose captured stdio cannot be handed to a child."""
+    targets = list(dict.fromkeys(urls))
+    if not targets:
+        return []
+    fleet = _Fleet(targets, storage_options, cores, rto_s, on_row, clock)
+    size = workers or default_workers(len(targets))
+    with ThreadPoolExecutor(size, thread_name_prefix="statekit-fleet") as pool:
+        firsts = {pool.submit(fleet.listed, index): index for index in range(len(targets))}
+        seconds = []
+        for first in as_completed(firsts):  # the pool's queue is FIFO: every first step
+            listed = first.result()         # was queued before any second one
+            if listed is not None:
+                seconds.append(pool.submit(fleet.completed, firsts[first], *listed))
+        for second in seconds:
+            second.result()
+    return [row for row in fleet.rows if row is not None]

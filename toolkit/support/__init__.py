@@ -1,0 +1,3 @@
+"""What every layer above leans on: the error family, units and number rendering, machine
+facts, the cache folder.
+"""
