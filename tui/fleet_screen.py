@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from statekit.assess.words import duration_words
 from statekit.fleet.readings import FleetRow, read_fleet
 from statekit.formats.values import shorten
 from statekit.support.presentation import distinct_names, human_bytes, human_duration
@@ -61,7 +62,11 @@ def health_text(row: FleetRow) -> Text:
         return Text("WILL NOT RESTART", style=ERROR)
     if row.health == "restarts with warnings":
         return Text("restarts, warnings", style=WARNING)
-    return Text(row.health or "?", style=OK)
+    if row.health is None:  # the first step's row: the assessment is still to come
+        return Text("checking…", style="dim")
+    if row.health != "restarts":  # "not checked"
+        return Text(row.health, style=WARNING)
+    return Text(row.health, style=OK)
 
 
 def rto_text(row: FleetRow) -> Text:
@@ -89,9 +94,9 @@ def cells(row: FleetRow, now: float, name: str | None = None) -> tuple[Any, ...]
             pending if not row.complete else
             verdict_text(row.growth) if row.growth else Text(""),
             pending if not row.complete else
-            "" if row.restart_s is None else human_duration(row.restart_s),
+            "" if row.restart_s is None else duration_words(row.restart_s),
             rto_text(row), "" if age is None else f"{human_duration(age)} ago",
-            _number(row.keys), human_bytes(row.bytes),
+            pending if not row.complete else _number(row.keys), human_bytes(row.bytes),
             "" if row.snapshot_lag is None else str(row.snapshot_lag),
             "" if row.last_batch is None else str(row.last_batch), f"{row.seconds:.2f} s")
 

@@ -24,6 +24,7 @@ from statekit.report.batches import BatchTimeline, batch_timeline
 from statekit.report.checkpoint_report import CheckpointReport, build_report
 
 if TYPE_CHECKING:
+    from statekit.assess.assessment import Assessment
     from statekit.doctor import Diagnosis
     from statekit.growth.analysis import GrowthReport
     from statekit.recovery.estimate import RecoveryEstimate
@@ -65,26 +66,44 @@ class Snapshot:
         return self._once("growth", lambda: analyse(self.ckpt))
 
     def health(self) -> Diagnosis:
-        """``statekit doctor``'s verdict on this snapshot's checkpoint, from the listing and
-        the small files (no state file decoded, no fix searched): the one answer every
-        screen gives to "will it restart?"."""
+        """``statekit doctor``'s diagnosis of this snapshot's checkpoint, the restart path
+        decoded (through the decode cache) and the fix searched: the one answer every screen
+        gives to "will it restart?"."""
         from statekit.doctor import diagnose
 
-        return self._once("health", lambda: diagnose(self.ckpt, decode=False, fix=False))
+        return self._once("health", lambda: diagnose(self.ckpt, decode=True, fix=True))
 
-    def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
-        """``statekit recovery`` on this snapshot's checkpoint (raises StatekitError; a
-        checkpoint that will not restart has no estimate)."""
-        from statekit.recovery.estimate import estimate_recovery
+    def assessment(self, cores: int, rto_s: float | None = None) -> Assessment:
+        """The :class:`~statekit.assess.assessment.Assessment` every screen renders, built
+        from this snapshot's diagnosis and growth analysis (each computed once)."""
+        from statekit.assess.assessment import EstimateOptions, assess
         from statekit.support.errors import StatekitError
 
-        health = self.health()
-        if not health.restarts:
+        def build() -> Assessment:
+            try:
+                grown, error = self.growth(), None
+            except StatekitError as failure:
+                grown, error = None, str(failure)
+            return assess(self.ckpt, diagnosis=self.health(), growth_report=grown,
+                          growth_error=error, estimate=EstimateOptions(cores=cores),
+                          rto_s=rto_s)
+
+        return self._once(f"assessment:{cores}:{rto_s}", build)
+
+    def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
+        """The assessment's restart estimate (raises StatekitError: a checkpoint that will
+        not restart has none)."""
+        from statekit.support.errors import StatekitError
+
+        assessment = self.assessment(cores, rto_s)
+        if not assessment.estimate_applies:
+            health = assessment.diagnosis
             raise StatekitError(f"no restart estimate: the checkpoint will not restart "
                                 f"({health.headline.split(': ', 1)[-1]}); statekit doctor "
                                 "prints the fix")
-        return self._once(f"recovery:{cores}:{rto_s}", lambda: estimate_recovery(
-            self.ckpt, cores=cores, rto_s=rto_s))
+        if assessment.estimate is None:
+            raise StatekitError(assessment.estimate_error or "no restart estimate")
+        return assessment.estimate
 
 
 def load_snapshot(url: str, storage_options: dict[str, Any] | None = None, *,
@@ -110,31 +129,3 @@ def snapshot_in_background(url: str, storage_options: dict[str, Any] | None = No
         return pool.submit(load_snapshot, url, storage_options, opened=opened)
     finally:
         pool.shutdown(wait=False)
-
-
-#: One-line explanations of the report's finding codes, for the Overview screen.
-FINDING_HELP = {
-    "snapshot-lag": "a restart replays every delta since the last snapshot: slower recovery",
-    "no-snapshot": "a restart replays every delta from version 1",
-    "missing-partitions": "Spark cannot load the stores of those partitions",
-    "cannot-load": "the files cannot rebuild the committed version: a restart would fail",
-    "orphan-files": "state files beyond the committed version (a crash or a running batch)",
-    "uncommitted-batch": "a planned batch has no commit: the restart re-runs it",
-    "unfinished-repartition": "a repartition batch was planned but not committed: Spark "
-                              "refuses to restart until it is finished or removed",
-    "corrupt-log": "an offsets or commit entry does not parse",
-    "odd-log-entry": "a log entry is a folder, symlink or FIFO instead of a file",
-    "missing-log": "the offsets or commits folder is gone",
-    "extra-partitions": "state partitions beyond the query's partition count",
-    "partition-mismatch": "operator metadata and the pinned partition count disagree",
-    "damaged-file": "a state file does not decode (statekit report --decode)",
-    "size-mismatch": "a state file's size disagrees with its checksum file",
-    "not-a-file": "an entry under state/ is not a regular file",
-    "clock-skew": "batch timestamps go backwards or lie in the future",
-}
-
-
-def explain(code: str, message: str) -> str:
-    """The finding's message plus what it means, when statekit knows."""
-    hint = FINDING_HELP.get(code)
-    return f"{message} — {hint}" if hint and hint not in message else message

@@ -86,6 +86,9 @@ class Verdict:
     it restarted, but state was silently lost or changed.)"""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    surfaces: list[str] = field(default_factory=list)
+    """Where a surface (report, batches, growth, recovery, metrics, the TUI's model)
+    contradicted the assessment on the damaged copy (:mod:`tests.oracle.surfaces`)."""
 
     @property
     def spark_outcome(self) -> str:
@@ -219,13 +222,17 @@ class KindCampaign:
     def restart(self, checkpoint: Path, sink: Path) -> Outcome:
         return run_query(self.spark, self.kind, checkpoint, sink, self.input_dir)
 
-    def judge(self, fault: Fault, *, fixes: bool = True, compare_restarts: bool = True
-              ) -> Verdict:
-        """Damage a fresh copy with ``fault`` and judge the doctor on it."""
+    def judge(self, fault: Fault, *, fixes: bool = True, compare_restarts: bool = True,
+              surfaces: bool = True) -> Verdict:
+        """Damage a fresh copy with ``fault`` and judge the doctor on it (``surfaces``: and
+        hold every surface to the assessment on it first, JVM-free)."""
+        from tests.oracle.surfaces import contradictions
+
         started = time.perf_counter()
         healthy = self.healthy_state() if fixes or compare_restarts else None
         self.fresh_copy()
         fault.apply(self.checkpoint)
+        contradicted = contradictions(self.checkpoint) if surfaces else []
         damaged_sink = self.work / "sink-damaged"
         shutil.copytree(self.sink, damaged_sink, symlinks=True)
 
@@ -240,7 +247,8 @@ class KindCampaign:
             doctor_verdict=diagnosis["verdict"] if diagnosis else None,
             doctor_codes=[p["code"] for p in (fatal or problems)],
             predicted_errors=[p["spark_error"] for p in fatal if p.get("spark_error")],
-            doctor_stderr=err.strip(), spark_restarted=False, spark_error=None)
+            doctor_stderr=err.strip(), spark_restarted=False, spark_error=None,
+            surfaces=contradicted)
 
         fix_args = None
         if diagnosis and diagnosis.get("fix_command") and fixes:

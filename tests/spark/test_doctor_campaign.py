@@ -69,6 +69,7 @@ def _explain(verdict: Verdict) -> str:
 def _judged(campaign: KindCampaign, fault: Fault) -> Verdict:
     verdict = campaign.judge(fault)
     assert verdict.agrees, _explain(verdict)
+    assert not verdict.surfaces, f"{verdict.id}: {verdict.surfaces}"
     if verdict.fix is not None:
         assert verdict.fix.ok, _explain(verdict)
     if verdict.doctor_exit == 11:  # a fatal verdict with a fix printed
@@ -90,6 +91,9 @@ def test_a_fixed_sample_of_the_campaign(campaigns, kind):
         if not verdict.agrees or (verdict.fix is not None and not verdict.fix.ok) or \
                 (verdict.doctor_exit == 11 and verdict.fix is None):
             wrong.append(_explain(verdict))
+        if verdict.surfaces:  # every surface shows the assessment, on every kind
+            wrong.append(f"{verdict.id}: surfaces contradict the assessment: "
+                         f"{verdict.surfaces}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -162,7 +162,7 @@ def test_refresh_shows_new_batches_and_errors_stay_in_place(reference_checkpoint
             await pilot.press("r")
             await app.messages.answer(pilot, "snapshot", 3)
             await pilot.press("1")
-            await app.messages.answer(pilot, "health", 3)
+            await app.messages.answer(pilot, "assessment", 3)
             line = str(app.query_one(OverviewPane).recovery_line.render())
             assert "WILL NOT RESTART" in line and "metadata" in line, line
             assert "does not apply" in line and "meets the RTO" not in line

@@ -32,13 +32,17 @@ def test_overview_holds_keys_growth_recovery_and_findings():
         messages = Messages()
         async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
             await messages.answer(pilot, "growth")
-            await messages.answer(pilot, "recovery")
+            await messages.answer(pilot, "assessment")
             await messages.idle(pilot)
             overview = app.query_one(OverviewPane)
             growth = app.snapshot.growth()
+            assessment = app.snapshot.assessment(2, 30.0)
             store = growth.stores[0]
             row = [str(c) for c in overview.stores_table.get_row_at(0)]
-            assert row[2] == f"{store.keys.last_value:,.0f}"  # keys from the replay
+            # keys at the version a restart loads, from the replay at exactly that version
+            loaded = next(v.keys for v in store.history.versions
+                          if v.version == assessment.loaded.version)
+            assert row[2] == f"{loaded:,}" == f"{assessment.loaded.keys:,}"
             assert row[4] == "GROWING"  # the leaky fixture, in words, not only red
             assert row[5].endswith(f"{store.history.versions[0].keys:,}→"
                                    f"{store.history.versions[-1].keys:,}")
@@ -51,9 +55,13 @@ def test_overview_holds_keys_growth_recovery_and_findings():
             assert [c.spec.title for c in charts] == [
                 "live keys per state version", "state size per version (key + value bytes)"]
             assert all(c.spec.has_data and c.size.height >= 10 for c in charts)
-            recovery = str(overview.recovery_line.render())
-            estimate = app.snapshot.recovery(2, 30.0)
-            assert f"{estimate.estimate_s:.2f} s" in recovery and "meets the RTO" in recovery
+            recovery = " ".join(str(overview.recovery_line.render()).split())
+            from statekit.assess.words import loaded_words, range_words, rto_words
+
+            assert assessment.estimate is not None and assessment.rto is not None
+            for words in (f"restart: {assessment.verdict}", loaded_words(assessment.loaded),
+                          range_words(assessment.estimate), rto_words(assessment.rto)):
+                assert words in recovery, (words, recovery)
             assert overview.table.row_count == len(app.snapshot.report.findings)
             # the Growth and Recovery tabs reuse the Overview's analyses (computed once)
             await pilot.press("4")

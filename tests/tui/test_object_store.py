@@ -48,9 +48,12 @@ def test_tui_on_s3_with_a_corrupt_delta(s3_server):
             assert "5.delta" in str(ops.status.render())
             assert ops.path[-1].endswith("state/0/2/5.delta")
 
-            await pilot.press("5")  # the rest keeps working
-            recovery = app.query_one(RecoveryPane)
-            await until(pilot, lambda: recovery.result is not None, "the recovery estimate")
+            await pilot.press("5")  # the rest keeps working: the Recovery tab says, as the
+            recovery = app.query_one(RecoveryPane)  # doctor does with the file decoded,
+            await until(pilot, lambda: "✗" in str(recovery.status.render()),  # that there
+                        "the recovery tab's answer")  # is no restart to estimate
+            said = " ".join(str(recovery.status.render()).split())
+            assert "will not restart" in said and recovery.result is None, said
             await pilot.press("4")  # the growth replay meets the bad file: its history ends
             growth = app.query_one(GrowthPane)  # before it, and the verdict stands, flagged
             await until(pilot, lambda: growth.result is not None, "the growth verdict")

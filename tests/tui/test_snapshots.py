@@ -159,7 +159,7 @@ def test_screens_show_the_fixture(in_repo):
             assert app.query_one(GrowthPane).result.is_growth  # the leaky variant grows
             await pilot.press("5")
             await settle(pilot, app)
-            assert app.query_one(RecoveryPane).result.cores == 2
+            assert app.query_one(RecoveryPane).result.estimate.cores == 2
             await keys("2", "enter")(pilot, app)
             table = app.query_one(OperatorsPane).query_one(".main", Table)
             assert table.row_count == 4
@@ -226,12 +226,12 @@ def test_a_checkpoint_that_will_not_restart_shows_no_estimate(tmp_path, monkeypa
         messages = Messages()
         async with app.run_test(size=SIZE, message_hook=messages.hook) as pilot:
             await messages.answer(pilot, "snapshot")
-            await messages.answer(pilot, "health")
+            await messages.answer(pilot, "assessment")
             await messages.idle(pilot)
             line = str(app.query_one(OverviewPane).recovery_line.render())
             assert "WILL NOT RESTART" in line and newest.name in line, line
             assert "meets the RTO" not in line and "estimated restart" not in line
-            assert not messages.answered("recovery")  # no estimate was even computed
+            assert app.snapshot.assessment(2, 30.0).estimate is None  # none was computed
             return app.export_screenshot()
 
     check_snapshot("will-not-restart", asyncio.run(scenario()), tmp_path)

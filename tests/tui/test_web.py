@@ -61,17 +61,33 @@ async def _session(port: int, urls: list[str]) -> tuple[str, str, str]:
             fleet = await read_until("complete in", 60)
             chunks.clear()
             await ws.send_json(["stdin", "\r"])  # Enter: the first row's checkpoint
-            opened = await read_until("Overview", 60)
+            opened = await read_until("restart: restarts", 120)  # the Overview's restart line
             await ws.send_json(["stdin", "q"])
     return html, fleet, opened
 
 
-def test_the_app_served_to_a_browser_lists_the_fleet_and_opens_a_checkpoint():
-    urls = [str(p) for p in GOLDEN[:3]]
+def test_the_app_served_to_a_browser_lists_the_fleet_and_opens_a_checkpoint(tmp_path):
+    """The browser's text says what the CLI says: a copy with its newest state file cut in half
+    WILL NOT RESTART (statekit doctor's verdict, the file decoded), the others restart, and
+    the opened checkpoint's Overview shows the restart line."""
+    import shutil
+
+    from tests.oracle.campaign import statekit
+
+    damaged = tmp_path / "cut-delta"
+    shutil.copytree(GOLDEN[0], damaged)
+    # partition 1's newest version: its snapshot and its delta (Spark repairs a damaged
+    # snapshot from the deltas before it)
+    version = max(int(p.stem) for p in (damaged / "state/0/1").glob("*.delta"))
+    for newest in (damaged / "state/0/1").glob(f"{version}.*[ta]"):
+        newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    assert statekit(["doctor", damaged])[0] in (11, 12)
+    urls = [str(p) for p in GOLDEN[:3]] + [str(damaged)]
     with served_tui(urls) as (port, said):
         assert f"serving http://127.0.0.1:{port}" in said and "this machine only" in said
         assert "read-only" in said
         html, fleet, opened = asyncio.run(_session(port, urls))
     assert "statekit" in html and "/ws" in html
-    assert "3 checkpoints" in fleet and "aggregation_hdfs" in fleet and "restarts" in fleet
+    assert "4 checkpoints" in fleet and "aggregation_hdfs" in fleet and "restarts" in fleet
+    assert "WILL NOT RESTART" in fleet and "cut-delta" in fleet
     assert "Operators" in opened and "Recovery" in opened

@@ -101,9 +101,11 @@ def test_old_and_new_spelling_together_are_refused(capsys, order):
 
 def test_without_the_option_the_default_stays():
     assert _parse("recovery", ["ckpt"])["file_sink"] is None
-    assert _parse("report", ["ckpt"])["decode"] is False
-    params = _parse("doctor", ["ckpt", "--decode"])  # the doctor's default, still accepted
-    assert params["no_decode"] is False
+    # every command that gives the restart verdict decodes by default: one verdict
+    for command in ("report", "recovery", "growth", "batches", "metrics", "doctor"):
+        assert _parse(command, ["ckpt"])["decode"] is True, command
+        assert _parse(command, ["ckpt", "--no-decode"])["decode"] is False, command
+    assert _parse("doctor", ["ckpt", "--decode"])["decode"] is True  # still accepted
 
 
 def test_state_show_still_needs_a_row(capsys):

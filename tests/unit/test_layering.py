@@ -202,14 +202,14 @@ def modules_after_cli(args: list[str], tmp_path) -> tuple[int, set[str]]:
     return done.returncode, top_names(json.loads(dump.read_text()))
 
 
+FROZEN_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "fault_corpus" / "hdfs"
+"""A real checkpoint (read only): the commands decode its state files as they would a
+user's."""
+
+
 @pytest.mark.parametrize("command", [["--help"], ["report"], ["batches"], ["report", "--json"]])
 def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
-    import fsspec
-
-    from tests.unit.checkpoint_builder import write_checkpoint
-
-    ckpt = tmp_path / "ck"
-    write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=3, committed=3)
+    ckpt = FROZEN_CHECKPOINT
     args = command if command == ["--help"] else [command[0], str(ckpt), *command[1:]]
     code, loaded = modules_after_cli(args, tmp_path)
     assert code == 0
@@ -221,14 +221,7 @@ def test_help_and_report_never_load_spark_or_pandas(command, tmp_path):
 def test_growth_and_recovery_never_load_spark_or_pandas(command, tmp_path):
     """``statekit growth`` replays files (only ``--deep`` may start Spark); ``statekit
     recovery`` estimates from files."""
-    import fsspec
-
-    from tests.unit.checkpoint_builder import write_checkpoint
-
-    ckpt = tmp_path / "ck"
-    write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=8, committed=8,
-                     provider="rocksdb")
-    code, loaded = modules_after_cli([command, str(ckpt), "--json"], tmp_path)
+    code, loaded = modules_after_cli([command, str(FROZEN_CHECKPOINT), "--json"], tmp_path)
     assert code == 0
     leaked = loaded & {"pyspark", "py4j", "textual", "pandas", "statekit.jobs"}
     assert not leaked, f"`statekit {command}` loaded {sorted(leaked)}"

@@ -188,7 +188,8 @@ def test_cli_setting_and_its_errors(tmp_path, capsys, monkeypatch):
     root = tmp_path / "ck"
     write_checkpoint(fsspec.filesystem("file"), str(root), planned=10, committed=10,
                      snapshots=[5])
-    args = ["recovery", str(root), "--json", "--cores", "2"]
+    # placeholder state files: the estimate from the listing
+    args = ["recovery", str(root), "--json", "--cores", "2", "--no-decode"]
     assert run_cli(cli, "statekit", [*args, "--machine-speed", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["model"]["machine"] == {"factor": 3.0, "source": "given", "probe_s": None}

@@ -121,8 +121,8 @@ def test_promtool_accepts_the_exposition(capsys, tmp_path):
     shutil.copytree(CHECKPOINTS[0], uncommitted)
     newest = max((uncommitted / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     newest.unlink()
-    code, text = run(capsys, "--per-partition", *map(str, everything), str(uncommitted),
-                     str(tmp_path / "nope"))
+    code, text = run(capsys, "--per-partition", "--rto", "1h", *map(str, everything),
+                     str(uncommitted), str(tmp_path / "nope"))
     assert code == 0
     # every family but the slope (too few versions in the golden checkpoints for one) and
     # the saturating-only gauges (no golden checkpoint saturates: tests/spark/test_growth.py

@@ -21,10 +21,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-import fsspec
 import pytest
-
-from tests.unit.checkpoint_builder import write_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "toolkit", "jobs", "tui", "reference_pipeline")
@@ -116,8 +113,9 @@ print(json.dumps({"statekit": statekit.__file__, "jobs": jobs.OWNER, "tui": tui.
     for module in ("statekit", "session", "app"):  # ours, from the wheel in the new venv
         assert Path(seen[module]).is_relative_to(fresh_venv), seen[module]
 
-    ckpt = tmp_path / "ck"
-    write_checkpoint(fsspec.filesystem("file"), str(ckpt), planned=3, committed=3)
+    ckpt = tmp_path / "ck"  # a real checkpoint: report decodes what a restart loads
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "fault_corpus" / "hdfs",
+                    ckpt)
     script = fresh_venv / "bin" / "statekit"
     for args in (["--help"], ["report", str(ckpt), "--json"],
                  ["pipeline", "generate", "--landing", str(tmp_path / "landing"),
@@ -127,5 +125,5 @@ print(json.dumps({"statekit": statekit.__file__, "jobs": jobs.OWNER, "tui": tui.
         assert done.returncode == 0, (args, done.stderr)
     assert json.loads(subprocess.run([str(script), "report", str(ckpt), "--json"], cwd=project,
                                      env=env, capture_output=True, text=True,
-                                     check=True).stdout)["last_committed_batch"] == 2
+                                     check=True).stdout)["last_committed_batch"] == 14
     assert any((tmp_path / "landing").iterdir())

@@ -15,7 +15,7 @@ def test_a_wrong_path_is_a_one_line_error_not_an_empty_app(tmp_path, capsys):
 
 
 def test_model_explains_findings():
-    from statekit.tui.model import explain
+    from statekit.assess.findings import explain
 
     assert "restart" in explain("no-snapshot", "partition 3 has no snapshot")
     assert explain("unknown-code", "as is") == "as is"

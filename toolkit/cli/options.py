@@ -411,10 +411,14 @@ def decode_option(command: F) -> F:
     report/recovery/metrics before; ``--verify`` now means only the write commands' Spark
     read-back)."""
     return _apply(command, click.option(
-        "--decode", is_flag=True, default=False,
-        help="Also read and decode every state file a restart loads and check it against "
-             "its .crc files (no JVM; with --master as Spark tasks): a truncated or corrupt "
-             "file becomes an error naming it. Reads every byte of those files."),
+        "--decode/--no-decode", default=True, show_default=True,
+        help="Read and decode every state file a restart loads and check it against its "
+             ".crc files (no JVM; with --master as Spark tasks), as the restart verdict "
+             "needs: a truncated or corrupt file becomes the problem naming it. Decoded "
+             "files are remembered by path, size and modification time (statekit's cache "
+             "folder), so a second run reads only new files. --no-decode: the listing "
+             "only; the verdict is then 'not checked' unless the listing alone shows a "
+             "fatal problem."),
         renamed_option("--verify", "--decode", "decode", flag=True))
 
 

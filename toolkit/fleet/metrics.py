@@ -30,8 +30,8 @@ from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
 
 VERDICTS = (BOUNDED, SATURATING, GROWING, ACCELERATING, INSUFFICIENT)
-RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart")
-"""The doctor's verdicts as label values (its words, hyphenated)."""
+RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart", "not-checked")
+"""The assessment's restart verdicts as label values (its words, hyphenated)."""
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -61,7 +61,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "Unix time the last planned batch started (offsets batchTimestampMs)"),
     "statekit_last_batch_age_seconds": ("gauge", "Seconds since the last planned batch started"),
     "statekit_watermark_seconds": ("gauge", "The event-time watermark, as Unix time"),
-    "statekit_state_keys": ("gauge", "Keys in the store at its latest committed version"),
+    "statekit_state_keys": ("gauge", "Keys in the store at the version a restart loads"),
+    "statekit_restart_state_version": ("gauge", "The state version a restart loads"),
     "statekit_state_bytes": ("gauge", "Bytes of the store's retained state files"),
     "statekit_state_files": ("gauge", "Retained state files by kind"),
     "statekit_snapshot_lag_versions": (
@@ -87,8 +88,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "statekit_growth_fraction_seen": (
         "gauge", "Share of a saturating store's projected plateau already live"),
     "statekit_restart_verdict": (
-        "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict "
-        "(stateset: 1 for the current verdict)"),
+        "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict with "
+        "the restart path decoded; not-checked when only listed (--no-decode) (stateset: 1 "
+        "for the current verdict)"),
     "statekit_restart_problems": (
         "gauge", "Problems statekit doctor found, by code and severity"),
     "statekit_doctor_exit_code": (
@@ -106,6 +108,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "Memory the loaded state holds per executor (HDFS: heap; RocksDB: native)"),
     "statekit_recovery_estimate_low_seconds": ("gauge", "Low end of the estimate's range"),
     "statekit_recovery_estimate_high_seconds": ("gauge", "High end of the estimate's range"),
+    "statekit_recovery_meets_rto": (
+        "gauge", "1 when the high end of the estimate's range is within --rto, 0 when not "
+        "(absent without --rto or without an estimate)"),
 }
 
 
@@ -114,34 +119,35 @@ def _families() -> dict[str, Family]:
 
 
 def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores: int,
-                       per_partition: bool = False, verify: bool = False,
+                       per_partition: bool = False, decode: bool = True,
+                       rto_s: float | None = None,
                        now: Callable[[], float] = time.time,
                        clock: Callable[[], float] = time.perf_counter) -> list[Family]:
-    """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint).
-
-    The doctor's verdict comes first: a checkpoint that will not restart has no restart
-    estimate (none is exported), whatever the state files would cost to load. ``verify``:
-    the doctor also decodes every state file the restart loads (else it goes by what the
-    listing and the small files show)."""
-    from statekit.fleet.readings import growth_by_store, read_checkpoint, store_keys, store_lag
+    """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint), rendered
+    from its :class:`~statekit.assess.assessment.Assessment`: a checkpoint that will not
+    restart has no restart estimate (none is exported). ``decode``: the doctor decodes every
+    state file the restart loads (through the decode cache); else the verdict is
+    ``not-checked`` unless the listing shows a fatal problem."""
+    from statekit.fleet.readings import read_checkpoint, store_lag
 
     families = _families()
     started = clock()
     label = printable(url)
     try:
-        reading = read_checkpoint(url, open_checkpoint, cores=cores, decode=verify)
+        assessment = read_checkpoint(url, open_checkpoint, cores=cores, decode=decode,
+                                     rto_s=rto_s)
     except StatekitError as error:
         families["statekit_checkpoint_up"].add(0, checkpoint=label)
         families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=label)
         families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
         return list(families.values())
-    health, report, growth, recovery = (reading.health, reading.report, reading.growth,
-                                        reading.recovery)
+    health, report, growth, recovery = (assessment.diagnosis, assessment.report,
+                                        assessment.growth, assessment.estimate)
     f = families
     f["statekit_checkpoint_up"].add(1, checkpoint=label)
+    verdict_now = assessment.verdict.replace(" ", "-")
     for verdict in RESTART_VERDICTS:
-        f["statekit_restart_verdict"].add(int(health.verdict.replace(" ", "-") == verdict),
-                                          checkpoint=label,
+        f["statekit_restart_verdict"].add(int(verdict_now == verdict), checkpoint=label,
                                           verdict=verdict)
     f["statekit_doctor_exit_code"].add(health.exit_code, checkpoint=label)
     counted: dict[tuple[str, str], int] = {}
@@ -151,6 +157,7 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     for (code, severity), count in sorted(counted.items()):
         f["statekit_restart_problems"].add(count, checkpoint=label, code=code,
                                            severity=severity)
+    f["statekit_restart_state_version"].add(assessment.loaded.version, checkpoint=label)
     f["statekit_last_committed_batch"].add(report.last_committed_batch, checkpoint=label)
     if report.last_batch_timestamp_ms is not None:
         stamp = report.last_batch_timestamp_ms / 1000
@@ -158,14 +165,14 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
         f["statekit_last_batch_age_seconds"].add(max(0.0, now() - stamp), checkpoint=label)
     if report.watermark_ms:
         f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=label)
-    verdicts = growth_by_store(growth)
+    verdicts = {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
     for store in report.stores:
         where = {"checkpoint": label, "operator": store.operator_id, "store": store.store}
         parts = store.partitions
         grown = verdicts.get((store.operator_id, store.store))
-        keys = store_keys(store, grown)
-        if keys is not None:
-            f["statekit_state_keys"].add(keys, **where)
+        loaded = assessment.loaded.store(store.operator_id, store.store)
+        if loaded is not None and loaded.keys is not None:
+            f["statekit_state_keys"].add(loaded.keys, **where)
         f["statekit_state_bytes"].add(sum(p.bytes for p in parts), **where)
         for kind, count in sorted(store.files_by_kind.items()):
             f["statekit_state_files"].add(count, **where, kind=kind)
@@ -197,6 +204,8 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
         f["statekit_recovery_state_load_seconds"].add(recovery.state_load_s, checkpoint=label)
         if recovery.memory is not None:
             f["statekit_recovery_memory_bytes"].add(recovery.memory.bytes, checkpoint=label)
+    if assessment.rto is not None:
+        f["statekit_recovery_meets_rto"].add(int(assessment.rto.meets), checkpoint=label)
     f["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
     return list(f.values())
 

@@ -2,9 +2,10 @@
 
 An SRE rarely owns one stream. ``statekit metrics`` and the TUI's fleet list answer the same
 questions for each checkpoint — will it restart (the doctor), how big is its state, is it
-growing, how long would a restart take, how far behind are its snapshots, when did it last
-run — so both take them from :func:`read_checkpoint`, and a checkpoint that cannot be read
-is a row with its one-line error, never a failure of the whole list.
+growing, how long would a restart take and does that meet the RTO, how far behind are its
+snapshots, when did it last run — so both take them from one
+:class:`~statekit.assess.assessment.Assessment` per checkpoint, and a checkpoint that cannot
+be read is a row with its one-line error, never a failure of the whole list.
 
 :func:`read_fleet` reads the checkpoints in parallel and hands each row over as soon as it is
 read (first rows visible before the last is read); a slow or broken checkpoint delays only
@@ -24,10 +25,8 @@ from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
+    from statekit.assess.assessment import Assessment
     from statekit.checkpoint.checkpoint import Checkpoint
-    from statekit.doctor.problems import Diagnosis
-    from statekit.growth.analysis import GrowthReport, StoreGrowth
-    from statekit.recovery.estimate import RecoveryEstimate
     from statekit.report.checkpoint_report import CheckpointReport, StoreReport
 
 MAX_WORKERS = 8
@@ -36,56 +35,21 @@ GROWTH_ORDER = (ACCELERATING, GROWING, SATURATING, BOUNDED, INSUFFICIENT)
 """Growth verdicts from the most to the least alarming (a checkpoint shows its worst)."""
 
 
-@dataclass(frozen=True)
-class Reading:
-    """What statekit knows of one checkpoint without a JVM."""
-
-    ckpt: Checkpoint
-    health: Diagnosis
-    report: CheckpointReport
-    growth: GrowthReport | None
-    """``None`` when no store's history could be read."""
-    recovery: RecoveryEstimate | None
-    """``None`` when the checkpoint will not restart (no restart to estimate)."""
-
-
 def read_checkpoint(url: str, open_checkpoint: Callable[[str], Checkpoint], *, cores: int,
-                    decode: bool = False, rto_s: float | None = None) -> Reading:
-    """The doctor's verdict, the report, the growth analysis and the restart estimate of one
-    checkpoint. Raises the ``StatekitError`` of a checkpoint that cannot be opened."""
-    return complete_reading(listed_reading(url, open_checkpoint, decode=decode), cores=cores,
-                            rto_s=rto_s)
+                    decode: bool = True, rto_s: float | None = None) -> Assessment:
+    """The assessment of one checkpoint — the doctor's verdict (the restart path decoded,
+    through the decode cache), the report, the growth analysis, the loaded version's keys and
+    the restart estimate. Raises the ``StatekitError`` of a checkpoint that cannot be
+    opened."""
+    return assessed(url, open_checkpoint(url), cores=cores, decode=decode, rto_s=rto_s)
 
 
-def listed_reading(url: str, open_checkpoint: Callable[[str], Checkpoint], *,
-                   decode: bool = False) -> Reading:
-    """The quick part: opened, diagnosed and reported from the listing and small files."""
-    from statekit.doctor import diagnose
-    from statekit.report.checkpoint_report import build_report
+def assessed(url: str, ckpt: Checkpoint, *, cores: int, decode: bool = True,
+             rto_s: float | None = None) -> Assessment:
+    from statekit.assess.assessment import EstimateOptions, assess
 
-    ckpt = open_checkpoint(url)
-    health = diagnose(ckpt, decode=decode, fix=False)
-    return Reading(ckpt, health, build_report(ckpt), None, None)
-
-
-def complete_reading(reading: Reading, *, cores: int, rto_s: float | None = None) -> Reading:
-    """The slow part: the growth analysis (every store's history and its trend fits) and the
-    restart estimate (only for a checkpoint that restarts)."""
-    from statekit.growth.analysis import analyse
-    from statekit.recovery.estimate import estimate_recovery
-
-    ckpt = reading.ckpt
-    growth = _or_none(lambda: analyse(ckpt))  # a damaged store keeps what it can say
-    recovery = _or_none(lambda: estimate_recovery(ckpt, cores=cores, rto_s=rto_s)) \
-        if reading.health.restarts else None
-    return Reading(ckpt, reading.health, reading.report, growth, recovery)
-
-
-def _or_none(compute: Callable[[], Any]) -> Any:
-    try:
-        return compute()
-    except StatekitError:
-        return None
+    return assess(ckpt, shown=url, decode=decode, fix=False, growth=True,
+                  estimate=EstimateOptions(cores=cores), rto_s=rto_s)
 
 
 @dataclass(frozen=True)
@@ -112,6 +76,8 @@ class FleetRow:
     """The most alarming growth verdict of its stores."""
     restart_s: float | None = None
     rto_s: float | None = None
+    meets_rto: bool | None = None
+    """The assessment's RTO judgement (``None``: no RTO or no estimate)."""
     snapshot_lag: int | None = None
     """The largest number of versions any partition is behind its last snapshot."""
     complete: bool = True
@@ -119,9 +85,7 @@ class FleetRow:
 
     @property
     def over_rto(self) -> bool | None:
-        if self.restart_s is None or self.rto_s is None:
-            return None
-        return self.restart_s > self.rto_s
+        return None if self.meets_rto is None else not self.meets_rto
 
     def age_s(self, now: float) -> float | None:
         """Seconds since its last batch ran."""
@@ -133,20 +97,6 @@ def worst_growth(verdicts: Iterable[str]) -> str | None:
     return next((verdict for verdict in GROWTH_ORDER if verdict in seen), None)
 
 
-def growth_by_store(growth: GrowthReport | None) -> dict[tuple[int, str], StoreGrowth]:
-    return {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
-
-
-def store_keys(store: StoreReport, grown: StoreGrowth | None) -> int | None:
-    """A store's live keys: the growth history's last count, else what its partitions' files
-    say (``None`` when neither knows). ``statekit metrics`` and the fleet list agree by
-    both asking here."""
-    if grown is not None and grown.keys.last_value is not None:
-        return int(grown.keys.last_value)
-    listed = [p.keys for p in store.partitions if p.keys is not None]
-    return sum(listed) if listed else None
-
-
 def store_lag(store: StoreReport) -> int | None:
     """The most versions any of its partitions is behind its last snapshot."""
     lags = [p.versions_since_snapshot for p in store.partitions
@@ -154,23 +104,33 @@ def store_lag(store: StoreReport) -> int | None:
     return max(lags) if lags else None
 
 
-def row_of(url: str, reading: Reading, seconds: float, rto_s: float | None = None, *,
-           complete: bool = True) -> FleetRow:
-    report, growth = reading.report, reading.growth
-    grown = growth_by_store(growth)
-    keys = [store_keys(s, grown.get((s.operator_id, s.store))) for s in report.stores]
+def listed_row(url: str, report: CheckpointReport, seconds: float,
+               rto_s: float | None = None) -> FleetRow:
+    """The first step's row: what the listing says, the verdict still to come."""
     lags = [lag for lag in map(store_lag, report.stores) if lag is not None]
-    known = [k for k in keys if k is not None]
-    recovery = reading.recovery
     return FleetRow(
-        url=url, seconds=seconds, exit_code=reading.health.exit_code,
-        health=reading.health.verdict, problems=len(reading.health.problems),
-        summary=reading.health.headline, last_batch=report.last_committed_batch,
-        last_batch_ms=report.last_batch_timestamp_ms, keys=sum(known) if known else None,
+        url=url, seconds=seconds, last_batch=report.last_committed_batch,
+        last_batch_ms=report.last_batch_timestamp_ms,
+        bytes=sum(p.bytes for s in report.stores for p in s.partitions), rto_s=rto_s,
+        snapshot_lag=max(lags) if lags else None, complete=False)
+
+
+def row_of(url: str, assessment: Assessment, seconds: float) -> FleetRow:
+    """The complete row: every value the assessment's."""
+    report, growth = assessment.report, assessment.growth
+    lags = [lag for lag in map(store_lag, report.stores) if lag is not None]
+    estimate = assessment.estimate
+    return FleetRow(
+        url=url, seconds=seconds, exit_code=assessment.diagnosis.exit_code,
+        health=assessment.verdict, problems=len(assessment.diagnosis.problems),
+        summary=assessment.headline, last_batch=report.last_committed_batch,
+        last_batch_ms=report.last_batch_timestamp_ms, keys=assessment.loaded.keys,
         bytes=sum(p.bytes for s in report.stores for p in s.partitions),
         growth=worst_growth(s.verdict for s in growth.stores) if growth else None,
-        restart_s=recovery.estimate_s if recovery is not None else None, rto_s=rto_s,
-        snapshot_lag=max(lags) if lags else None, complete=complete)
+        restart_s=estimate.estimate_s if estimate is not None else None,
+        rto_s=assessment.rto_s,
+        meets_rto=assessment.rto.meets if assessment.rto is not None else None,
+        snapshot_lag=max(lags) if lags else None, complete=True)
 
 
 def _error_row(url: str, error: Exception, seconds: float) -> FleetRow:
@@ -205,25 +165,28 @@ class _Fleet:
         if self.on_row is not None:
             self.on_row(index, row)
 
-    def listed(self, index: int) -> tuple[Reading, float] | None:
+    def listed(self, index: int) -> tuple[Checkpoint, float] | None:
+        from statekit.report.checkpoint_report import build_report
+
         url, started = self.urls[index], self.clock()
         try:
-            reading = listed_reading(url, self._open)
+            ckpt = self._open(url)
+            report = build_report(ckpt)
         except Exception as error:
             self._deliver(index, _error_row(url, error, self.clock() - started))
             return None
         seconds = self.clock() - started
-        self._deliver(index, row_of(url, reading, seconds, self.rto_s, complete=False))
-        return reading, seconds
+        self._deliver(index, listed_row(url, report, seconds, self.rto_s))
+        return ckpt, seconds
 
-    def completed(self, index: int, reading: Reading, seconds: float) -> None:
+    def completed(self, index: int, ckpt: Checkpoint, seconds: float) -> None:
         url, started = self.urls[index], self.clock()
         try:
-            done = complete_reading(reading, cores=self.cores, rto_s=self.rto_s)
+            done = assessed(url, ckpt, cores=self.cores, rto_s=self.rto_s)
         except Exception as error:
             self._deliver(index, _error_row(url, error, seconds + self.clock() - started))
             return
-        self._deliver(index, row_of(url, done, seconds + self.clock() - started, self.rto_s))
+        self._deliver(index, row_of(url, done, seconds + self.clock() - started))
 
 
 def default_workers(count: int) -> int:
@@ -236,15 +199,15 @@ def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = 
                clock: Callable[[], float] = time.perf_counter) -> list[FleetRow]:
     """Every checkpoint's complete row, in ``urls``' order.
 
-    Each checkpoint is read in two steps: first what the listing and the small files say
-    (the doctor's verdict, keys and bytes, snapshot lag, the last batch: milliseconds for a
-    local checkpoint), then the growth analysis and the restart estimate (the trend fits:
-    tenths of a second). ``on_row(index, row)`` hears both — ``row.complete`` tells them
-    apart — and every first step runs before any second step, so the whole list appears
-    before the slow columns fill in. The steps run on ``workers`` threads: object stores'
-    reads overlap, and a big local checkpoint's growth replay spreads over processes of its
-    own (:mod:`statekit.state.workers`); a process pool here would fail inside a TUI,
-    whose captured stdio cannot be handed to a child."""
+    Each checkpoint is read in two steps: first what the listing says (bytes, snapshot lag,
+    the last batch: milliseconds for a local checkpoint), then its assessment — the doctor's
+    verdict with the restart path decoded (through the decode cache), the loaded version's
+    keys, growth and the restart estimate against the RTO. ``on_row(index, row)`` hears both
+    — ``row.complete`` tells them apart — and every first step runs before any second step,
+    so the whole list appears before the slow columns fill in. The steps run on ``workers``
+    threads: object stores' reads overlap, and a big local checkpoint's growth replay
+    spreads over processes of its own (:mod:`statekit.state.workers`); a process pool here
+    would fail inside a TUI, whose captured stdio cannot be handed to a child."""
     targets = list(dict.fromkeys(urls))
     if not targets:
         return []

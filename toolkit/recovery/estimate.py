@@ -37,7 +37,8 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.progress_log import BatchTiming
 from statekit.recovery.cost_model import CostModel, default_model, local_model
-from statekit.recovery.reruns import Rerun, plan_reruns, rerun_notes
+from statekit.recovery.reruns import Rerun, plan_reruns, rerun_notes, version_loaded
+from statekit.recovery.rto import within_rto
 
 if TYPE_CHECKING:
     from statekit.recovery.memory import StateMemory
@@ -513,16 +514,22 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                       timings: Sequence[BatchTiming] | None = None,
                       sink: Location | None = None,
                       rto_s: float | None = None, current_min_deltas: int | None = None,
-                      executors: int = 1, memory_limit: int | None = None
+                      executors: int = 1, memory_limit: int | None = None,
+                      version: int | None = None, loaded_rows: int | None = None
                       ) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM. ``cores``: task
     slots in all (over ``executors``); ``memory_limit``: each executor's heap, to warn when
     the state will not fit; ``model``: by default the fitted constants in this machine's
-    seconds (:func:`statekit.recovery.cost_model.local_model`)."""
+    seconds (:func:`statekit.recovery.cost_model.local_model`). ``version``: the state
+    version the restart loads as the doctor found it (its restart plan knows more than the
+    logs alone, e.g. with ``commits/`` gone); ``loaded_rows``: the keys that version holds
+    (from its replayed history), which the memory figure is scaled to — the files' record
+    counts also count every update and delete."""
     from statekit.recovery.memory import state_memory
 
     model = model or local_model(ckpt)
-    reruns, version = plan_reruns(ckpt, timings, sink)
+    reruns, planned = plan_reruns(ckpt, timings, sink)
+    version = version_loaded(version, reruns, planned)
     instances, works, sample = load_work(ckpt, version, model)
     bytes_per_record = sample.bytes_per_record
     stages = _stages(works, model, cores, executors)
@@ -530,7 +537,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     restart = restart_seconds(stages, model)
     held = sum(s.rows_s + s.gc_s for s in stages) + fixed_seconds(stages, model)
     rerun = sum(r.seconds for r in reruns)
-    memory = state_memory(model.provider, [(w.rows, w.records) for w in works],
+    memory = state_memory(model.provider, _rows_loaded(works, loaded_rows),
                           sample.row_bytes, executors, memory_limit, ckpt.conf)
     notes = []
     zips_only = model.provider == "rocksdb" and not any(
@@ -546,7 +553,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                            held, load_multiple(stages, model))
     recommendation = None
     if rto_s is not None and what_if:
-        fitting = [w.min_deltas for w in what_if if w.worst_high_s + rerun <= rto_s]
+        fitting = [w.min_deltas for w in what_if if within_rto(w.worst_high_s + rerun, rto_s)]
         recommendation = max(fitting) if fitting else None
     if works and all(w.base_version is None for w in works if w.loadable) and version > 0 \
             and not zips_only:
@@ -570,6 +577,15 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                             what_if, recommendation, tuple(notes), restart * model.low + rerun,
                             restart * model.high + rerun, breakdown(stages, model), restart,
                             executors, memory)
+
+
+def _rows_loaded(works: Sequence[InstanceWork], loaded_rows: int | None
+                 ) -> list[tuple[float, float]]:
+    """(rows held, records replayed) per instance; the rows scaled so that they sum to the
+    loaded version's keys when those are known."""
+    estimated = sum(w.rows for w in works)
+    scale = loaded_rows / estimated if loaded_rows is not None and estimated > 0 else 1.0
+    return [(w.rows * scale, w.records) for w in works]
 
 
 def load_work(ckpt: Checkpoint, version: int, model: CostModel

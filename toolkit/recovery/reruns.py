@@ -121,6 +121,17 @@ def plan_reruns(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None = None,
     return tuple(reruns), version
 
 
+def version_loaded(doctor_version: int | None, reruns: Sequence[Rerun], planned: int
+                   ) -> int:
+    """The state version the restart loads: the doctor's (its restart plan reads more than
+    the logs: ``commits/`` gone, a repartition left unfinished), moved on past the batches a
+    file sink already committed (which the restart skips; the doctor does not know the
+    sink's log)."""
+    if doctor_version is None or any(r.action == "skip" for r in reruns):
+        return planned
+    return doctor_version
+
+
 def rerun_notes(reruns: Sequence[Rerun], sink: Location | None, version: int) -> list[str]:
     notes = []
     for rerun in reruns:

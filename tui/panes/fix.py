@@ -103,9 +103,7 @@ class FixPane(LazyPane["Diagnosis"]):
     # -- the doctor ----------------------------------------------------------------------
 
     def compute(self, snapshot: Snapshot, progress: Progress) -> Diagnosis:
-        from statekit.doctor import diagnose
-
-        return diagnose(snapshot.ckpt, decode=False, fix=True, progress=progress)
+        return snapshot.health()  # the assessment's diagnosis: one verdict on every tab
 
     def show_result(self, result: Diagnosis) -> None:
         self.done, self.prepared, self.planned = None, None, None

@@ -19,21 +19,21 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from statekit.assess.findings import explain
 from statekit.formats.values import shorten
 from statekit.support.presentation import history_sparkline, human_bytes, human_duration
 from statekit.tui.chart_widget import Chart, ChartSpec
-from statekit.tui.model import Snapshot, explain
+from statekit.tui.model import Snapshot
 from statekit.tui.pane import Pane, watermark_text, when
 from statekit.tui.panes.operators import lag_text
 from statekit.tui.panes.recovery import estimate_line
 from statekit.tui.screen_charts import bytes_chart, keys_chart, store_series
 from statekit.tui.table import Table
-from statekit.tui.verdicts import ERROR, OK, severity_text, verdict_text
+from statekit.tui.verdicts import ERROR, OK, WARNING, severity_text, verdict_text
 
 if TYPE_CHECKING:
-    from statekit.doctor import Diagnosis
+    from statekit.assess.assessment import Assessment
     from statekit.growth.analysis import GrowthReport
-    from statekit.recovery.estimate import RecoveryEstimate
     from statekit.report.checkpoint_report import StoreReport
 
 LAG_WARN = 10
@@ -77,8 +77,7 @@ class OverviewPane(Pane):
         super().__init__(**kwargs)
         self.explained: dict[str, Text] = {}
         self.growth: GrowthReport | None = None
-        self.recovery: RecoveryEstimate | None = None
-        self.health: Diagnosis | None = None
+        self.assessment: Assessment | None = None
         self.growth_error: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -108,7 +107,7 @@ class OverviewPane(Pane):
         return self.explained.get(key)
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
-        self.growth = self.recovery = self.growth_error = self.health = None
+        self.growth = self.growth_error = self.assessment = None
         super().show_snapshot(snapshot)
         # the growth replay and the restart check are pure-Python threads: holding the GIL
         # from the start, they slowed the first paint by a third on a 200-partition RocksDB
@@ -118,16 +117,14 @@ class OverviewPane(Pane):
     def _analyse(self, snapshot: Snapshot) -> None:
         self.ask("growth", lambda _progress: growth_or_reason(snapshot), self._grown,
                  describe="growth")
-        self.ask("health", lambda _progress: snapshot.health(), self._diagnosed,
-                 describe="restart check")
+        cores, rto = self.tui.cores, self.tui.rto_s
+        self.ask("assessment", lambda _progress: snapshot.assessment(cores, rto),
+                 self._assessed, describe="restart check")
 
-    def _diagnosed(self, health: Diagnosis) -> None:
-        self.health = health
+    def _assessed(self, assessment: Assessment) -> None:
+        self.assessment = assessment
         self._recovery()
-        if health.restarts:  # only a checkpoint that restarts has a restart time
-            cores, rto, snapshot = self.tui.cores, self.tui.rto_s, self.shown
-            self.ask("recovery", lambda _progress: snapshot.recovery(cores, rto),
-                     self._estimated, describe="recovery")
+        self._stores()
 
     def _grown(self, report: GrowthReport | str) -> None:
         if isinstance(report, str):
@@ -141,10 +138,6 @@ class OverviewPane(Pane):
             self.query_one("#overview-keys", Chart).show(keys_chart(stores))
             self.query_one("#overview-bytes", Chart).show(bytes_chart(stores))
         self._stores()
-
-    def _estimated(self, estimate: RecoveryEstimate) -> None:
-        self.recovery = estimate
-        self._recovery()
 
     def render_snapshot(self) -> None:
         r = self.shown.report
@@ -174,21 +167,26 @@ class OverviewPane(Pane):
         self._findings()
 
     def _recovery(self) -> None:
-        health = self.health
-        if health is not None and not health.restarts:
+        from statekit.assess.words import loaded_words
+
+        a = self.assessment
+        if a is None:
+            self.recovery_line.update("restart: checking (decoding the files a restart "
+                                      "loads)…")
+            return
+        health = a.diagnosis
+        if not health.restarts:
             first = health.fatal[0]
             self.recovery_line.update(Text.assemble(
                 ("WILL NOT RESTART", ERROR), f": {first.path}: {first.what}"
                 + (f" (+{len(health.fatal) - 1} more)" if len(health.fatal) > 1 else ""),
-                " · restart estimate: does not apply · statekit doctor prints the fix"))
+                " · restart estimate: does not apply · 9: the fix"))
             return
-        e = self.recovery
-        if e is None:
-            self.recovery_line.update("restart estimate: estimating from the files…")
-            return
-        main = e.breakdown[0] if e.breakdown else None
+        verdict = Text(a.verdict, style=OK if a.verdict == "restarts" else WARNING)
+        main = a.estimate.breakdown[0] if a.estimate and a.estimate.breakdown and \
+            a.estimate.high_s >= 1.0 else None
         self.recovery_line.update(Text.assemble(
-            estimate_line(e, self.tui.rto_s),
+            "restart: ", verdict, f" · {loaded_words(a.loaded)} · ", estimate_line(a),
             f" · {main.share:.0%} {main.detail}" if main else "", " · details: 5"))
 
     def _store_row(self, s: StoreReport) -> tuple[Any, ...]:
@@ -199,11 +197,14 @@ class OverviewPane(Pane):
         orphans = sum(p.orphans for p in parts)
         grown = next((g for g in self.growth.stores if (g.operator_id, g.store) ==
                       (s.operator_id, s.store)), None) if self.growth else None
-        counted = [p.keys for p in parts if p.keys is not None]
-        if grown is not None and grown.keys.last_value is not None:
-            keys = f"{grown.keys.last_value:,.0f}"
+        loaded = self.assessment.loaded.store(s.operator_id, s.store) \
+            if self.assessment is not None else None
+        if loaded is not None and loaded.keys is not None:
+            keys = f"{loaded.keys:,}"  # at the version a restart loads
+        elif self.assessment is not None:
+            keys = "?"
         else:
-            keys = f"{sum(counted):,}" if counted else "…"
+            keys = "…"
         if grown is not None:
             history = [v.keys for v in grown.history.versions] if grown.history else []
             verdict, trend = verdict_text(grown.verdict), history_cell(history)
@@ -232,7 +233,7 @@ class OverviewPane(Pane):
     def _findings(self) -> None:
         self.explained, rows = {}, []
         for n, f in enumerate(self.shown.report.findings):
-            meaning = explain(f.code, f.message)
+            meaning = explain(f.code, f.message)  # the assessment's words for the finding
             self.explained[f"finding-{n}"] = Text.assemble(severity_text(f.severity),
                                                            f" {f.code}: ", meaning)
             rows.append((f"finding-{n}", (severity_text(f.severity), f.code,

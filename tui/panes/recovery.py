@@ -20,21 +20,25 @@ from statekit.tui.verdicts import ERROR, OK
 from statekit.tui.work import Progress
 
 if TYPE_CHECKING:
-    from statekit.recovery.estimate import RecoveryEstimate
+    from statekit.assess.assessment import Assessment
 
 
-def estimate_line(e: RecoveryEstimate, rto_s: float | None) -> Text:
-    """``estimated restart 3.20 s (2.10–5.00 s) · meets the RTO of 30 s``."""
-    text = Text.assemble("estimated restart ", (f"{e.estimate_s:.2f} s", "bold"),
-                         f" (range {e.low_s:.2f}–{e.high_s:.2f} s)")
-    if rto_s:
-        meets = e.high_s <= rto_s
-        text.append(f" · {'meets' if meets else 'MISSES'} the RTO of {rto_s:g} s",
-                    style=OK if meets else ERROR)
+def estimate_line(assessment: Assessment) -> Text:
+    """``estimated restart 3.2 s (range 2.1 s – 5.0 s) · meets the RTO of 30.0 s``, in the
+    assessment's words (the RTO judged by its one rule)."""
+    from statekit.assess.words import estimate_words, range_words, rto_words
+
+    e = assessment.estimate
+    if e is None:
+        return Text(f"restart estimate: {estimate_words(assessment)}")
+    text = Text.assemble("estimated restart ", (range_words(e), "bold"))
+    if assessment.rto is not None:
+        text.append(f" · {rto_words(assessment.rto)}",
+                    style=OK if assessment.rto.meets else ERROR)
     return text
 
 
-class RecoveryPane(LazyPane["RecoveryEstimate"]):
+class RecoveryPane(LazyPane["Assessment"]):
     """The restart estimate, the what-if chart and the slowest partitions."""
 
     loading_message = "estimating the restart from the files…"
@@ -47,14 +51,20 @@ class RecoveryPane(LazyPane["RecoveryEstimate"]):
                      classes="caption")
         yield Table(classes="main")
 
-    def compute(self, snapshot: Snapshot, progress: Progress) -> RecoveryEstimate:
-        return snapshot.recovery(self.tui.cores, self.tui.rto_s)
+    def compute(self, snapshot: Snapshot, progress: Progress) -> Assessment:
+        snapshot.recovery(self.tui.cores, self.tui.rto_s)  # raises when there is none
+        return snapshot.assessment(self.tui.cores, self.tui.rto_s)
 
-    def show_result(self, e: RecoveryEstimate) -> None:
-        rto = self.tui.rto_s
+    def show_result(self, assessment: Assessment) -> None:
+        from statekit.assess.words import duration_words
+
+        e = assessment.estimate
+        assert e is not None
+        rto = assessment.rto_s
         self.title_line.update(Text.assemble(
-            estimate_line(e, rto), f" · first batch {e.restart_s:.2f} s (Spark's state load "
-            f"{e.state_load_s:.2f} s) + re-run {e.rerun_s:.2f} s · {e.cores} task slots · "
+            estimate_line(assessment), f" · first batch {duration_words(e.restart_s)} "
+            f"(Spark's state load {duration_words(e.state_load_s)}) + re-run "
+            f"{duration_words(e.rerun_s) if e.rerun_s else 'none'} · {e.cores} task slots · "
             f"version {e.version}"))
         memory = e.memory
         held = (f"state in memory ≈ {human_bytes(int(memory.bytes))} per executor "

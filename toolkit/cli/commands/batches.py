@@ -8,8 +8,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from statekit.cli.options import checkpoint_options, json_option, open_from_cli, print_json
-from statekit.cli.render import console
+from statekit.cli.assessment_view import print_assessment
+from statekit.cli.options import (
+    checkpoint_options,
+    decode_option,
+    json_option,
+    open_from_cli,
+    print_json,
+)
+from statekit.cli.render import console, status
 from statekit.support.presentation import dash, human_duration, iso_ms
 
 if TYPE_CHECKING:
@@ -22,28 +29,38 @@ _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
 
 @click.command("batches")
 @checkpoint_options
+@decode_option
 @json_option
-def batches_command(checkpoint: str, storage_option: tuple[str, ...], as_json: bool) -> None:
+def batches_command(checkpoint: str, storage_option: tuple[str, ...], decode: bool,
+                    as_json: bool) -> None:
     """One row per retained batch: committed, watermark, timing, partitions, offsets.
 
     No JVM. Each batch of offsets/ and commits/: committed or not (damaged when its log entry
     does not parse: Spark would not take it as committed either), the event-time watermark,
     when it was planned, the interval since the previous batch, the pinned partition count,
     and each source's offset in brief (logOffset=36; Kafka: topic, partitions and the sum of
-    their offsets). The ledger's problems (see statekit report) follow the table. Exits 0 on a
-    damaged ledger: the table is the answer. --json: "batches" (one object per batch),
-    "last_committed" and "problems".
+    their offsets). The ledger's problems (see statekit report) follow the table, then the
+    restart line every command shows (statekit doctor's verdict, the batch a restart runs and
+    the state version it loads). Exits 0 on a damaged ledger: the table is the answer.
+    --json: "batches" (one object per batch), "last_committed", "problems", "restart" and
+    "assessment".
 
     Example:
 
     \b
         statekit batches demo/checkpoint
     """
+    from statekit.assess.assessment import assess
     from statekit.report.batches import batch_timeline
 
-    timeline = batch_timeline(open_from_cli(checkpoint, storage_option))
+    ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
+    timeline = batch_timeline(ckpt)
+    with status(decode and not as_json, "reading the files a restart loads…") as on_progress:
+        assessment = assess(ckpt, shown=checkpoint, decode=decode, growth=False,
+                            progress=on_progress)
     if as_json:
-        print_json(timeline.to_dict())
+        print_json({**timeline.to_dict(), "restart": assessment.restart_dict(),
+                    "assessment": assessment.to_dict()})
         return
     table = Table(title=f"{len(timeline.rows)} retained batches", title_justify="left")
     for name, justify in _COLUMNS:
@@ -62,3 +79,5 @@ def batches_command(checkpoint: str, storage_option: tuple[str, ...], as_json: b
     for severity, line in timeline.problems:
         style = "bold red" if severity == "error" else "yellow"
         out.print(f"[{style}]{severity}[/] {escape(line)}")
+    out.print()
+    print_assessment(assessment)

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from statekit.cli.options import (
     checkpoint_options,
+    decode_option,
     file_sink_option,
     json_option,
     open_from_cli,
@@ -30,15 +31,10 @@ _STYLE = {"fatal": "bold red", "warning": "yellow", "info": "cyan"}
 @checkpoint_options
 @file_sink_option
 @progress_log_option
-@click.option("--no-decode", "no_decode", is_flag=True, default=False,
-              help="Go by the listing and the small files only, as report, metrics and the "
-                   "TUI do without --decode (the doctor decodes every state file the restart "
-                   "loads unless told not to).")
-@click.option("--decode", "_decode_default", is_flag=True, hidden=True, expose_value=False,
-              help="The default (kept so that scripts that spelled it out still run).")
+@decode_option
 @json_option
 def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: str | None,
-                   progress_log: str | None, no_decode: bool, as_json: bool) -> None:
+                   progress_log: str | None, decode: bool, as_json: bool) -> None:
     """Will CKPT restart? Each problem, what Spark does on it, and the safest fix.
 
     No JVM, read-only. The doctor models Spark's restart: it reads the files Spark reads on
@@ -88,7 +84,7 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         operators = stateful_operator_count(read_text(progress_log, options),
                                             shown=progress_log)
     with status(not as_json, "reading the checkpoint…") as progress:
-        diagnosis = diagnose(ckpt, file_sink=sink, decode=not no_decode, progress=progress,
+        diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress,
                              query_operators=operators)
     if as_json:
         print_json(diagnosis.to_dict())
@@ -100,7 +96,8 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         restart = (f"restart runs batch {diagnosis.restart_batch} on state version "
                    f"{diagnosis.restart_version}" if diagnosis.restart_batch is not None
                    else "no batch planned yet")
-        out.print(f"last committed batch {diagnosis.last_committed} · {restart} · read "
+        committed = "none" if diagnosis.last_committed is None else diagnosis.last_committed
+        out.print(f"last committed batch: {committed} · {restart} · read "
                   f"{diagnosis.files_read} state files ({human_bytes(diagnosis.bytes_read)}) "
                   f"in {diagnosis.elapsed_s:.2f} s")
         for problem in diagnosis.problems:

@@ -16,7 +16,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from statekit.cli.assessment_view import print_assessment
 from statekit.cli.options import (
+    decode_option,
     json_option,
     open_from_cli,
     operator_option,
@@ -62,6 +64,7 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
               help="Also cross-check the files with Spark's own reader (starts a JVM): the "
                    "change feed's upserts and deletes per batch, or (RocksDB without "
                    "changelogs) the row count at every retained batch.")
+@decode_option
 @spark_options
 @click.option("--history", "show_history", is_flag=True,
               help="Also print the per-version table of every store (--json always has "
@@ -70,8 +73,8 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
 def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
                    operator: int | None, progress_log: str | None, max_keys: float | None,
                    max_bytes: float | None, stale_after: int | None, fail_on: str | None,
-                   deep: bool, master: str | None, confs: tuple[str, ...], show_history: bool,
-                   as_json: bool) -> None:
+                   deep: bool, decode: bool, master: str | None, confs: tuple[str, ...],
+                   show_history: bool, as_json: bool) -> None:
     """Is the state growing without bound? Verdict per store, evidence, projection.
 
     No JVM (unless --deep). Replays the retained state files once, forward, over all
@@ -100,7 +103,9 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
 
     A damaged or missing change file ends a store's history there (marked DAMAGED); damaged
     offsets or commits that a restart fails on stop the command with one line naming the
-    file. The output ends with the doctor's restart verdict. --json: "verdict", "stores" (each
+    file. The output ends with the restart line every command shows: the doctor's verdict
+    (the files a restart loads decoded; --no-decode: listed only) and the keys of the version
+    a restart loads, from this very history. --json: "verdict", "stores" (each
     with its history), "progress", "projections", "summary", "restart" and "next"; --deep adds
     "deep".
 
@@ -116,7 +121,8 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         statekit growth demo/checkpoint --progress-log demo/progress.jsonl
         statekit growth s3://bucket/ckpt --fail-on growing --json > growth.json
     """
-    from statekit.cli.health import health_summary, print_health, restart_health
+    from statekit.assess.assessment import assess
+    from statekit.doctor import diagnose
     from statekit.growth.analysis import analyse
 
     if checkpoint is None and progress_log is None:
@@ -125,7 +131,10 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         raise click.UsageError("--deep needs a checkpoint")
     ckpt = (open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
             if checkpoint is not None else None)
-    health = restart_health(ckpt, decode=False, fix=False) if ckpt is not None else None
+    with status(decode and ckpt is not None and not as_json,
+                "reading the files a restart loads…") as on_progress:
+        health = diagnose(ckpt, decode=decode, fix=False, progress=on_progress) \
+            if ckpt is not None else None
     if ckpt is not None and health is not None and not health.restarts:
         # a ledger the restart fails on gives no versions to trust: stop on its first
         # error, as the doctor names it; damaged state still has a history to show
@@ -144,18 +153,21 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         checks = (_deep(ckpt, report, master, confs, on_progress)
                   if deep and ckpt is not None else [])
     step = _next_step(checkpoint, report)
+    assessment = assess(ckpt, shown=checkpoint, diagnosis=health, growth_report=report) \
+        if ckpt is not None and health is not None and checkpoint is not None else None
     if as_json:
         data = report.to_dict(with_history=True)
         if deep:
             data["deep"] = [c.to_dict() for c in checks]
-        data["restart"] = health_summary(health) if health is not None else None
+        data["restart"] = assessment.restart_dict() if assessment is not None else None
+        data["assessment"] = assessment.to_dict() if assessment is not None else None
         data["next"] = step
         print_json(data)
     else:
         _render(report, checks, show_history)
-        if health is not None:
+        if assessment is not None:
             console().print()
-            print_health(health)
+            print_assessment(assessment)
         print_next(step, "see which keys would go before removing them")
     fires = report.is_growth and (fail_on == "growing" or report.verdict == "accelerating")
     if fail_on == "growing" and report.exceeds(max_keys, max_bytes):

@@ -22,6 +22,7 @@ from statekit.cli.options import (
     cores_option,
     decode_option,
     parse_storage_options,
+    rto_option,
     storage_option,
 )
 from statekit.support.errors import BadInput
@@ -73,6 +74,7 @@ def _address(text: str) -> tuple[str, int]:
                    "one series per partition.")
 @decode_option
 @cores_option
+@rto_option
 @click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
               help="Serve /metrics over HTTP on this address instead of printing once: "
                    ":9108 (every interface) or 127.0.0.1:9108. Runs until interrupted.")
@@ -82,18 +84,20 @@ def _address(text: str) -> tuple[str, int]:
                    "between get the last reading.")
 def metrics_command(checkpoints: tuple[str, ...], listing: Any,
                     storage_option: tuple[str, ...], per_partition: bool, decode: bool,
-                    cores: int | None,
+                    cores: int | None, rto: float | None,
                     serve: str | None, cache_seconds: float) -> None:
     """Prometheus metrics of one or many checkpoints, printed once or served.
 
     No JVM. Each CKPT (and each line of --checkpoints-from) is a path or URL; the storage
     options apply to every one. The exposition (Prometheus text format) has, per
     checkpoint: statekit_checkpoint_up, the doctor's verdict (statekit_restart_verdict,
-    statekit_restart_problems, statekit_doctor_exit_code), the last committed batch, the last
-    batch's time and age, the watermark; per operator/store: keys, bytes, files per kind,
+    statekit_restart_problems, statekit_doctor_exit_code), the state version a restart loads,
+    the last committed batch, the last batch's time and age, the watermark; per
+    operator/store: keys at the version a restart loads, bytes, files per kind,
     snapshot lag, unloadable partitions, orphan files, the growth verdict with its plateau and
     slope (`statekit_growth_*`); the restart estimate with its range, state-load part and memory
-    (`statekit_recovery_*`, absent when the checkpoint will not restart). Each family carries its
+    (`statekit_recovery_*`, absent when the checkpoint will not restart; with --rto
+    statekit_recovery_meets_rto by the rule every surface uses). Each family carries its
     own HELP text. --per-partition adds `statekit_partition_*` (kept apart so that a sum() never
     counts a store twice).
 
@@ -101,7 +105,9 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
     statekit_checkpoint_error_exit_code; the rest of the scrape is unaffected. Without --serve
     the metrics are printed once (node_exporter's textfile collector, from cron); with --serve
     statekit answers /metrics and reads the checkpoints again at most every --cache-seconds.
-    Without --decode the restart verdict goes by the listings and the small files.
+    The verdict decodes every state file a restart loads; files decoded before and unchanged
+    since are not read again (statekit's cache folder), so a scrape reads only new files.
+    --no-decode: the verdict is not-checked unless the listing shows a fatal problem.
 
     Examples:
 
@@ -124,7 +130,7 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
         return merge(checkpoint_metrics(url, lambda u: open_checkpoint(
             u, options, allow_missing_metadata=True),
                                         cores=use_cores, per_partition=per_partition,
-                                        verify=decode)
+                                        decode=decode, rto_s=rto)
                      for url in urls)
 
     collector = _Collector(read, cache_seconds if serve else 0.0)

@@ -14,6 +14,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from statekit.cli.assessment_view import print_assessment
 from statekit.cli.options import (
     checkpoint_options,
     cores_option,
@@ -37,11 +38,11 @@ from statekit.support.machine import usable_cpus
 from statekit.support.presentation import human_bytes, human_duration
 
 if TYPE_CHECKING:
+    from statekit.assess.assessment import Assessment
     from statekit.checkpoint.checkpoint import Checkpoint
     from statekit.checkpoint.location import Location
     from statekit.checkpoint.progress_log import BatchTiming
     from statekit.recovery.cost_model import CostModel
-    from statekit.recovery.estimate import RecoveryEstimate
     from statekit.recovery.scaling import Calibration, Measurement
 
 
@@ -89,6 +90,9 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
                    "machine's seconds; a number is the factor (seconds here ÷ seconds "
                    "there). Default from $STATEKIT_MACHINE_SPEED. Spark on other machines: "
                    "use --measure.")
+@click.option("--explain", is_flag=True,
+              help="Also print the cost model's constants (per file, byte, record, task) "
+                   "behind the estimate.")
 @decode_option
 @spark_options
 @json_option
@@ -96,7 +100,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                      executors: int, executor_memory: float | None,
                      progress_log: str | None, file_sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, speed_setting: str | None, decode: bool,
+                     measure: bool, speed_setting: str | None, explain: bool, decode: bool,
                      master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Estimate how long a restart takes: range, what dominates it, memory.
 
@@ -123,11 +127,15 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     cannot reach the store; a partition Spark cannot load fails in one line naming the
     damaged file.
 
+    The output says the restart verdict first (statekit doctor's, with the files a restart
+    loads decoded; --no-decode: listed only), then the estimate and, with --rto, whether it
+    meets it: yes only when the high end of the range does (the rule every surface uses).
+    Estimates under a second read "under 1 s". Memory is counted in the rows and bytes of
+    the version the restart loads, per executor. --explain adds the cost model's constants.
     A checkpoint that will not restart has no estimate: the command prints "does not apply",
-    the doctor's fatal problems and fix, and exits 11 or 12. Without --decode the state files
-    are not read, and the output says so. --json: the estimate ("estimate_s", "low_s",
-    "high_s", "stages", "what_if", "recommendation", "memory", …), "calibration",
-    "measurement", "applies" and "restart".
+    the doctor's fatal problems and fix, and exits 11 or 12. --json: the estimate
+    ("estimate_s", "low_s", "high_s", "stages", "what_if", "recommendation", "memory", …),
+    "rto", "calibration", "measurement", "applies", "restart" and "assessment".
 
     Examples:
 
@@ -138,34 +146,17 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         statekit recovery s3://bucket/ckpt --calibrate --cores 4 --json
         statekit recovery s3://bucket/ckpt --measure --master spark://head:7077
     """
+    from statekit.assess.assessment import EstimateOptions, assess
     from statekit.checkpoint.location import resolve
     from statekit.checkpoint.progress_log import parse_timings
-    from statekit.cli.health import health_summary, print_health, restart_health
+    from statekit.doctor import diagnose
     from statekit.recovery.cost_model import DEFAULT_MODELS, default_model, local_model
-    from statekit.recovery.estimate import estimate_recovery
     from statekit.recovery.machine_speed import machine_speed
     from statekit.recovery.scaling import calibrate as run_calibration
     from statekit.support.errors import StatekitError
 
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
-    with status(not as_json, "reading the files a restart loads…" if decode else
-                "checking that the checkpoint restarts…") as on_progress:
-        runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress) \
-            if decode else None
-        health = restart_health(ckpt, decode=decode, progress=on_progress, runner=runner,
-                                file_sink=resolve(file_sink, options) if file_sink else None)
-    verified = health.verification
-    if not health.restarts:  # no restart, so no restart time: the estimate does not apply
-        if as_json:
-            print_json({"applies": False, "estimate_s": None,
-                        "restart": health_summary(health)})
-        else:
-            console().print("[bold]restart estimate[/]: [bold red]does not apply[/] — the "
-                            "checkpoint will not restart, so no restart time can meet an RTO")
-            print_health(health)
-        raise click.exceptions.Exit(health.exit_code)
-    slots = (cores or usable_cpus()) * executors
     sink_location: Location | None = resolve(file_sink, options) if file_sink else None
     timings: list[BatchTiming] | None = None
     if progress_log:
@@ -177,6 +168,25 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                 sink_location = resolve(logged_sink, options)
             except StatekitError:
                 sink_location = None
+    with status(not as_json, "reading the files a restart loads…" if decode else
+                "checking that the checkpoint restarts…") as on_progress:
+        runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress) \
+            if decode else None
+        diagnosis = diagnose(ckpt, decode=decode, progress=on_progress, runner=runner,
+                             file_sink=sink_location)
+    if not diagnosis.restarts:  # no restart, so no restart time: the estimate does not apply
+        assessment = assess(ckpt, shown=checkpoint, diagnosis=diagnosis, growth=False,
+                            rto_s=rto)
+        if as_json:
+            print_json({"applies": False, "estimate_s": None,
+                        "restart": assessment.restart_dict(),
+                        "assessment": assessment.to_dict()})
+        else:
+            console().print("[bold]restart estimate[/]: [bold red]does not apply[/] — the "
+                            "checkpoint will not restart, so no restart time can meet an RTO")
+            print_assessment(assessment)
+        raise click.exceptions.Exit(assessment.exit_code)
+    slots = (cores or usable_cpus()) * executors
     # --measure scales the benchmark machine's seconds by Spark's own timing: it replaces the
     # machine-speed probe rather than multiplying it
     model = default_model(ckpt) if measure else local_model(ckpt, machine_speed(speed_setting))
@@ -187,10 +197,18 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     if measure:
         model, measurement = _measure(ckpt, model, slots, timings, sink_location, master,
                                       confs, not as_json)
-    estimate = estimate_recovery(ckpt, cores=slots, model=model, timings=timings,
-                                 sink=sink_location, rto_s=rto,
-                                 current_min_deltas=min_deltas, executors=executors,
-                                 memory_limit=int(executor_memory) if executor_memory else None)
+    with status(not as_json, "replaying the state history…") as on_progress:
+        assessment = assess(
+            ckpt, shown=checkpoint, diagnosis=diagnosis, rto_s=rto, progress=on_progress,
+            estimate=EstimateOptions(
+                cores=slots, model=model, timings=timings, sink=sink_location,
+                current_min_deltas=min_deltas, executors=executors,
+                memory_limit=int(executor_memory) if executor_memory else None))
+    estimate = assessment.estimate
+    if estimate is None:  # the checkpoint restarts, but its files could not be costed
+        raise StatekitError(assessment.estimate_error or "no estimate",
+                            path=ckpt.location.url)
+    verified = diagnosis.verification
     if as_json:
         data = estimate.to_dict()
         data["explanation"] = estimate.explanation
@@ -200,19 +218,20 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         data["verification"] = verified.to_dict() if verified is not None else None
         data["memory"] = estimate.memory.to_dict() if estimate.memory else None
         data["applies"] = True
-        data["restart"] = health_summary(health)
+        data["rto"] = assessment.rto.to_dict() if assessment.rto else None
+        data["restart"] = assessment.restart_dict()
+        data["assessment"] = assessment.to_dict()
         print_json(data)
         return
-    _render(estimate, measured, measurement, rto)
+    _render(assessment, measured, measurement, explain)
     out = console()
     if verified is not None:
         out.print(f"verified: {verified.files} files a restart reads "
-                  f"({human_bytes(verified.bytes)}) load as Spark reads them "
-                  f"({verified.elapsed_s:.2f} s)")
+                  f"({human_bytes(verified.bytes)}) load as Spark reads them (checked in "
+                  f"{verified.elapsed_s:.2f} s)")
     else:
-        out.print("[dim]state files not verified: this estimate assumes they load; "
-                  "--decode (or statekit report --decode) reads them first[/]")
-    print_health(health, detail=False)
+        out.print("[dim]state files not decoded (--no-decode): this estimate assumes they "
+                  "load[/]")
 
 
 def _measure(ckpt: Checkpoint, model: CostModel, slots: int,
@@ -255,38 +274,53 @@ def _per_mb(seconds_per_byte: float) -> str:
     return f"{seconds_per_byte * 1e9:.2f} ms/MB"
 
 
-def _render(estimate: RecoveryEstimate, measured: Calibration | None,
-            measurement: Measurement | None, rto: float | None) -> None:
+def _render(assessment: Assessment, measured: Calibration | None,
+            measurement: Measurement | None, explain: bool) -> None:
+    from statekit.assess.words import duration_words, range_words, rto_words
+
+    estimate = assessment.estimate
+    assert estimate is not None
+    rto = assessment.rto_s
     out = console()
-    out.print(f"[bold]checkpoint[/] {escape(estimate.checkpoint)}")
-    out.print(f"[bold]estimated recovery: {human_duration(estimate.estimate_s)}[/] "
-              f"(range {human_duration(estimate.low_s)} – {human_duration(estimate.high_s)}; "
-              f"first batch {human_duration(estimate.restart_s)}, of which Spark's state load "
-              f"{human_duration(estimate.state_load_s)}; re-run "
-              f"{human_duration(estimate.rerun_s)}) · provider {estimate.provider} · "
-              f"{estimate.cores} task slots · loading version {estimate.version}")
-    out.print("[dim]the time from the restart until its first batch completes, beyond what "
-              "that batch costs on an empty checkpoint[/]")
-    out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
-    _render_memory(estimate)
+    out.print(f"[bold]checkpoint[/] {escape(assessment.checkpoint)}")
+    print_assessment(assessment, detail=False, with_estimate=False)
+    judged = ""
+    if assessment.rto is not None:
+        colour = "green" if assessment.rto.meets else "bold red"
+        judged = f" — [{colour}]{escape(rto_words(assessment.rto))}[/]"
+    out.print(f"[bold]estimated recovery: {escape(range_words(estimate))}[/]{judged}")
+    out.print(f"[dim]the time from the restart until its first batch completes, beyond what "
+              f"that batch costs on an empty checkpoint · provider {estimate.provider} · "
+              f"{estimate.cores} task slots · version {estimate.version}[/]")
+    if estimate.high_s >= 1.0:
+        out.print(f"first batch {duration_words(estimate.restart_s)}, Spark's state load "
+                  f"{duration_words(estimate.state_load_s)}, re-runs "
+                  f"{duration_words(estimate.rerun_s) if estimate.rerun_s else 'none'}")
+        out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
+    _render_memory(assessment)
     model = estimate.model
     speed = f", {model.machine.describe()}" if model.machine else ""
-    out.print(f"cost model ({model.source}{speed}): {model.per_task_s * 1000:.1f} ms/instance, "
-              f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
-              f"{model.change_file_s * 1000:.2f} ms per delta/changelog, "
-              f"{_per_mb(model.base_byte_s)} of snapshot/SST, "
-              f"{_per_mb(model.change_byte_s)} of delta/changelog, "
-              f"{model.record_s * 1e6:.2f} µs/record; "
-              f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
-              f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
-              f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; the "
-              f"first batch: load × {model.load_factor:.2f} (its bases × "
-              f"{model.base_factor:.2f}) + {model.row_s * 1e6:.2f} µs per "
-              f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap "
-              f"{model.wave_s * 1000:+.0f} ms per task on the busiest core "
-              f"({model.base_wave_s * 1000:+.0f} ms more per task opening a base) "
-              f"{model.restart_s * 1000:+.0f} ms; range × {model.low:.2f} – × "
-              f"{model.high:.2f} (held-out benchmark errors)")
+    if explain:
+        out.print(
+            f"cost model ({model.source}{speed}): {model.per_task_s * 1000:.1f} ms/instance, "
+            f"{model.base_file_s * 1000:.2f} ms per snapshot/zip/SST file, "
+            f"{model.change_file_s * 1000:.2f} ms per delta/changelog, "
+            f"{_per_mb(model.base_byte_s)} of snapshot/SST, "
+            f"{_per_mb(model.change_byte_s)} of delta/changelog, "
+            f"{model.record_s * 1e6:.2f} µs/record; "
+            f"first-wave warm-up {model.first_wave_s * 1000:.0f} ms "
+            f"({model.first_wave_base_s * 1000:.0f} ms from a snapshot/zip) "
+            f"+ {model.first_wave_record_s * 1e6:.2f} µs/record in the first wave; the "
+            f"first batch: load × {model.load_factor:.2f} (its bases × "
+            f"{model.base_factor:.2f}) + {model.row_s * 1e6:.2f} µs per "
+            f"row held + {model.gc_row_s * 1e6:.3f} µs per row per million on the heap "
+            f"{model.wave_s * 1000:+.0f} ms per task on the busiest core "
+            f"({model.base_wave_s * 1000:+.0f} ms more per task opening a base) "
+            f"{model.restart_s * 1000:+.0f} ms; range × {model.low:.2f} – × "
+            f"{model.high:.2f} (held-out benchmark errors)")
+    else:
+        out.print(f"[dim]cost model: {model.source}{speed} (--explain prints its "
+                  "constants)[/]")
     if measured:
         bandwidth = f"{measured.bytes_per_s / 1e6:.0f} MB/s" if measured.bytes_per_s else \
             "bandwidth: too few bytes to tell"
@@ -323,9 +357,6 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
         out.print(table)
     objective = f"RTO {human_duration(rto)}" if rto else ""
     if not estimate.what_if:
-        if rto:
-            meets = estimate.estimate_s <= rto
-            out.print(f"{objective}: the estimate {'meets' if meets else '[red]misses[/]'} it")
         return
     table = Table(title="what if minDeltasForSnapshot were …", title_justify="left")
     for name in ("minDeltas", "worst case", "worst-case range", "typical",
@@ -345,14 +376,23 @@ def _render(estimate: RecoveryEstimate, measured: Calibration | None,
             out.print(f"[red]{objective}: no minDeltasForSnapshot value meets it[/]")
 
 
-def _render_memory(estimate: RecoveryEstimate) -> None:
-    memory = estimate.memory
-    if memory is None:
+def _render_memory(assessment: Assessment) -> None:
+    estimate = assessment.estimate
+    memory = estimate.memory if estimate is not None else None
+    if estimate is None or memory is None:
         return
     where = "heap" if memory.on_heap else "native memory (off the heap)"
-    line = (f"memory: the loaded state holds {memory.rows:,.0f} rows per executor "
-            f"(≈ {memory.row_bytes:.0f} B of key and value each): about "
-            f"{human_bytes(int(memory.bytes))} of {where}")
+    per = f"per executor (of {estimate.executors})" if estimate.executors > 1 else \
+        "on the executor"
+    counted = "" if assessment.loaded.keys is not None else \
+        " (estimated from the files' records: the history was not replayed)"
+    loaded = assessment.loaded.bytes
+    held = loaded / max(1, estimate.executors) if loaded is not None else \
+        memory.rows * memory.row_bytes
+    line = (f"memory {per}: version {estimate.version}'s {memory.rows:,.0f} rows{counted}, "
+            f"{human_bytes(int(held))} of keys and values "
+            f"(≈ {memory.row_bytes:.0f} B each): about {human_bytes(int(memory.bytes))} of "
+            f"{where}")
     if memory.peak_bytes > memory.bytes:
         line += f", up to {human_bytes(int(memory.peak_bytes))} with the versions kept"
     usable = memory.usable_bytes

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from statekit.cli.assessment_view import print_assessment
 from statekit.cli.options import (
     checkpoint_options,
     decode_option,
@@ -46,32 +47,33 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                    as_json: bool) -> None:
     """State files per operator, store and partition; findings; will it restart?
 
-    Reads listings and small metadata files only (no JVM). Per operator/store: provider,
-    codec, partitions, committed version; per partition the change files (HDFS .delta, RocksDB
-    .changelog), full-state files (.snapshot, .zip), SSTs, RocksDB key count (numKeys of the
-    newest zip), the latest snapshot version, the versions since it (what a restart replays),
-    orphans and bytes; totals and byte skew (largest / mean). Checksum files (.crc) are
-    counted apart.
+    No JVM. Per operator/store: provider, codec, partitions, committed version; per partition
+    the change files (HDFS .delta, RocksDB .changelog), full-state files (.snapshot, .zip),
+    SSTs, RocksDB key count (numKeys of the newest zip), the latest snapshot version, the
+    versions since it (what a restart replays), orphans and bytes; totals and byte skew
+    (largest / mean). Checksum files (.crc) are counted apart.
 
-    Every problem is a finding naming its file; the report never stops at the first one. An
-    error is what a restart would fail on; a warning is history only, or repaired by Spark.
-    Codes: corrupt-log, odd-log-entry, missing-log, commit-without-offsets, not-a-batch,
-    log-gap, clock-skew, watermark-backwards, bad-conf, unsupported-codec, cannot-load,
-    missing-partitions, extra-partitions, partition-mismatch, size-mismatch (a file whose size
-    does not fit its .crc), not-a-file, corrupt-metadata, corrupt-schema,
-    unfinished-repartition, uncommitted-batch, no-snapshot, snapshot-lag (more than
-    2 × --min-deltas versions since the last snapshot), orphan-files, damaged-file (--decode).
+    Every problem is a finding naming its file, with what it means; the report never stops at
+    the first one. An error is what a restart would fail on; a warning is history only, or
+    repaired by Spark. Codes: corrupt-log, odd-log-entry, missing-log,
+    commit-without-offsets, not-a-batch, log-gap, clock-skew, watermark-backwards, bad-conf,
+    unsupported-codec, cannot-load, missing-partitions, extra-partitions, partition-mismatch,
+    size-mismatch (a file whose size does not fit its .crc), not-a-file, corrupt-metadata,
+    corrupt-schema, unfinished-repartition, uncommitted-batch, no-snapshot, snapshot-lag (more
+    than 2 × --min-deltas versions since the last snapshot), orphan-files, damaged-file.
 
-    --decode also reads every file a restart loads (the snapshot or zip at the committed
-    version, its SSTs, every later change file), decodes every record and checks each file
-    against its checksum files, in parallel worker processes; with --master URL as Spark
-    tasks, one per store instance (--master needs --decode). A damaged snapshot or zip with an
-    intact older chain is a warning: Spark 4.3 repairs it on restart.
+    The files a restart loads (the snapshot or zip at the committed version, its SSTs, every
+    later change file) are read and decoded, every record, and checked against their checksum
+    files, in parallel worker processes (with --master URL as Spark tasks, one per store
+    instance); files decoded before and unchanged since are not read again. A damaged snapshot
+    or zip with an intact older chain is a warning: Spark 4.3 repairs it on restart.
+    --no-decode: the listing only.
 
-    Ends with the doctor's answer (see statekit doctor), which without --decode goes by the
-    listing and the small files. Exit code 11 or 12 when the checkpoint will not restart
-    (--no-fail: 0). --json: the same facts as one object, with "findings", "restart" (the
-    doctor's verdict), "listing" (requests, objects and seconds the listing cost) and "next".
+    Ends with the restart line every command shows (statekit doctor's verdict and the version
+    a restart loads). Exit code 11 or 12 when the checkpoint will not restart (--no-fail: 0).
+    --json: the same facts as one object, with "findings", "restart" (the doctor's verdict),
+    "assessment" (what every surface shows), "listing" (requests, objects and seconds the
+    listing cost) and "next".
 
     Examples:
 
@@ -80,28 +82,27 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
         statekit report demo/checkpoint --operator 0 --partition 3 --decode
         statekit report s3://bucket/ckpt --storage-option profile=prod --json
     """
+    from statekit.assess.assessment import assess
     from statekit.checkpoint.checkpoint import check_selection
-    from statekit.cli.health import health_summary, print_health, restart_health
-    from statekit.report.checkpoint_report import build_report, read_ahead
+    from statekit.report.checkpoint_report import read_ahead
 
     if master is not None and not decode:
-        raise click.UsageError("--master runs --decode on Spark: give --decode too")
+        raise click.UsageError("--master runs the decode on Spark: drop --no-decode")
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     read_ahead(ckpt, operator=operator, partition=partition)
     check_selection(ckpt, operator, partition)
     with status(decode and not as_json, "reading the files a restart loads…") as on_progress:
         runner = spark_runner(ckpt, "statekit-verify", master, confs, on_progress)
-        health = restart_health(ckpt, decode=decode, progress=on_progress, runner=runner)
-        report = build_report(ckpt, operator=operator, partition=partition,
-                              min_deltas=min_deltas, verification=health.verification,
-                              progress=on_progress)
-    code = 0 if no_fail or health.restarts else health.exit_code
-    import shlex
-
-    step = None if health.restarts and not any(f.severity == "error" for f in report.findings) \
-        else f"statekit doctor {shlex.quote(checkpoint)}"
+        assessment = assess(ckpt, shown=checkpoint, decode=decode, growth=False,
+                            report_options={"operator": operator, "partition": partition,
+                                            "min_deltas": min_deltas},
+                            progress=on_progress, runner=runner)
+    report, health = assessment.report, assessment.diagnosis
+    code = 0 if no_fail else assessment.exit_code
+    step = assessment.next_command
     if as_json:
-        print_json({**report.to_dict(), "restart": health_summary(health), "next": step})
+        print_json({**report.to_dict(), "restart": assessment.restart_dict(),
+                    "assessment": assessment.to_dict(), "next": step})
         if code:
             raise click.exceptions.Exit(code)
         return
@@ -135,14 +136,14 @@ def report_command(checkpoint: str, storage_option: tuple[str, ...], operator: i
                   f"({human_bytes(checked.bytes)}) in {checked.elapsed_s:.2f} s: {verdict}")
     if not report.findings and health.restarts:
         out.print("[green]no warnings[/]" + ("" if checked is not None else
-                  " [dim](files not read: --decode decodes the ones a restart loads)[/]"))
+                  " [dim](files listed, not decoded: --no-decode was given)[/]"))
     from rich.markup import escape
 
-    for finding in report.findings:
+    for finding in assessment.findings:
         style = _SEVERITY_STYLE.get(finding.severity, "")
-        out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.message)}")
+        out.print(f"[{style}]{finding.severity}[/] ({finding.code}) {escape(finding.text)}")
     out.print()
-    print_health(health)
+    print_assessment(assessment)
     print_next(step, "what Spark will do on each problem, and the fix")
     if code:
         raise click.exceptions.Exit(code)
