@@ -15,11 +15,13 @@ checksum, so the copies stay valid).
 
 Measured, best of N:
 
-* ``statekit report`` cold: a fresh ``statekit report --json`` process (what a user runs);
-* ``statekit recovery`` cold: a fresh ``statekit recovery --json`` process (the JVM-free
-  estimate must stay under a second at this size);
-* ``statekit report --decode`` cold: the same, also reading and decoding every file the
-  restart loads (one snapshot/zip + its SSTs and the change files after it, per partition);
+* ``statekit report --no-decode`` cold: a fresh ``statekit report --no-decode --json``
+  process (the listing and the logs only);
+* ``statekit recovery`` cold: a fresh ``statekit recovery --json`` process (the restart path
+  decoded, the history replayed for the loaded version's keys, the estimate);
+* ``statekit report`` cold: the same as the first, also reading and decoding every file the
+  restart loads (one snapshot/zip + its SSTs and the change files after it, per partition),
+  as ``report`` does by default;
 * ``statekit report`` warm: ``open_checkpoint`` + ``build_report`` in-process;
 * ``statekit doctor`` cold: a fresh ``statekit doctor --json`` process on the healthy
   checkpoint (the restart path decoded, as ``--verify``), then on a broken copy (partition
@@ -178,20 +180,23 @@ def best_of(n: int, action) -> float:
 
 
 def measure(checkpoint: Path, repeats: int) -> dict:
+    # cold reads, every repeat: the decode cache (benchmarks/bench_decode_cache.py measures
+    # it) would make every repeat after the first a warm one
+    os.environ["STATEKIT_DECODE_CACHE"] = "0"
     from statekit.checkpoint import open_checkpoint
     from statekit.checkpoint.soundness import raise_if_unsound
     from statekit.report.checkpoint_report import build_report
 
     statekit = str(ROOT / ".venv/bin/statekit")
     cold = best_of(repeats, lambda: subprocess.run(
-        [statekit, "report", str(checkpoint), "--json"], check=True, capture_output=True))
+        [statekit, "report", str(checkpoint), "--no-decode", "--json"], check=True,
+        capture_output=True))
     warm = best_of(repeats, lambda: build_report(open_checkpoint(str(checkpoint))))
     entry = best_of(repeats, lambda: raise_if_unsound(open_checkpoint(str(checkpoint))))
     recovery = best_of(repeats, lambda: subprocess.run(
         [statekit, "recovery", str(checkpoint), "--json"], check=True, capture_output=True))
     verify = best_of(repeats, lambda: subprocess.run(
-        [statekit, "report", str(checkpoint), "--decode", "--json"], check=True,
-        capture_output=True))
+        [statekit, "report", str(checkpoint), "--json"], check=True, capture_output=True))
     doctor = best_of(repeats, lambda: _doctor(checkpoint, (0, 9)))
     folder = checkpoint / "state/0/0"
     newest = max(int(p.stem) for p in folder.iterdir() if p.suffix in (".delta", ".zip"))

@@ -12,7 +12,10 @@ a JVM-free selection (``-m 'not spark'``) never starts Spark.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,12 @@ from tests.support.tools import check_marked  # noqa: E402
 # probe, and the restart test that judges the estimate against Spark on this machine, ask for
 # the probe explicitly.
 os.environ["STATEKIT_MACHINE_SPEED"] = "reference"
+# statekit's cache folder (decoded files, replayed histories, the speed probe, shipped zips):
+# one per test process, so that no entry of another run — another version of the code —
+# answers for this one, and nothing is left in the user's home.
+_CACHE = tempfile.mkdtemp(prefix="statekit-test-cache-")
+os.environ["STATEKIT_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 TEST_GENERATOR = GeneratorConfig(seed=11, users=300, new_users_per_batch=3, events_per_batch=120,
                                  fraud_per_batch=1.0, near_miss_per_batch=1.5)

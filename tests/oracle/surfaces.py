@@ -91,7 +91,10 @@ def contradictions(ckpt: Path, ran: Ran | None = None) -> list[str]:
         found += problems
         if assessment is not None:
             assessments[name] = assessment
-    found += _listed_surface(results["report-listed"], _json(results["doctor-listed"][1]))
+    listed = _json(results["doctor-listed"][1])
+    if listed["verdict"] != ("will not restart" if not listed["restarts"] else "not checked"):
+        found.append(f"doctor --no-decode says {listed['verdict']!r}")
+    found += _listed_surface(results["report-listed"], listed)
     for name in ("report-text", "batches-text", "growth-text"):
         found += _restart_line(name, results[name], doctor)
     keys = {name: a["loaded"]["keys"] for name, a in assessments.items()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from statekit.assess.findings import explain, meaning
+from statekit.doctor.problems import NOT_CHECKED
 from statekit.recovery.rto import RtoJudgement, judge_rto
 from statekit.support.errors import StatekitError
 
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-NOT_CHECKED = "not checked"
-"""The verdict when the state files were only listed and the listing finds nothing fatal:
-a damaged file only decoding finds could still stop the restart."""
 RESTART_VERDICTS = ("restarts", "restarts with warnings", "will not restart", NOT_CHECKED)
 
 
@@ -133,8 +131,7 @@ class Assessment:
     def verdict(self) -> str:
         """The doctor's verdict; *not checked* when nothing fatal was found without reading
         the state files."""
-        d = self.diagnosis
-        return d.verdict if d.decoded or not d.restarts else NOT_CHECKED
+        return self.diagnosis.verdict
 
     @property
     def restarts(self) -> bool | None:

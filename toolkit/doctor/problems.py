@@ -20,6 +20,8 @@ FATAL, WARNING, INFO = "fatal", "warning", "info"
 """``fatal``: the restart fails; ``warning``: it runs, but output or state is at risk (or a
 statekit reader fails); ``info``: worth knowing, nothing to do."""
 SEVERITY_ORDER = {FATAL: 0, WARNING: 1, INFO: 2}
+NOT_CHECKED = "not checked"
+"""The verdict of a restart path listed, not decoded, with nothing fatal in the listing."""
 
 EXIT_DOCTOR_WARNINGS = 9
 """The checkpoint restarts, with warnings."""
@@ -99,8 +101,13 @@ class Diagnosis:
 
     @property
     def verdict(self) -> str:
+        """``will not restart``, ``restarts (with warnings)`` — or ``not checked`` when the
+        state files were only listed and nothing fatal was found: damage only decoding
+        sees could still stop the restart, so a listing never says *restarts*."""
         if self.fatal:
             return "will not restart"
+        if not self.decoded:
+            return NOT_CHECKED
         return "restarts" + (" with warnings" if self._warnings else "")
 
     @property

@@ -91,6 +91,8 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
     else:
         out = console()
         colour = {0: "green", 9: "yellow"}.get(diagnosis.exit_code, "bold red")
+        if diagnosis.verdict == "not checked":
+            colour = "yellow"
         out.print(f"[bold]doctor[/] {escape(diagnosis.checkpoint)}: [{colour}]"
                   f"{diagnosis.verdict}[/]")
         restart = (f"restart runs batch {diagnosis.restart_batch} on state version "

@@ -104,10 +104,10 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     A damaged or missing change file ends a store's history there (marked DAMAGED); damaged
     offsets or commits that a restart fails on stop the command with one line naming the
     file. The output ends with the restart line every command shows: the doctor's verdict
-    (the files a restart loads decoded; --no-decode: listed only) and the keys of the version
-    a restart loads, from this very history. --json: "verdict", "stores" (each
-    with its history), "progress", "projections", "summary", "restart" and "next"; --deep adds
-    "deep".
+    (the files a restart loads decoded; --no-decode: listed only) and the keys of the
+    version a restart loads, from this very history. --json: "verdict", "stores" (each with
+    its history), "progress", "projections", "summary", "restart", "assessment" and "next";
+    --deep adds "deep".
 
     Exit 10 with --fail-on growing when any store grows or accelerates, or saturates at a
     plateau above --max-keys/--max-bytes; with --fail-on accelerating only when one
