@@ -331,7 +331,34 @@ def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
     """Fit the closed (Zipf) and open (leak) models to ``points``, and with ``touch_counts``
     (:attr:`statekit.state.history.StoreHistory.touch_counts`) test for a leak by how often
     keys come back. A string: why there is no fit. Cached: deciding again under other
-    thresholds (the benchmark's fit) costs nothing."""
+    thresholds (the benchmark's fit) costs nothing, and the fit of a history seen before is
+    read from the decode cache (:func:`statekit.state.decode_cache.computed_once`): once
+    the replay is cached, the fits are what a second run would spend its time on."""
+    from statekit.state.decode_cache import computed_once
+
+    inputs = [[[p.version, p.live_before, p.inserted, p.updated] for p in points], keys,
+              list(touch_counts) if touch_counts is not None else None]
+    return computed_once("growth-fit", inputs,
+                         lambda: _fit_discovery(points, keys, touch_counts),
+                         dump=_fit_to_json, load=_fit_from_json)
+
+
+def _fit_to_json(fit: DiscoveryFit | str) -> Any:
+    return {"why": fit} if isinstance(fit, str) else {"fit": asdict(fit)}
+
+
+def _fit_from_json(data: Any) -> DiscoveryFit | str:
+    if "why" in data:
+        return str(data["why"])
+    fields = dict(data["fit"])
+    touches = fields.get("touches")
+    if isinstance(touches, dict):
+        fields["touches"] = LeakTest(**touches)
+    return DiscoveryFit(**fields)
+
+
+def _fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
+                   touch_counts: tuple[int, ...] | None = None) -> DiscoveryFit | str:
     usable = _merge([p for p in points if p.touched > 0], MAX_POINTS)
     if len(usable) < MIN_POINTS:
         return f"only {len(usable)} versions with inserts and updates (need {MIN_POINTS})"

@@ -7,7 +7,14 @@ the newest snapshot (or zip and the SSTs it lists) at the committed version and 
 file after it — decoding every record (lz4 block checksums, record framing, SST block
 checksums) and comparing each file with its checksum file when one exists (Hadoop's hidden
 ``.crc``, Spark 4.1's JSON ``.crc``). Partitions are shared among worker processes
-(:mod:`statekit.state.workers`), so the cost is one parallel read of the restart path.
+(:mod:`statekit.state.workers`), so the cost is one parallel read of the restart path — and
+only once per file: each verdict is kept in the decode cache
+(:mod:`statekit.state.decode_cache`) under the identity of everything it read (the file, its
+checksum files, a zip's SSTs), and a healthy restart path as one entry, so the next run (the
+exporter's next scrape) decodes only new or changed files. Keeping and finding them is
+:mod:`statekit.state.verify_cache`'s job, handed this module's reader; what a verification
+reports, :class:`DamagedFile` and :class:`Verification`, is :mod:`statekit.state.verification`
+(both below this module, exported from here too).
 
 Damage is then judged as Spark meets it (measured with pyspark 4.3): Spark does not check
 Hadoop's checksum files when it reads, decodes a change file only up to its end marker
@@ -29,76 +36,18 @@ from typing import Any
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
-from statekit.checkpoint.state_data import file_records, zip_metadata
+from statekit.checkpoint.state_data import file_records
 from statekit.formats.checksum_files import check_hadoop_crc, check_spark_crc
+from statekit.formats.rocksdb_zip import metadata_from_zip
+from statekit.state.decode_cache import DecodeCache
+from statekit.state.verification import DamagedFile, Verification, restart_reads_past
+from statekit.state.verify_cache import checked, path_key
 from statekit.state.workers import GroupRunner, map_groups
-from statekit.support.errors import EXIT_CORRUPT, CorruptFile, StatekitError, error_for
+from statekit.support.errors import EXIT_CORRUPT, CorruptFile, StatekitError
+
+__all__ = ["DamagedFile", "Progress", "Verification", "first_damaged", "verify_restart_path"]
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class DamagedFile:
-    """One file a restart reads and fails on."""
-
-    path: str
-    """As the user names it."""
-    message: str
-    exit_code: int = EXIT_CORRUPT
-    operator_id: int | None = None
-    partition: int | None = None
-    checksum_only: bool = False
-    """Only the checksum file is damaged (not its header): Hadoop ignores such a checksum
-    file when Spark reads, so the restart works — measured with pyspark 4.3."""
-    repaired_from: int | None = None
-    """A damaged snapshot/zip with an intact older chain: the version Spark's automatic
-    snapshot repair (``autoSnapshotRepair``) loads instead, replaying the change files after
-    it — as measured with pyspark 4.3. Spark versions without that repair fail."""
-    beyond_spark: bool = False
-    """The damage is where Spark's reader never looks (a checksum file Spark does not check,
-    bytes after the end marker): the restart reads the file without noticing."""
-    spark_error: str | None = None
-    """The error class Spark's load fails with, where statekit knows it."""
-    after_load: bool = False
-    """Damage RocksDB does not see when it opens the version (an SST data block whose
-    checksum file does not give it away): the load succeeds, so no snapshot repair starts,
-    and the batch fails when it reads the block."""
-
-    @property
-    def line(self) -> str:
-        return f"{self.path}: {self.message}"
-
-    def to_error(self) -> StatekitError:
-        return error_for(self.exit_code, self.message, path=self.path)
-
-
-@dataclass(frozen=True)
-class Verification:
-    """What reading the restart path found."""
-
-    version: int | None
-    """The state version a restart loads (last committed batch + 1)."""
-    files: int
-    bytes: int
-    damaged: tuple[DamagedFile, ...]
-    elapsed_s: float
-
-    @property
-    def ok(self) -> bool:
-        return not self.damaged
-
-    @property
-    def fatal(self) -> tuple[DamagedFile, ...]:
-        """The damaged files no older chain stands in for: a restart fails on them."""
-        return tuple(d for d in self.damaged
-                     if d.repaired_from is None and not d.checksum_only
-                     and not d.beyond_spark)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"version": self.version, "files": self.files, "bytes": self.bytes,
-                "damaged": [{"path": d.path, "message": d.message,
-                             "repaired_from": d.repaired_from} for d in self.damaged],
-                "elapsed_s": self.elapsed_s}
 
 
 @dataclass(frozen=True)
@@ -107,44 +56,55 @@ class _VerifyGroup:
     item an instance key and the files that load it."""
 
     version: int
+    cached: bool = True
+    """Take verdicts from (and keep them in) the decode cache."""
 
     def __call__(self, ckpt: Checkpoint,
                  items: list[tuple[tuple[int, str, int], list[StateFile]]],
                  progress: Progress | None) -> tuple[int, int, list[DamagedFile]]:
+        cache = DecodeCache.of(ckpt) if self.cached else None
         files = size = 0
         damaged: list[DamagedFile] = []
         for key, chain in items:
-            instance = ckpt.inventory.instances[key]
-            # what a restart reads (SSTs through their zip); nothing when the version cannot
-            # be rebuilt (the report says so)
-            for file in chain:
-                files += 1
-                size += file.size
-                problem = _verify_file(ckpt, file)
-                if problem is None or problem.beyond_spark or problem.checksum_only:
-                    if file.kind == "zip":  # its SSTs were read too
-                        ssts = _ssts_of(ckpt, instance, file)
-                        files += len(ssts)
-                        size += sum(s.size for s in ssts)
-                    if problem is not None:
-                        damaged.append(problem)
-                    continue
-                if file.kind in ("snapshot", "zip") and file.version is not None and \
-                        not problem.after_load:
-                    fallback = _fallback(ckpt, instance, self.version, file.version)
-                    if fallback is not None:
-                        problem = replace(problem, repaired_from=fallback)
-                damaged.append(problem)
-                break  # the rest of this chain cannot be applied anyway
+            done = _verify_instance(ckpt, ckpt.inventory.instances[key], chain, self.version,
+                                    cache)
+            assert done is not None  # (only a cache-only pass leaves an instance undone)
+            files, size = files + done[0], size + done[1]
+            damaged.extend(done[2])
         return files, size, damaged
 
 
-def _ssts_of(ckpt: Checkpoint, instance: StoreInstance, file: StateFile) -> list[StateFile]:
-    try:
-        names = {s.dfs_name for s in zip_metadata(ckpt, [file])[file.path].sst_files}
-    except StatekitError:
-        return []
-    return instance.ssts_named(names)
+def _verify_instance(ckpt: Checkpoint, instance: StoreInstance, chain: list[StateFile],
+                     version: int, cache: DecodeCache | None, *, only_cached: bool = False
+                     ) -> tuple[int, int, list[DamagedFile]] | None:
+    """(files, bytes, damaged) of what a restart reads of one instance (SSTs through their
+    zip; nothing when the version cannot be rebuilt — the report says so). ``only_cached``:
+    ``None`` as soon as something would have to be decoded."""
+    files = size = 0
+    damaged: list[DamagedFile] = []
+    for file in chain:
+        files += 1
+        size += file.size
+        verdict = checked(ckpt, file, cache, _verify_file, only_cached=only_cached)
+        if verdict is None:
+            return None
+        problem, sst_files, sst_bytes = verdict
+        if problem is None or restart_reads_past(problem):
+            files += sst_files  # a zip's SSTs were read too
+            size += sst_bytes
+            if problem is not None:
+                damaged.append(problem)
+            continue
+        if file.kind in ("snapshot", "zip") and file.version is not None and \
+                not problem.after_load:
+            if only_cached:  # the older chains are decoded where the work runs
+                return None
+            fallback = _fallback(ckpt, instance, version, file.version)
+            if fallback is not None:
+                problem = replace(problem, repaired_from=fallback)
+        damaged.append(problem)
+        break  # the rest of this chain cannot be applied anyway
+    return files, size, damaged
 
 
 def _fallback(ckpt: Checkpoint, instance: StoreInstance, version: int, bad: int
@@ -163,12 +123,15 @@ def _fallback(ckpt: Checkpoint, instance: StoreInstance, version: int, bad: int
     return None
 
 
-def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:
-    """The damage Spark's load meets in ``file``; else any damage statekit's full check
-    finds (checksum files, bytes after the end marker), flagged ``beyond_spark``."""
+def _verify_file(ckpt: Checkpoint, file: StateFile, data: bytes | None = None
+                 ) -> DamagedFile | None:
+    """The damage Spark's load meets in ``file`` (its bytes: ``data`` when read already);
+    else any damage statekit's full check finds (checksum files, bytes after the end
+    marker), flagged ``beyond_spark``."""
     shown = ckpt.display(file.path)
     try:
-        data = ckpt.read_bytes(file.path)
+        if data is None:
+            data = ckpt.read_bytes(file.path)
     except StatekitError as error:
         return DamagedFile(error.path or shown, error.message, error.exit_code,
                            file.operator_id, file.partition)
@@ -189,8 +152,6 @@ def _verify_file(ckpt: Checkpoint, file: StateFile) -> DamagedFile | None:
                                    "and reads the file", EXIT_CORRUPT, file.operator_id,
                                    file.partition, beyond_spark=True)
         if file.kind == "zip":  # its SSTs were decoded as Spark reads them; the rest of it
-            from statekit.formats.rocksdb_zip import metadata_from_zip
-
             metadata_from_zip(io.BytesIO(data), path=shown)  # (central directory) too
         else:
             _decode_all(ckpt, file, data)
@@ -383,14 +344,40 @@ def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
         files = chain(instance, version) if chain is not None else \
             instance.files_to_load(version)
         items.append((key, files or []))
-    data_bytes = sum(f.size for _, files in items for f in files)
     if progress:
         progress(f"verifying the restart path of {len(keys)} store instances…")
-    results = map_groups(ckpt, items, data_bytes, _VerifyGroup(version), progress, runner)
+    # a healthy restart path read before is one entry of the decode cache; instances whose
+    # every verdict is in it are done here, without a worker; on Spark (a runner) everything
+    # is read there
+    cache = DecodeCache.of(ckpt) if runner is None else None
+    whole = path_key(cache, ckpt, version, items) if cache is not None else None
+    held = cache.get(whole) if cache is not None and whole is not None else None
+    if isinstance(held, list) and len(held) == 2 and all(isinstance(n, int) for n in held):
+        return Verification(version, held[0], held[1], (),
+                            round(time.perf_counter() - started, 3))
+    results: list[tuple[int, int, list[DamagedFile]]] = []
+    pending = items
+    if cache is not None:
+        pending = []
+        for key, files in items:
+            done = _verify_instance(ckpt, ckpt.inventory.instances[key], files, version,
+                                    cache, only_cached=True)
+            if done is None:
+                pending.append((key, files))
+            else:
+                results.append(done)
+    if pending:
+        data_bytes = sum(f.size for _, files in pending for f in files)
+        results += map_groups(ckpt, pending, data_bytes,
+                              _VerifyGroup(version, cached=cache is not None), progress, runner)
     damaged = sorted((d for _, _, found in results for d in found),
                      key=lambda d: (d.operator_id or 0, d.partition or 0, d.path))
-    return Verification(version, sum(r[0] for r in results), sum(r[1] for r in results),
-                        tuple(damaged), round(time.perf_counter() - started, 3))
+    verification = Verification(version, sum(r[0] for r in results),
+                                sum(r[1] for r in results), tuple(damaged),
+                                round(time.perf_counter() - started, 3))
+    if cache is not None and whole is not None and not damaged:
+        cache.put(whole, [verification.files, verification.bytes])
+    return verification
 
 
 def first_damaged(ckpt: Checkpoint, files: list[StateFile], *, as_spark: bool = False
@@ -399,8 +386,15 @@ def first_damaged(ckpt: Checkpoint, files: list[StateFile], *, as_spark: bool = 
     ``None``: one chain checked in this process (``statekit doctor`` asks it of the few
     files an older version needs beyond the restart path already read). ``as_spark``: only
     damage Spark's load meets counts."""
+    cache = None if as_spark else DecodeCache.of(ckpt)
     for file in files:
-        problem = _spark_damage(ckpt, file) if as_spark else _verify_file(ckpt, file)
+        if as_spark:
+            problem = _spark_damage(ckpt, file)
+        elif cache is None:
+            problem = _verify_file(ckpt, file)
+        else:
+            verdict = checked(ckpt, file, cache, _verify_file)
+            problem = verdict[0] if verdict is not None else None
         if problem is not None:
             return problem
     return None

@@ -1,9 +1,11 @@
 """Where statekit keeps what it computed once and reuses: the shipped package zips
-(:mod:`statekit.jobs.shipping`) and this machine's speed probe
-(:mod:`statekit.recovery.machine_speed`).
+(:mod:`statekit.jobs.shipping`), this machine's speed probe
+(:mod:`statekit.recovery.machine_speed`) and what decoding state files found
+(:mod:`statekit.state.decode_cache`, in ``decode/``: verdicts and growth replays, keyed by
+the identity of every file read).
 
-One folder for both, so that a user who wants it elsewhere (a read-only home, a shared
-build machine) sets one variable.
+One folder for all of them, so that a user who wants it elsewhere (a read-only home, a
+shared build machine) sets one variable.
 """
 
 from __future__ import annotations
