@@ -22,6 +22,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
 from statekit.doctor.problems import WARNING, Problem
+from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
 SAMPLE_KEYS = 200_000
@@ -41,7 +42,8 @@ def twin_problems(ckpt: Checkpoint, chains: list[list[StateFile]]) -> list[Probl
                     None) if instance is not None else None
         if twin is None:
             continue
-        difference = _difference(ckpt, base, twin)
+        difference = remembered(ckpt, "snapshot-delta-twins", [base, twin],
+                                lambda b=base, t=twin: _difference(ckpt, b, t))
         if difference is not None:
             found.append(_problem(ckpt, base, twin, difference))
     return found
