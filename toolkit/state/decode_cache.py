@@ -264,18 +264,9 @@ def remembered(ckpt: Checkpoint, kind: str, files: Iterable[StateFile],
     kept as JSON: ``dump`` and ``load`` convert what does not survive it (tuples, bytes)."""
     cache = DecodeCache.of(ckpt)
     ids = cache.identities((f.path, f.size) for f in files) if cache is not None else None
-    key = cache.key(kind, *parts, ids) if cache is not None and ids is not None else None
-    if cache is not None and key is not None:
-        held = cache.get(key)
-        if isinstance(held, dict) and "result" in held:
-            try:
-                return load(held["result"]) if load is not None else held["result"]
-            except (TypeError, KeyError, ValueError, IndexError):
-                pass
-    result = compute()
-    if cache is not None and key is not None:
-        cache.put(key, {"result": dump(result) if dump is not None else result})
-    return result
+    if cache is None or ids is None:
+        return compute()
+    return _through(cache, cache.key(kind, *parts, ids), compute, dump, load)
 
 
 def computed_once(kind: str, inputs: Any, compute: Callable[[], _T], *,
@@ -287,7 +278,12 @@ def computed_once(kind: str, inputs: Any, compute: Callable[[], _T], *,
     if not enabled():
         return compute()
     cache = DecodeCache(None, folder())
-    key = cache.key(kind, inputs)
+    return _through(cache, cache.key(kind, inputs), compute, dump, load)
+
+
+def _through(cache: DecodeCache, key: str, compute: Callable[[], _T],
+             dump: Callable[[_T], Any] | None, load: Callable[[Any], _T] | None) -> _T:
+    """The result kept under ``key``, else ``compute()``'s, kept there."""
     held = cache.get(key)
     if isinstance(held, dict) and "result" in held:
         try:

@@ -91,20 +91,14 @@ class Merged:
 
     def add(self, acc: Accumulator, base_loaded: bool) -> None:
         """Add one partition's totals at this version; its churn counters restart."""
-        total = self.total
-        add_counts(total.sizes, acc.sizes)
-        add_counts(total.changed_at, acc.changed_at)
-        total.keys += acc.keys
-        total.bytes += acc.bytes
-        total.no_timeout += acc.no_timeout
-        total.inserts += acc.inserts
-        total.updates += acc.updates
-        total.deletes += acc.deletes
+        self._sum(acc, base_loaded)
         acc.inserts = acc.updates = acc.deletes = 0
-        self.base_loaded = self.base_loaded or base_loaded
 
     def add_partial(self, part: Partial) -> None:
         """Add one partition's frozen totals at this version (:meth:`add`, kept)."""
+        self._sum(part, part.base_loaded)
+
+    def _sum(self, part: Accumulator | Partial, base_loaded: bool) -> None:
         total = self.total
         add_counts(total.sizes, part.sizes)
         add_counts(total.changed_at, part.changed_at)
@@ -114,7 +108,7 @@ class Merged:
         total.inserts += part.inserts
         total.updates += part.updates
         total.deletes += part.deletes
-        self.base_loaded = self.base_loaded or part.base_loaded
+        self.base_loaded = self.base_loaded or base_loaded
 
     def frozen(self) -> Partial:
         return self.total.freeze(self.base_loaded)
