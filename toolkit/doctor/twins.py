@@ -18,6 +18,8 @@ files, plans the batches after it again from the sources.
 
 from __future__ import annotations
 
+from functools import partial
+
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
@@ -43,7 +45,7 @@ def twin_problems(ckpt: Checkpoint, chains: list[list[StateFile]]) -> list[Probl
         if twin is None:
             continue
         difference = remembered(ckpt, "snapshot-delta-twins", [base, twin],
-                                lambda b=base, t=twin: _difference(ckpt, b, t))
+                                partial(_difference, ckpt, base, twin))
         if difference is not None:
             found.append(_problem(ckpt, base, twin, difference))
     return found
