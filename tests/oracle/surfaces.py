@@ -123,8 +123,15 @@ def contradictions(ckpt: Path, ran: Ran | None = None) -> list[str]:
         ["--rto", f"{rto}s"] if rto is not None else [])
     metric_problems, metric_keys, metric_meets = _metrics(result(metrics_args), doctor)
     found += metric_problems
-    keys["metrics"] = metric_keys
     judged["metrics"] = metric_meets
+    recovery = assessments.get("recovery")
+    if doctor["restarts"] and recovery is not None and metric_keys is not None:
+        # per store: the loaded version's keys, and no series for a store whose keys are
+        # unknown
+        wanted = {(s["operator_id"], s["store"]): s["keys"]
+                  for s in recovery["loaded"]["stores"] if s["keys"] is not None}
+        if metric_keys != wanted:
+            found.append(f"metrics' keys per store {metric_keys}, the assessment's {wanted}")
     tui_problems, tui_keys, tui_meets = _tui_model(ckpt, doctor, rto)
     found += tui_problems
     if tui_keys != "unreadable":
@@ -226,7 +233,8 @@ _SAMPLE = re.compile(r'^(\w+)\{([^}]*)\} (\S+)$')
 
 
 def _metrics(result: tuple[int, str, str], doctor: dict
-             ) -> tuple[list[str], int | None, bool | None]:
+             ) -> tuple[list[str], dict[tuple[int, str], int] | None, bool | None]:
+    """Problems, the keys per (operator, store) and the RTO judgement metrics export."""
     code, out, err = result
     if code != 0:
         return [f"metrics exits {code}: {err.strip()[:200]}"], None, None
@@ -245,9 +253,9 @@ def _metrics(result: tuple[int, str, str], doctor: dict
     if not doctor["restarts"] and estimates:
         problems.append("metrics export a restart estimate for a checkpoint that will not "
                         "restart")
-    store_keys = [float(v) for name, _l, v in samples if name == "statekit_state_keys"]
-    stores = {labels for name, labels, _v in samples if name == "statekit_state_bytes"}
-    keys = int(sum(store_keys)) if store_keys and len(store_keys) == len(stores) else None
+    label = re.compile(r'(\w+)="([^"]*)"')
+    keys = {(int(dict(label.findall(labels))["operator"]), dict(label.findall(labels))["store"]):
+            int(float(v)) for name, labels, v in samples if name == "statekit_state_keys"}
     meets = [float(v) for name, _l, v in samples if name == "statekit_recovery_meets_rto"]
     return problems, keys, (meets[0] == 1.0) if meets else None
 

@@ -103,12 +103,19 @@ def test_cli_report_on_s3(reference_checkpoints, s3_server, capsys):
     options = []
     for key, value in s3_server.storage_options().items():
         options += ["--storage-option", f"{key}={json.dumps(value)}"]
-    s3_server.reset()
-    assert run_cli(_cli(), "statekit", ["report", url, *options, "--json"]) == 0
+    s3_server.reset()  # the listing and the small files: each read once
+    assert run_cli(_cli(), "statekit", ["report", url, *options, "--no-decode", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["location"] == url and data["provider"] == "rocksdb"
     assert_each_file_read_once(s3_server)
     assert all(p["keys"] is not None for p in data["stores"][0]["partitions"])
+    s3_server.reset()  # and decoding what a restart loads: each SST in one request
+    assert run_cli(_cli(), "statekit", ["report", url, *options, "--json"]) == 0
+    decoded = json.loads(capsys.readouterr().out)
+    assert decoded["restart"]["verdict"] == "restarts" and decoded["verification"]["files"]
+    reads = Counter(path for method, path, query in s3_server.requests if method == "GET"
+                    and "list-type" not in parse_qs(query) and "/SSTs/" in path)
+    assert reads and max(reads.values()) == 1, reads.most_common(3)
     assert run_cli(_cli(), "statekit", ["report", url + "-missing", *options]) == 3
     assert "no such file or folder" in capsys.readouterr().err
 

@@ -85,7 +85,16 @@ def test_measure_on_an_unloadable_partition_names_the_file(large_state, tmp_path
     delta = copy / "state" / "0" / "1" / f"{BATCHES}.delta"
     delta.write_bytes(delta.read_bytes()[:200])  # truncated
     (delta.parent / f".{delta.name}.crc").unlink(missing_ok=True)
+    # the restart path is decoded first: the doctor's verdict, and no JVM started for a
+    # restart that cannot happen
     code = run_cli(_cli(), "statekit", ["recovery", str(copy), "--measure", "--cores", "2"])
+    out, err = capsys.readouterr()
+    assert code in (11, 12) and err == "", err
+    flat = " ".join(out.split())
+    assert "does not apply" in flat and f"{BATCHES}.delta" in flat, flat
+    # listed only, --measure meets the file itself: one line naming it
+    code = run_cli(_cli(), "statekit", ["recovery", str(copy), "--measure", "--cores", "2",
+                                        "--no-decode"])
     err = capsys.readouterr().err
     assert code not in (0, 1), err
     lines = [line for line in err.splitlines() if line.strip() and "WARNING" not in line]

@@ -166,13 +166,14 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     if report.watermark_ms:
         f["statekit_watermark_seconds"].add(report.watermark_ms / 1000, checkpoint=label)
     verdicts = {(s.operator_id, s.store): s for s in growth.stores} if growth else {}
+    for loaded in assessment.loaded.stores:  # the stores of the version a restart loads
+        if loaded.keys is not None:
+            f["statekit_state_keys"].add(loaded.keys, checkpoint=label,
+                                         operator=loaded.operator_id, store=loaded.store)
     for store in report.stores:
         where = {"checkpoint": label, "operator": store.operator_id, "store": store.store}
         parts = store.partitions
         grown = verdicts.get((store.operator_id, store.store))
-        loaded = assessment.loaded.store(store.operator_id, store.store)
-        if loaded is not None and loaded.keys is not None:
-            f["statekit_state_keys"].add(loaded.keys, **where)
         f["statekit_state_bytes"].add(sum(p.bytes for p in parts), **where)
         for kind, count in sorted(store.files_by_kind.items()):
             f["statekit_state_files"].add(count, **where, kind=kind)

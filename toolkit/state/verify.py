@@ -285,6 +285,7 @@ def _spark_zip(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
     instance = ckpt.inventory.instances.get((file.operator_id, file.store, file.partition))
     listed = {f.name: f for f in instance.of_kind("sst")} if instance is not None else {}
     paths = []
+    held = _ReadOnce()  # each SST read in one request, however many blocks are decoded
     for sst in metadata.sst_files:
         found = listed.get(sst.dfs_name)
         path = posixpath.join(folder, "SSTs", sst.dfs_name)
@@ -296,18 +297,29 @@ def _spark_zip(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
                                 "(UNEXPECTED_FILE_SIZE)", path=ckpt.display(path))
             error.spark_error = "CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE"  # type: ignore[attr-defined]
             raise error
+        held.files[path] = ckpt.read_bytes(found.path)
         if ckpt.inventory.checksums_of(found.path):
-            _hadoop_checked(ckpt, found.path, ckpt.read_bytes(found.path))
+            _hadoop_checked(ckpt, found.path, held.files[path])
         paths.append(path)
     try:
-        live_state(ckpt.fs, paths, shown=[ckpt.display(p) for p in paths],
-                   merge_delimiter=b"")
+        live_state(held, paths, shown=[ckpt.display(p) for p in paths], merge_delimiter=b"")
     except CorruptFile as error:
         # opening a version, RocksDB reads each SST's footer, metaindex, properties, index
         # and filter blocks — data blocks only when a batch reads keys (pyspark 4.3: a
         # damaged data block loads, and the batch then fails)
         error.after_load = "data block" in error.message  # type: ignore[attr-defined]
         raise
+
+
+class _ReadOnce:
+    """The one ``open`` the SST reader needs, over bytes read once: on an object store every
+    block the reader seeks to would otherwise be a request of its own."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def open(self, path: str, mode: str = "rb") -> io.BytesIO:
+        return io.BytesIO(self.files[path])
 
 
 def _decode_all(ckpt: Checkpoint, file: StateFile, data: bytes) -> None:
