@@ -517,3 +517,22 @@ def test_growth_fits_read_from_the_cache_equal_fitting(cache, monkeypatch):
     assert len(fitted) == 2 and other != first
     assert saturation._fit_from_json(json.loads(json.dumps(
         saturation._fit_to_json("too few")))) == "too few"
+
+
+def test_workers_keep_entries_in_the_callers_folder_whatever_they_started_with(
+        cache, tmp_path, monkeypatch):
+    """A fork server's workers keep the environment the server started with; the work they
+    are handed names the caller's cache folder, so their entries land there."""
+    root = hdfs_checkpoint(tmp_path, partitions=2)
+    ckpt = open_checkpoint(str(root))
+    parent = DecodeCache.of(ckpt)
+    assert parent is not None and parent.root == str(cache)
+    monkeypatch.setenv("STATEKIT_CACHE_DIR", str(tmp_path / "the-servers-environment"))
+    monkeypatch.setenv("STATEKIT_DECODE_CACHE", "0")
+    handed = DecodeCache.of(ckpt, parent.root)
+    assert handed is not None and handed.root == parent.root
+    work = verify._VerifyGroup(ckpt.last_committed_batch + 1, parent.root)
+    items = [(key, ckpt.inventory.instances[key].files_to_load(work.version))
+             for key in sorted(ckpt.inventory.instances)]
+    assert work(ckpt, items, None)[0] > 0
+    assert entries(cache) and not (tmp_path / "the-servers-environment").exists()

@@ -113,12 +113,21 @@ class DecodeCache:
             if ckpt is not None else None
 
     @classmethod
-    def of(cls, ckpt: Checkpoint) -> DecodeCache | None:
+    def of(cls, ckpt: Checkpoint, root: str | Path | None = None) -> DecodeCache | None:
         """The cache for ``ckpt``, or ``None``: turned off, or a filesystem whose files
-        have no identity worth keeping (``memory://``)."""
-        if not enabled() or "memory" in _protocols(ckpt.fs):
+        have no identity worth keeping (``memory://``). ``root``: the folder the calling
+        process chose (a worker process is handed it: a fork server's workers keep the
+        environment the server started with, not the caller's)."""
+        if "memory" in _protocols(ckpt.fs):
             return None
-        return cls(ckpt, folder())
+        if root is not None:
+            return cls(ckpt, Path(root))
+        return cls(ckpt, folder()) if enabled() else None
+
+    @property
+    def root(self) -> str:
+        """The folder this cache keeps its entries in (handed to worker processes)."""
+        return str(self._root)
 
     # -- identities ----------------------------------------------------------------------
     def identity(self, path: str, size: int) -> Identity | None:

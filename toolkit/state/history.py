@@ -57,7 +57,7 @@ from statekit.checkpoint.state_data import StoreSchema, file_records, store_sche
 from statekit.formats.schema import StructType
 from statekit.formats.unsafe_row import make_decoder
 from statekit.formats.values import hex_preview
-from statekit.state.decode_cache import DecodeCache
+from statekit.state.decode_cache import DecodeCache, folder
 from statekit.state.partition_replay import Replay, ReplayWork, partition_keys
 from statekit.state.replay_records import (
     OLDEST_KEYS_SHOWN,
@@ -348,7 +348,8 @@ def _replay_groups(ckpt: Checkpoint, operator_id: int, store: str, plans: list[R
 
         say(f"{label}replaying {len(plans)} partitions up to version {last_version}")
     return map_groups(ckpt, plans, size,
-                      ReplayWork(first, last_version, start, timeout, keys), labelled, runner)
+                      ReplayWork(first, last_version, start, timeout, keys,
+                                 str(folder()) if keys else None), labelled, runner)
 
 
 def _oldest_found(ckpt: Checkpoint, plans: list[Replay], partition_index: dict[int, int],

@@ -72,11 +72,15 @@ class ReplayWork:
     timeout: TimeoutField | None
     keys: dict[int, str] | None = None
     """Each partition's decode-cache entry, when its result is to be kept."""
+    cache_root: str | None = None
+    """The decode cache's folder: the caller's, whatever environment the worker process
+    started with (a fork server's workers keep the server's)."""
 
     def __call__(self, ckpt: Checkpoint, plans: list[Replay], progress: Progress | None
                  ) -> GroupResult:
         return _replay_group(ckpt, plans, self.first, self.last_version, self.start,
-                             timeout_check(self.timeout), progress, self.keys)
+                             timeout_check(self.timeout), progress, self.keys,
+                             self.cache_root)
 
 
 def partition_keys(cache: DecodeCache, plans: list[Replay], first: int, last_version: int,
@@ -96,8 +100,8 @@ def partition_keys(cache: DecodeCache, plans: list[Replay], first: int, last_ver
 
 def _replay_group(ckpt: Checkpoint, plans: list[Replay], first: int, last_version: int,
                   start: int, no_timeout: Callable[[bytes], bool] | None,
-                  progress: Progress | None = None, keys: dict[int, str] | None = None
-                  ) -> GroupResult:
+                  progress: Progress | None = None, keys: dict[int, str] | None = None,
+                  cache_root: str | None = None) -> GroupResult:
     """Replay some partitions of a store; their totals after each version ≥ ``start``.
 
     Partition by partition: one partition's live keys are in memory at a time (its digests
@@ -105,7 +109,7 @@ def _replay_group(ckpt: Checkpoint, plans: list[Replay], first: int, last_versio
     not by the store — the same bound a Spark task has. The per-version totals are summed
     across the partitions as they finish. ``keys``: the decode-cache entry of each
     partition's own result (see :func:`partition_keys`), kept as it is replayed."""
-    cache = DecodeCache.of(ckpt) if keys else None
+    cache = DecodeCache.of(ckpt, cache_root) if keys else None
     merged = [Merged() for _ in range(start, last_version + 1)]
     per_partition: dict[int, list[int]] = {}
     candidates: list[Candidate] = []

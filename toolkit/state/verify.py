@@ -56,13 +56,14 @@ class _VerifyGroup:
     item an instance key and the files that load it."""
 
     version: int
-    cached: bool = True
-    """Take verdicts from (and keep them in) the decode cache."""
+    cache_root: str | None = None
+    """The decode cache's folder, when verdicts are taken from (and kept in) it: the
+    caller's, whatever environment the worker process started with."""
 
     def __call__(self, ckpt: Checkpoint,
                  items: list[tuple[tuple[int, str, int], list[StateFile]]],
                  progress: Progress | None) -> tuple[int, int, list[DamagedFile]]:
-        cache = DecodeCache.of(ckpt) if self.cached else None
+        cache = DecodeCache.of(ckpt, self.cache_root) if self.cache_root else None
         files = size = 0
         damaged: list[DamagedFile] = []
         for key, chain in items:
@@ -380,8 +381,8 @@ def verify_restart_path(ckpt: Checkpoint, *, operator: int | None = None,
                 results.append(done)
     if pending:
         data_bytes = sum(f.size for _, files in pending for f in files)
-        results += map_groups(ckpt, pending, data_bytes,
-                              _VerifyGroup(version, cached=cache is not None), progress, runner)
+        work = _VerifyGroup(version, cache.root if cache is not None else None)
+        results += map_groups(ckpt, pending, data_bytes, work, progress, runner)
     damaged = sorted((d for _, _, found in results for d in found),
                      key=lambda d: (d.operator_id or 0, d.partition or 0, d.path))
     verification = Verification(version, sum(r[0] for r in results),
