@@ -28,11 +28,14 @@ from tests.tui.helpers import Messages, until
 
 FROZEN = Path(__file__).resolve().parents[1] / "data" / "fault_corpus"
 SAMPLE = {
-    "hdfs": ("change-file-truncated", "change-file-bytes-flipped", "snapshot-truncated",
-             "commits-folder-missing", "uncommitted-batch", "conf-codec-zstd-files-lz4"),
-    "changelog": ("changelog-truncated", "change-file-missing"),
-    "zips": ("zip-truncated", "sst-bytes-flipped"),
+    "hdfs": ("change-file-bytes-flipped", "snapshot-truncated", "commits-folder-missing",
+             "uncommitted-batch", "conf-codec-zstd-files-lz4"),
+    "changelog": ("changelog-truncated",),
+    "zips": ("sst-bytes-flipped",),
 }
+"""A fault of each family that changes what the surfaces show, on each kind (the corpus's
+every fault goes through the CLI, metrics and the TUI's model in
+tests/unit/test_fault_corpus.py)."""
 CORES = 2
 
 
@@ -118,7 +121,7 @@ async def _scenario(urls: list[str], truth: dict[str, dict], rto: float) -> None
                 rto_cell = {True: "within", False: "OVER RTO", None: ""}[want["meets"]]
                 if cells[4] != rto_cell:
                     wrong.append(f"{url}: fleet RTO {cells[4]!r}, the CLI {rto_cell!r}")
-            elif cells[3] or cells[4]:
+            elif cells[3] or cells[4]:  # no restart time, no RTO judgement
                 wrong.append(f"{url}: fleet shows a restart time {cells[3:5]} for a "
                              "checkpoint that will not restart")
         for n, url in enumerate(urls, 1):  # each checkpoint's Overview and Fix tab
