@@ -86,7 +86,7 @@ class Snapshot:
                 grown, error = None, str(failure)
             return assess(self.ckpt, diagnosis=self.health(), growth_report=grown,
                           growth_error=error, estimate=EstimateOptions(cores=cores),
-                          rto_s=rto_s)
+                          rto_s=rto_s, listed_report=self.report)
 
         return self._once(f"assessment:{cores}:{rto_s}", build)
 

@@ -107,3 +107,20 @@ def test_keys_are_unknown_when_the_history_does_not_reach_the_version():
     assert beyond.keys is None and f"ends at version {last}" in beyond.why_unknown
     assert loaded_version(last, growth).keys == growth.stores[0].history.versions[-1].keys
     assert loaded_version(None, growth).keys is None
+
+
+def test_a_listed_report_completed_with_the_decoding_equals_one_built_with_it(damaged: Path):
+    """The fleet list and the TUI build the report from the listing first; the assessment
+    adds what decoding found instead of listing again — the same report."""
+    from dataclasses import replace
+
+    from statekit.doctor import diagnose
+    from statekit.report.checkpoint_report import build_report, with_verification
+
+    ckpt = open_checkpoint(str(damaged))
+    verification = diagnose(ckpt, fix=False).verification
+    assert verification is not None and verification.damaged
+    completed = with_verification(build_report(ckpt), verification)
+    built = build_report(ckpt, verification=verification)
+    assert replace(completed, elapsed_s=0) == replace(built, elapsed_s=0)
+    assert "damaged-file" in {f.code for f in completed.findings}

@@ -258,7 +258,8 @@ def assess(ckpt: Checkpoint, *, shown: str | None = None, decode: bool = True,
            progress: Progress | None = None, runner: GroupRunner | None = None,
            diagnosis: Diagnosis | None = None,
            growth_report: GrowthReport | None = None,
-           growth_error: str | None = None) -> Assessment:
+           growth_error: str | None = None,
+           listed_report: CheckpointReport | None = None) -> Assessment:
     """Assess ``ckpt`` once for every surface.
 
     ``decode``: the doctor reads and decodes every state file a restart loads (through the
@@ -269,15 +270,20 @@ def assess(ckpt: Checkpoint, *, shown: str | None = None, decode: bool = True,
     ``min_deltas`` of the file-level report. ``diagnosis``, ``growth_report``: the doctor's
     and the growth analysis, when the caller already has them for this very checkpoint
     (``statekit growth`` analyses with its own options); ``growth_error``: why the caller's
-    growth analysis failed (it is not tried again)."""
+    growth analysis failed (it is not tried again); ``listed_report``: the report the caller
+    built from the listing (no ``report_options``), completed here with what decoding found
+    instead of built again (the fleet list and the TUI show it before the assessment)."""
     from statekit.doctor import diagnose
-    from statekit.report.checkpoint_report import build_report
+    from statekit.report.checkpoint_report import build_report, with_verification
 
     if diagnosis is None:
         diagnosis = diagnose(ckpt, decode=decode, fix=fix, progress=progress, runner=runner,
                              file_sink=file_sink)
-    report = build_report(ckpt, **dict(report_options or {}),
-                          verification=diagnosis.verification, progress=progress)
+    if listed_report is not None and not report_options:
+        report = with_verification(listed_report, diagnosis.verification)
+    else:
+        report = build_report(ckpt, **dict(report_options or {}),
+                              verification=diagnosis.verification, progress=progress)
     computed = set()
     grown = None
     if growth_error is not None:

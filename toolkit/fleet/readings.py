@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
@@ -45,11 +45,13 @@ def read_checkpoint(url: str, open_checkpoint: Callable[[str], Checkpoint], *, c
 
 
 def assessed(url: str, ckpt: Checkpoint, *, cores: int, decode: bool = True,
-             rto_s: float | None = None) -> Assessment:
+             rto_s: float | None = None, listed: CheckpointReport | None = None
+             ) -> Assessment:
+    """``read_checkpoint`` of an opened checkpoint (``listed``: its report, already built)."""
     from statekit.assess.assessment import EstimateOptions, assess
 
     return assess(ckpt, shown=url, decode=decode, fix=False, growth=True,
-                  estimate=EstimateOptions(cores=cores), rto_s=rto_s)
+                  estimate=EstimateOptions(cores=cores), rto_s=rto_s, listed_report=listed)
 
 
 @dataclass(frozen=True)
@@ -116,21 +118,17 @@ def listed_row(url: str, report: CheckpointReport, seconds: float,
 
 
 def row_of(url: str, assessment: Assessment, seconds: float) -> FleetRow:
-    """The complete row: every value the assessment's."""
-    report, growth = assessment.report, assessment.growth
-    lags = [lag for lag in map(store_lag, report.stores) if lag is not None]
-    estimate = assessment.estimate
-    return FleetRow(
-        url=url, seconds=seconds, exit_code=assessment.diagnosis.exit_code,
-        health=assessment.verdict, problems=len(assessment.diagnosis.problems),
-        summary=assessment.headline, last_batch=report.last_committed_batch,
-        last_batch_ms=report.last_batch_timestamp_ms, keys=assessment.loaded.keys,
-        bytes=sum(p.bytes for s in report.stores for p in s.partitions),
+    """The complete row: the listing's values and the assessment's."""
+    growth, estimate = assessment.growth, assessment.estimate
+    return replace(
+        listed_row(url, assessment.report, seconds, assessment.rto_s),
+        exit_code=assessment.diagnosis.exit_code, health=assessment.verdict,
+        problems=len(assessment.diagnosis.problems), summary=assessment.headline,
+        keys=assessment.loaded.keys,
         growth=worst_growth(s.verdict for s in growth.stores) if growth else None,
         restart_s=estimate.estimate_s if estimate is not None else None,
-        rto_s=assessment.rto_s,
         meets_rto=assessment.rto.meets if assessment.rto is not None else None,
-        snapshot_lag=max(lags) if lags else None, complete=True)
+        complete=True)
 
 
 def _error_row(url: str, error: Exception, seconds: float) -> FleetRow:
@@ -165,7 +163,7 @@ class _Fleet:
         if self.on_row is not None:
             self.on_row(index, row)
 
-    def listed(self, index: int) -> tuple[Checkpoint, float] | None:
+    def listed(self, index: int) -> tuple[Checkpoint, CheckpointReport, float] | None:
         from statekit.report.checkpoint_report import build_report
 
         url, started = self.urls[index], self.clock()
@@ -177,12 +175,13 @@ class _Fleet:
             return None
         seconds = self.clock() - started
         self._deliver(index, listed_row(url, report, seconds, self.rto_s))
-        return ckpt, seconds
+        return ckpt, report, seconds
 
-    def completed(self, index: int, ckpt: Checkpoint, seconds: float) -> None:
+    def completed(self, index: int, ckpt: Checkpoint, report: CheckpointReport,
+                  seconds: float) -> None:
         url, started = self.urls[index], self.clock()
         try:
-            done = assessed(url, ckpt, cores=self.cores, rto_s=self.rto_s)
+            done = assessed(url, ckpt, cores=self.cores, rto_s=self.rto_s, listed=report)
         except Exception as error:
             self._deliver(index, _error_row(url, error, seconds + self.clock() - started))
             return

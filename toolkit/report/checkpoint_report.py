@@ -13,7 +13,7 @@ import contextlib
 import statistics
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -332,20 +332,7 @@ def _build_report(ckpt: Checkpoint, *, operator: int | None, partition: int | No
             ckpt, operator=operator, partitions={partition} if partition is not None else None,
             progress=progress, runner=runner)
     if verification is not None:
-        findings.extend(Finding(
-            "damaged-file", "error" if d in verification.fatal else "warning",
-            f"{d.line}; " + (
-                "the checksum file itself is damaged: Hadoop ignores it when Spark reads the "
-                "data file (which decodes), so only the corruption check is lost"
-                if d.checksum_only else
-                "the damage is where Spark's reader does not look: a restart reads the file"
-                if d.beyond_spark else "a restart reads this file and fails"
-                if d.repaired_from is None else
-                f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by loading version "
-                f"{d.repaired_from} and replaying the change files after it; Spark versions "
-                "without that repair fail"),
-            operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
-            else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged)
+        findings.extend(damaged_findings(verification))
     every = inventory.instances.values()
     totals = [t for i in every for t in i.kind_totals.items()]
     return CheckpointReport(
@@ -407,3 +394,31 @@ def _provider_of(kinds: Counter[str], pinned: str) -> str:
     if kinds["delta"] or kinds["snapshot"]:
         return "hdfs"
     return pinned
+
+
+def damaged_findings(verification: Verification) -> list[Finding]:
+    """A ``damaged-file`` finding for each file reading the restart path found damaged."""
+    return [Finding(
+        "damaged-file", "error" if d in verification.fatal else "warning",
+        f"{d.line}; " + (
+            "the checksum file itself is damaged: Hadoop ignores it when Spark reads the "
+            "data file (which decodes), so only the corruption check is lost"
+            if d.checksum_only else
+            "the damage is where Spark's reader does not look: a restart reads the file"
+            if d.beyond_spark else "a restart reads this file and fails"
+            if d.repaired_from is None else
+            f"Spark 4.3 repairs it on restart (autoSnapshotRepair) by loading version "
+            f"{d.repaired_from} and replaying the change files after it; Spark versions "
+            "without that repair fail"),
+        operator_id=d.operator_id, partitions=(d.partition,) if d.partition is not None
+        else (), path=d.path, exit_code=d.exit_code) for d in verification.damaged]
+
+
+def with_verification(report: CheckpointReport, verification: Verification | None
+                      ) -> CheckpointReport:
+    """A report built from the listing (no selection), with what reading the restart path
+    found: the same as building it with ``verification``, without listing again."""
+    if verification is None:
+        return report
+    return replace(report, verification=verification,
+                   findings=(*report.findings, *damaged_findings(verification)))

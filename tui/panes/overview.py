@@ -125,6 +125,7 @@ class OverviewPane(Pane):
         self.assessment = assessment
         self._recovery()
         self._stores()
+        self._findings()
 
     def _grown(self, report: GrowthReport | str) -> None:
         if isinstance(report, str):
@@ -232,11 +233,16 @@ class OverviewPane(Pane):
 
     def _findings(self) -> None:
         self.explained, rows = {}, []
-        for n, f in enumerate(self.shown.report.findings):
-            meaning = explain(f.code, f.message)  # the assessment's words for the finding
-            self.explained[f"finding-{n}"] = Text.assemble(severity_text(f.severity),
-                                                           f" {f.code}: ", meaning)
-            rows.append((f"finding-{n}", (severity_text(f.severity), f.code,
+        # the assessment's findings once it is there (what decoding found included), the
+        # listing's until then — in the same words
+        findings = [(f.severity, f.code, f.text) for f in self.assessment.findings] \
+            if self.assessment is not None else \
+            [(f.severity, f.code, explain(f.code, f.message))
+             for f in self.shown.report.findings]
+        for n, (severity, code, meaning) in enumerate(findings):
+            self.explained[f"finding-{n}"] = Text.assemble(severity_text(severity),
+                                                           f" {code}: ", meaning)
+            rows.append((f"finding-{n}", (severity_text(severity), code,
                                           shorten(meaning, MEANING_WIDTH))))
         if not rows:
             rows = [("finding-none", (Text("ok", style=OK), "-", "no warnings"))]
