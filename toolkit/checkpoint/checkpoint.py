@@ -42,6 +42,7 @@ from statekit.checkpoint.operators import (
     parse_operator_metadata,
 )
 from statekit.checkpoint.s3_fast import S3Fast, s3_fast_for
+from statekit.checkpoint.storage_errors import user_error
 from statekit.formats.schema import StructType
 from statekit.formats.schema_file import parse_schema_bytes
 from statekit.support.errors import BadInput, CorruptFile, NotACheckpoint, StatekitError
@@ -56,12 +57,17 @@ CHANGED_WHILE_READING = "changed while reading"
 _Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 
 
-def _io_error(error: OSError, shown: str) -> BadInput:
+def _io_error(error: OSError, shown: str) -> StatekitError:
+    if not isinstance(error, (FileNotFoundError, IsADirectoryError)):
+        known = user_error(error, shown)  # an endpoint down, a timeout, credentials refused
+        if known is not None and known.reason in ("timeout", "unreachable", "credentials"):
+            return known
     if isinstance(error, FileNotFoundError):
         return BadInput(f"{CHANGED_WHILE_READING}: it disappeared (a running query or its "
-                        "cleanup removed it); run the command again", path=shown)
+                        "cleanup removed it); run the command again", path=shown,
+                        reason="missing")
     if isinstance(error, PermissionError):
-        return BadInput("permission denied", path=shown)
+        return BadInput("permission denied", path=shown, reason="denied")
     if isinstance(error, IsADirectoryError):
         return BadInput("is a directory, expected a file", path=shown)
     return BadInput(f"cannot read: {error.strerror or error}", path=shown)
@@ -560,11 +566,16 @@ def open_checkpoint(where: str | Location,
     try:
         entries = fs.ls(location.root, detail=True)
     except FileNotFoundError as missing:
-        raise BadInput("no such file or folder", path=url) from missing
+        raise BadInput("no such file or folder", path=url, reason="missing") from missing
     except NotADirectoryError as not_dir:
         raise NotACheckpoint("is a file; a checkpoint is a folder", path=url) from not_dir
     except OSError as error:
         raise _io_error(error, url) from error
+    except Exception as error:  # no credentials, an endpoint down: the client's own errors
+        known = user_error(error, url)
+        if known is None:
+            raise
+        raise known from error
     if len(entries) == 1 and entries[0].get("type") == "file" and \
             fs._strip_protocol(entries[0]["name"]).rstrip("/") == location.root:
         raise NotACheckpoint("is a file; a checkpoint is a folder", path=url)
@@ -572,7 +583,7 @@ def open_checkpoint(where: str | Location,
     present = [m for m in _MARKERS if m in root_entries]
     if not present:
         if not entries and not fs.exists(location.root):
-            raise BadInput("no such file or folder", path=url)
+            raise BadInput("no such file or folder", path=url, reason="missing")
         raise NotACheckpoint("not a Structured Streaming checkpoint (no metadata, offsets/ or "
                              "commits/)", path=url)
     if "metadata" not in root_entries and not allow_missing_metadata:

@@ -77,6 +77,27 @@ def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
     return (proto,) if isinstance(proto, str) else tuple(proto)
 
 
+SOCKET_TIMEOUTS = {"connect_timeout": 10, "read_timeout": 30}
+"""Seconds an S3 client waits to connect and for each answer, unless the user's
+``config_kwargs`` say otherwise. botocore's own (60 s each, retried) let an endpoint that
+accepts connections and never answers hold a reading for many minutes; a service reading a
+fleet gives up on it at its ``--timeout``, and these let the abandoned reading end soon
+after (:mod:`statekit.support.deadlines`)."""
+
+
+def with_socket_timeouts(url: str, storage_options: Mapping[str, Any] | None
+                         ) -> dict[str, Any]:
+    """``storage_options`` with :data:`SOCKET_TIMEOUTS` added for an S3 URL (the user's own
+    ``config_kwargs`` win)."""
+    options = dict(storage_options or {})
+    if url.split("://", 1)[0] in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        for name, seconds in SOCKET_TIMEOUTS.items():
+            config.setdefault(name, seconds)
+        options["config_kwargs"] = config
+    return options
+
+
 def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> Location:
     """Turn a user's path or URL into a :class:`Location` (no I/O beyond client creation).
 
@@ -91,7 +112,7 @@ def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> Locat
     if not text:
         raise BadInput("empty checkpoint location")
     try:
-        fs, root = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+        fs, root = fsspec.core.url_to_fs(text, **with_socket_timeouts(text, storage_options))
     except ImportError as missing:
         protocol = text.split("://", 1)[0]
         package = _STORE_PACKAGES.get(protocol, "the fsspec implementation for it")
@@ -110,3 +131,21 @@ def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> Locat
                                  path=text) from failed
     root = root.rstrip("/") or root
     return Location(fs=fs, root=root, url=text)
+
+
+SINK_FOLDER = "the file sink's output folder (the one holding _spark_metadata)"
+
+
+def resolve_folder(url: str, storage_options: Mapping[str, Any] | None, *,
+                   what: str) -> Location:
+    """:func:`resolve` a folder a command reads beside the checkpoint (a file sink's
+    output): a *file* there is a one-line error naming it, before any of its contents is
+    looked for. ``what`` says what the folder should be."""
+    location = resolve(url, storage_options)
+    try:
+        is_file = location.fs.isfile(location.root)
+    except Exception:  # unreachable or not allowed: the first real read says so, naming it
+        is_file = False
+    if is_file:
+        raise BadInput(f"is a file, expected {what}", path=location.url, reason="invalid")
+    return location

@@ -293,7 +293,11 @@ class S3Fast:
             # not ``trust_env``: it looks the proxy up again (scanning the environment, in a
             # worker thread) for every request — half the client's time on 2,000 small GETs
             # no cookie jar (S3 sets none; an empty jar is still consulted per request)
-            self._http = aiohttp.ClientSession(connector=connector,
+            config = getattr(self.fs, "config_kwargs", None) or {}
+            timeout = aiohttp.ClientTimeout(  # as the botocore client's (location.py)
+                total=None, sock_connect=config.get("connect_timeout", 10),
+                sock_read=config.get("read_timeout", 30))
+            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout,
                                                cookie_jar=aiohttp.DummyCookieJar())
             atexit.register(self.close)
         return self._http

@@ -73,13 +73,15 @@ def cli() -> None:
     \b
     - 0 success; 1 internal error (a bug: STATEKIT_DEBUG=1 shows the traceback)
     - 2 usage error, before any work: unknown option, bad value
-    - 3 bad input: no such path, not a checkpoint, no such operator or batch
+    - 3 bad input: no such path, not a checkpoint, no such operator or batch,
+      missing or refused credentials, a port invalid or in use
     - 4 corrupt input: truncated or damaged file, checksum mismatch, bad JSON
     - 5 unsupported format, codec, operator or provider
     - 6 refused as unsafe: DST not empty, query looks live, uncommitted batch
     - 7 environment: Java 17+ missing, an fsspec package (e.g. gcsfs) missing
     - 8 a Spark job or query failed, or a write's verification failed
     - 9, 11, 12 the doctor's verdict (see statekit doctor); 10 growth --fail-on
+    - 13 storage unreachable: endpoint down or silent, no network, --timeout
     - 130 interrupted
 
     Environment:

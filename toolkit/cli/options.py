@@ -102,19 +102,30 @@ def checkpoints_from_option(command: F) -> F:
     """``--checkpoints-from FILE``: more checkpoint URLs, one per line (# comments)."""
     return click.option("--checkpoints-from", "listing", type=click.File("r"), default=None,
                         metavar="FILE",
-                        help="Also read checkpoint paths or URLs from FILE, one per line "
-                             "(# starts a comment; - reads standard input)."
+                        help="Also read checkpoint paths or URLs from FILE, one per line, "
+                             "each optionally followed by its own storage options as "
+                             "KEY=VALUE words (over --storage-option's); # starts a comment; "
+                             "- reads standard input."
                         )(command)
 
 
 def checkpoint_urls(checkpoints: tuple[str, ...], listing: Any) -> list[str]:
     """The checkpoints named as arguments and in ``--checkpoints-from``, each once."""
-    from statekit.fleet.metrics import read_checkpoint_list
+    return list(fleet_options(checkpoints, listing, ()))
 
-    urls = list(checkpoints) + (read_checkpoint_list(listing.read()) if listing else [])
-    if not urls:
+
+def fleet_options(checkpoints: tuple[str, ...], listing: Any,
+                  storage_option: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Each checkpoint named as an argument or in ``--checkpoints-from`` (in that order,
+    each once) with its storage options: ``--storage-option``'s, and for a line of the file
+    its own ``KEY=VALUE`` words on top (:mod:`statekit.fleet.fleet_file`)."""
+    from statekit.fleet.fleet_file import FleetEntry, options_for, parse_fleet_file
+
+    entries = [FleetEntry(url) for url in checkpoints]
+    entries += parse_fleet_file(listing.read()) if listing else []
+    if not entries:
         raise click.UsageError("name at least one checkpoint (or --checkpoints-from FILE)")
-    return list(dict.fromkeys(urls))
+    return options_for(entries, parse_storage_options(storage_option))
 
 
 def json_option(command: F) -> F:
@@ -369,6 +380,19 @@ def rto_option(command: F) -> F:
         help="Recovery-time objective: 30s, 2m, 500ms, 1h or plain seconds. The restart "
              "estimate is judged against it, with the largest minDeltasForSnapshot that "
              "meets it.")(command)
+
+
+def timeout_option(command: F) -> F:
+    """``--timeout DURATION``: each checkpoint's own deadline in a service."""
+    from statekit.cli.params import DURATION
+
+    return click.option(
+        "--timeout", "timeout", type=DURATION, default=60.0, show_default="60s",
+        metavar="DURATION",
+        help="Each checkpoint's reading has this long (30s, 2m or seconds); one that takes "
+             "longer, hangs or fails shows as down with its reason while every other "
+             "checkpoint goes on. A store that never answers holds one reading, never "
+             "more.")(command)
 
 
 def stale_after_option(command: F) -> F:

@@ -61,6 +61,11 @@ def run_cli(command: click.Command, prog_name: str, args: list[str] | None = Non
         # `statekit … | head`: the reader went away; not an error worth a message.
         return 0
     except Exception as bug:  # the last line of defence against tracebacks
+        from statekit.checkpoint.storage_errors import user_error
+
+        known = user_error(bug)  # no credentials, an endpoint down, a file for a folder…
+        if known is not None:
+            return fail(str(known), known.exit_code)
         if os.environ.get("STATEKIT_DEBUG"):
             traceback.print_exc()
         return fail(

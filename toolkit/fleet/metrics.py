@@ -14,8 +14,9 @@ thousands of series per scrape; and kept apart so a ``sum()`` never counts a sto
 A verdict is an enum as Prometheus' "stateset" idiom: one series per possible value, 1 for
 the current one.
 
-A checkpoint that cannot be read yields ``statekit_checkpoint_up 0`` (and the error's exit
-code as a label-free gauge) instead of failing the whole scrape.
+A checkpoint that cannot be read yields ``statekit_checkpoint_up 0`` with a one-word
+``reason`` label (and the error's exit code) instead of failing the whole scrape; every
+exception, not only statekit's own, stays inside its checkpoint's series.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statekit.checkpoint.storage_errors import reason_of, user_error
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
 from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
@@ -52,7 +54,13 @@ class Family:
 
 
 FAMILIES: dict[str, tuple[str, str]] = {
-    "statekit_checkpoint_up": ("gauge", "1 when the checkpoint was read, 0 when it failed"),
+    "statekit_checkpoint_up": (
+        "gauge", "1 when the checkpoint was read, 0 when it failed or outlived --timeout "
+        "(then a one-word reason label: timeout, unreachable, credentials, denied, missing, "
+        "not-checkpoint, corrupt, unsupported, environment, invalid, error)"),
+    "statekit_checkpoint_read_timestamp_seconds": (
+        "gauge", "Unix time the checkpoint's last reading ended: every other value of the "
+        "checkpoint is from that reading"),
     "statekit_checkpoint_error_exit_code": (
         "gauge", "statekit's exit code for why the checkpoint could not be read"),
     "statekit_scrape_duration_seconds": ("gauge", "Seconds spent reading the checkpoint"),
@@ -122,7 +130,9 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
                        per_partition: bool = False, decode: bool = True,
                        rto_s: float | None = None,
                        now: Callable[[], float] = time.time,
-                       clock: Callable[[], float] = time.perf_counter) -> list[Family]:
+                       clock: Callable[[], float] = time.perf_counter,
+                       on_error: Callable[[StatekitError], None] | None = None
+                       ) -> list[Family]:
     """Every family for one checkpoint (``open_checkpoint(url)`` → a Checkpoint), rendered
     from its :class:`~statekit.assess.assessment.Assessment`: a checkpoint that will not
     restart has no restart estimate (none is exported). ``decode``: the doctor decodes every
@@ -136,15 +146,16 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     try:
         assessment = read_checkpoint(url, open_checkpoint, cores=cores, decode=decode,
                                      rto_s=rto_s)
-    except StatekitError as error:
-        families["statekit_checkpoint_up"].add(0, checkpoint=label)
-        families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=label)
-        families["statekit_scrape_duration_seconds"].add(clock() - started, checkpoint=label)
-        return list(families.values())
+    except Exception as failed:  # a checkpoint's fault is its own series, never the scrape's
+        error = as_user_error(failed, url)
+        if on_error is not None:
+            on_error(error)
+        return failed_metrics(url, error, clock() - started, read_at=now())
     health, report, growth, recovery = (assessment.diagnosis, assessment.report,
                                         assessment.growth, assessment.estimate)
     f = families
     f["statekit_checkpoint_up"].add(1, checkpoint=label)
+    f["statekit_checkpoint_read_timestamp_seconds"].add(now(), checkpoint=label)
     verdict_now = assessment.verdict.replace(" ", "-")
     for verdict in RESTART_VERDICTS:
         f["statekit_restart_verdict"].add(int(verdict_now == verdict), checkpoint=label,
@@ -211,6 +222,31 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     return list(f.values())
 
 
+def as_user_error(error: BaseException, url: str) -> StatekitError:
+    """``error`` as the one-line error a person can act on; a bug keeps its type's name
+    (reason ``error``, exit code 1)."""
+    known = user_error(error, url)
+    if known is not None:
+        return known
+    bug = StatekitError(f"reading failed: {type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:300]}", path=url)
+    return bug
+
+
+def failed_metrics(url: str, error: StatekitError, seconds: float, *,
+                   read_at: float) -> list[Family]:
+    """The families of a checkpoint whose reading failed (or outlived its deadline):
+    ``statekit_checkpoint_up 0`` with the error's one-word reason, its exit code, how long
+    the reading ran."""
+    families = _families()
+    label = printable(url)
+    families["statekit_checkpoint_up"].add(0, checkpoint=label, reason=reason_of(error))
+    families["statekit_checkpoint_error_exit_code"].add(error.exit_code, checkpoint=label)
+    families["statekit_checkpoint_read_timestamp_seconds"].add(read_at, checkpoint=label)
+    families["statekit_scrape_duration_seconds"].add(seconds, checkpoint=label)
+    return list(families.values())
+
+
 def merge(per_checkpoint: Iterable[Sequence[Family]]) -> list[Family]:
     """One family per name, every checkpoint's samples in it, in :data:`FAMILIES` order."""
     merged = _families()
@@ -221,6 +257,8 @@ def merge(per_checkpoint: Iterable[Sequence[Family]]) -> list[Family]:
 
 
 def read_checkpoint_list(text: str) -> list[str]:
-    """``--checkpoints-from``: one URL per line; blank lines and ``#`` comments skipped."""
-    return [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
+    """``--checkpoints-from``: the URL of each line (see :mod:`statekit.fleet.fleet_file`:
+    blank lines and ``#`` comments skipped, a line's own storage options after its URL)."""
+    from statekit.fleet.fleet_file import parse_fleet_file
+
+    return [entry.url for entry in parse_fleet_file(text)]

@@ -14,14 +14,14 @@ its own row.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
-from statekit.support.errors import StatekitError
+from statekit.support.errors import StatekitError, StorageUnreachable
 from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
@@ -146,22 +146,37 @@ class _Fleet:
     """One :func:`read_fleet` call's checkpoints, read in two steps each (see there)."""
 
     def __init__(self, urls: list[str], storage_options: Mapping[str, Any] | None,
+                 per_url: Mapping[str, Mapping[str, Any]] | None,
                  cores: int, rto_s: float | None, on_row: Callable[[int, FleetRow], None] | None,
                  clock: Callable[[], float]) -> None:
         self.urls, self.cores, self.rto_s = urls, cores, rto_s
         self.options = dict(storage_options or {})
+        self.per_url = per_url or {}
         self.on_row, self.clock = on_row, clock
         self.rows: list[FleetRow | None] = [None] * len(urls)
+        self.given_up: set[int] = set()
+        """Checkpoints whose reading passed its deadline: a late row is dropped."""
+        self._lock = threading.Lock()
 
     def _open(self, url: str) -> Checkpoint:
         from statekit.checkpoint import open_checkpoint
 
-        return open_checkpoint(url, self.options, allow_missing_metadata=True)
+        return open_checkpoint(url, self.per_url.get(url, self.options),
+                               allow_missing_metadata=True)
 
     def _deliver(self, index: int, row: FleetRow) -> None:
-        self.rows[index] = row
+        with self._lock:
+            if index in self.given_up:
+                return
+            self.rows[index] = row
         if self.on_row is not None:
             self.on_row(index, row)
+
+    def give_up(self, index: int, error: StatekitError, seconds: float) -> None:
+        """The checkpoint's reading passed its deadline: its row says so, for good."""
+        self._deliver(index, _error_row(self.urls[index], error, seconds))
+        with self._lock:
+            self.given_up.add(index)
 
     def listed(self, index: int) -> tuple[Checkpoint, CheckpointReport, float] | None:
         from statekit.report.checkpoint_report import build_report
@@ -195,6 +210,8 @@ def default_workers(count: int) -> int:
 def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = None, *,
                cores: int, rto_s: float | None = None, workers: int | None = None,
                on_row: Callable[[int, FleetRow], None] | None = None,
+               timeout_s: float | None = None,
+               per_url: Mapping[str, Mapping[str, Any]] | None = None,
                clock: Callable[[], float] = time.perf_counter) -> list[FleetRow]:
     """Every checkpoint's complete row, in ``urls``' order.
 
@@ -202,23 +219,60 @@ def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = 
     the last batch: milliseconds for a local checkpoint), then its assessment — the doctor's
     verdict with the restart path decoded (through the decode cache), the loaded version's
     keys, growth and the restart estimate against the RTO. ``on_row(index, row)`` hears both
-    — ``row.complete`` tells them apart — and every first step runs before any second step,
-    so the whole list appears before the slow columns fill in. The steps run on ``workers``
-    threads: object stores' reads overlap, and a big local checkpoint's growth replay
-    spreads over processes of its own (:mod:`statekit.state.workers`); a process pool here
-    would fail inside a TUI, whose captured stdio cannot be handed to a child."""
+    — ``row.complete`` tells them apart — and the first steps are queued before any second
+    step, so the whole list appears before the slow columns fill in.
+
+    Each checkpoint has ``timeout_s`` for both steps together (its own deadline,
+    :mod:`statekit.support.deadlines`): one that takes longer, or whose store never
+    answers, gets an error row at the deadline while the others go on; a reading given up
+    that way is not started again, by a later call either, until it has ended.
+    ``storage_options`` apply to every checkpoint, ``per_url`` to one each (a fleet file's
+    own options). The steps run on ``workers`` threads: object stores' reads overlap, and a
+    big local checkpoint's growth replay spreads over processes of its own
+    (:mod:`statekit.state.workers`)."""
+    from statekit.support.deadlines import Finished, Readings
+
     targets = list(dict.fromkeys(urls))
     if not targets:
         return []
-    fleet = _Fleet(targets, storage_options, cores, rto_s, on_row, clock)
-    size = workers or default_workers(len(targets))
-    with ThreadPoolExecutor(size, thread_name_prefix="statekit-fleet") as pool:
-        firsts = {pool.submit(fleet.listed, index): index for index in range(len(targets))}
-        seconds = []
-        for first in as_completed(firsts):  # the pool's queue is FIFO: every first step
-            listed = first.result()         # was queued before any second one
-            if listed is not None:
-                seconds.append(pool.submit(fleet.completed, firsts[first], *listed))
-        for second in seconds:
-            second.result()
+    fleet = _Fleet(targets, storage_options, per_url, cores, rto_s, on_row, clock)
+    readings = Readings(workers or default_workers(len(targets)), name="statekit-fleet")
+    deadline = {index: clock() + timeout_s for index in range(len(targets))} \
+        if timeout_s is not None else {}
+
+    def left(index: int) -> float | None:
+        return None if timeout_s is None else max(0.0, deadline[index] - clock())
+
+    def failed(index: int, finished: Finished) -> None:
+        if finished.timed_out or finished.busy:
+            more = " (an earlier reading still runs: the store never answered)" \
+                if finished.busy else ""
+            fleet.give_up(index, StorageUnreachable(
+                f"reading took longer than --timeout {timeout_s:g} s{more}",
+                path=targets[index], reason="timeout"), finished.seconds)
+        else:
+            assert finished.error is not None
+            fleet.give_up(index, finished.error, finished.seconds)  # type: ignore[arg-type]
+
+    def first_done(index: int) -> Callable[[Finished], None]:
+        def done(finished: Finished) -> None:
+            if not finished.ok:
+                failed(index, finished)
+            elif finished.value is not None:
+                readings.submit(("fleet", targets[index]),
+                                lambda: fleet.completed(index, *finished.value),
+                                second_done(index), timeout=left(index))
+        return done
+
+    def second_done(index: int) -> Callable[[Finished], None]:
+        def done(finished: Finished) -> None:
+            if not finished.ok:
+                failed(index, finished)
+        return done
+
+    for index, url in enumerate(targets):
+        readings.submit(("fleet", url), lambda i=index: fleet.listed(i), first_done(index),
+                        timeout=left(index))
+    readings.wait_idle()
+    readings.close()
     return [row for row in fleet.rows if row is not None]

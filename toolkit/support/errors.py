@@ -19,6 +19,8 @@ Exit codes (documented in the README):
 7     environment problem (Java missing or too old)
 8     a Spark job or streaming query failed
 10    ``statekit growth --fail-on …``: the state grows (an alert, not an error)
+13    storage unreachable: the endpoint refuses or does not answer, no network, or the
+      reading outlived its ``--timeout``
 130   interrupted (Ctrl-C)
 ====  =====================================================================
 """
@@ -37,6 +39,7 @@ EXIT_UNSAFE = 6
 EXIT_ENVIRONMENT = 7
 EXIT_JOB_FAILED = 8
 EXIT_GROWTH = 10
+EXIT_UNREACHABLE = 13
 EXIT_INTERRUPTED = 130
 
 
@@ -44,10 +47,17 @@ class StatekitError(Exception):
     """Base of every error statekit reports to a person; ``str()`` is the one-line message."""
 
     exit_code: int = EXIT_INTERNAL
+    reason: str | None = None
+    """A one-word reason where the raiser knows it better than the class does (``denied``,
+    ``credentials``, ``timeout``…): the label a service shows for a failed checkpoint
+    (:func:`statekit.checkpoint.storage_errors.reason_of`)."""
 
-    def __init__(self, message: str, *, path: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | None = None,
+                 reason: str | None = None) -> None:
         self.message = message
         self.path = path
+        if reason is not None:
+            self.reason = reason
         super().__init__(f"{path}: {message}" if path else message)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -78,10 +88,11 @@ class CorruptFile(StatekitError):
 
     exit_code = EXIT_CORRUPT
 
-    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None):
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 reason: str | None = None):
         self.offset = offset
         where = f" at byte {offset}" if offset is not None else ""
-        super().__init__(f"{message}{where}", path=path)
+        super().__init__(f"{message}{where}", path=path, reason=reason)
 
 
 class UnsupportedFormat(StatekitError):
@@ -102,6 +113,14 @@ class EnvironmentProblem(StatekitError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class StorageUnreachable(StatekitError):
+    """The storage behind a path cannot be reached now: an endpoint that refuses or never
+    answers, no network, or a reading that outlived its deadline. Nothing is wrong with the
+    checkpoint itself; the same command may work later."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
 class JobFailed(StatekitError):
     """A Spark job or streaming query failed; the message is Spark's first line."""
 
@@ -115,7 +134,8 @@ def error_for(exit_code: int, message: str, *, path: str | None = None) -> State
     classes: dict[int, type[StatekitError]] = {
         EXIT_BAD_INPUT: BadInput, EXIT_CORRUPT: CorruptFile,
         EXIT_UNSUPPORTED: UnsupportedFormat, EXIT_UNSAFE: UnsafeOperation,
-        EXIT_ENVIRONMENT: EnvironmentProblem, EXIT_JOB_FAILED: JobFailed}
+        EXIT_ENVIRONMENT: EnvironmentProblem, EXIT_JOB_FAILED: JobFailed,
+        EXIT_UNREACHABLE: StorageUnreachable}
     cls = classes.get(exit_code)
     if cls is not None:
         return cls(message, path=path)

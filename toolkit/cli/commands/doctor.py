@@ -71,11 +71,12 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         statekit doctor demo/checkpoint --file-sink demo/output
         statekit doctor s3://bucket/ckpt --json
     """
-    from statekit.checkpoint.location import resolve
+    from statekit.checkpoint.location import SINK_FOLDER, resolve_folder
     from statekit.doctor import diagnose
 
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
-    sink = resolve(file_sink, parse_storage_options(storage_option)) if file_sink else None
+    sink = resolve_folder(file_sink, parse_storage_options(storage_option),
+                          what=SINK_FOLDER) if file_sink else None
     operators = None
     if progress_log is not None:
         from statekit.checkpoint.progress_log import read_text, stateful_operator_count

@@ -147,7 +147,7 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
         statekit recovery s3://bucket/ckpt --measure --master spark://head:7077
     """
     from statekit.assess.assessment import EstimateOptions, assess
-    from statekit.checkpoint.location import resolve
+    from statekit.checkpoint.location import SINK_FOLDER, resolve, resolve_folder
     from statekit.checkpoint.progress_log import parse_timings
     from statekit.doctor import diagnose
     from statekit.recovery.cost_model import DEFAULT_MODELS, default_model, local_model
@@ -157,7 +157,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
 
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
-    sink_location: Location | None = resolve(file_sink, options) if file_sink else None
+    sink_location: Location | None = resolve_folder(
+        file_sink, options, what=SINK_FOLDER) if file_sink else None
     timings: list[BatchTiming] | None = None
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
