@@ -289,6 +289,53 @@ def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             allow_write: bool = False, first: Future[Snapshot] | None = None,
             progress: str | None = None, rto_s: float | None = None,
             fleet: Sequence[str] | None = None) -> None:
-    StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
-                allow_write=allow_write, first=first, progress=progress, rto_s=rto_s,
-                fleet=fleet).run()
+    app = StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
+                      allow_write=allow_write, first=first, progress=progress, rto_s=rto_s,
+                      fleet=fleet)
+    _stop_on_signals(app)
+    app.run()
+    _leave(app.return_code or 0)
+
+
+def _stop_on_signals(app: StatekitApp) -> None:
+    """SIGTERM or SIGINT (a service manager, ``tmux kill-session``, ``kill``) ends the app
+    as ``q`` does — the terminal restored — and the process, with everything it started,
+    within seconds even when the app cannot end (a reading blocked on a dead store).
+    Behind ``--web`` the web driver installs its own handlers over these, and the server
+    ends the app's process group."""
+    import threading
+
+    from statekit.support.stopping import end_process, on_stop_signals
+
+    def stop(_number: int) -> None:
+        loop = app._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(app.exit)
+        fallback = threading.Timer(4.0, end_process, kwargs={"code": 0, "grace_s": 0.5})
+        fallback.daemon = True
+        fallback.start()
+
+    on_stop_signals(stop)
+
+
+def _leave(code: int) -> None:
+    """End the process once the app has exited, without waiting for its workers.
+
+    A worker thread still reading (a fleet's checkpoints, a ``--watch`` refresh, the first
+    snapshot) is not a daemon: the interpreter would join it at exit, and a quit app would
+    hang — in a terminal after ``q``, and behind ``--web`` as a process the server must kill.
+    Nothing it computes is wanted any more: with such threads left, the output is flushed
+    and the process ends at once with the app's code, after ending every process it started
+    (:func:`statekit.support.stopping.end_process`). Without them, the usual exit."""
+    import logging
+    import threading
+
+    from statekit.support.stopping import end_process
+
+    main = threading.main_thread()
+    if any(thread is not main and thread.is_alive() and not thread.daemon
+           for thread in threading.enumerate()):
+        logging.shutdown()
+        end_process(code, grace_s=1.0)
+    if code:
+        raise SystemExit(code)

@@ -6,7 +6,13 @@ Driven through the Chrome DevTools Protocol over its websocket (no Selenium, no 
 aiohttp is already here). What the page shows is drawn on a canvas, so the page's text is
 read where xterm.js gets it: a script added before the page's own wraps ``WebSocket`` and
 keeps the text of every frame the terminal is given. The screenshot is checked as an image
-(a PNG of the window's size whose pixels are not one colour)."""
+(a PNG of the window's size whose pixels are not one colour).
+
+Offline, as on a firewalled laptop: a Chromium that can reach nothing but 127.0.0.1 (every
+other name resolves to nothing, every other address goes to a proxy that is not there) loads
+the page of a server bound to 0.0.0.0 through the URL with its token; every request the page
+made (CDP's Network domain) went to the server's origin, none failed, the font is the
+server's, and the app's text arrives."""
 
 from __future__ import annotations
 
@@ -23,8 +29,9 @@ import zlib
 from pathlib import Path
 
 from tests.support import tools
+from tests.support.ports import free_port
 from tests.support.tools import find
-from tests.support.web import GOLDEN, served_tui, terminal_text
+from tests.support.web import DEMO, GOLDEN, served_tui, terminal_text, web_server
 
 CHROMIUM = find(tools.CHROMIUM)
 WIDTH, HEIGHT = 1400, 900
@@ -68,6 +75,8 @@ class DevTools:
     def __init__(self, ws) -> None:
         self.ws = ws
         self.next_id = 0
+        self.events: list[dict] = []
+        """Every event received so far (``method``, ``params``), in order."""
 
     async def call(self, method: str, **params):
         self.next_id += 1
@@ -77,6 +86,12 @@ class DevTools:
             if message.get("id") == self.next_id:
                 assert "error" not in message, message
                 return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
+
+    def seen(self, method: str) -> list[dict]:
+        """The parameters of every ``method`` event received so far."""
+        return [event["params"] for event in self.events if event["method"] == method]
 
     async def text(self) -> str:
         result = await self.call("Runtime.evaluate",
@@ -131,12 +146,19 @@ async def _browse(devtools_port: int, url: str, shots: Path) -> tuple[str, str]:
     return fleet, opened
 
 
-def _start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
+OFFLINE = ["--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+           "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1"]
+"""Nothing but 127.0.0.1: every name resolves to nothing, every other address goes through a
+proxy on the discard port, where nothing listens."""
+
+
+def _start_chromium(profile: Path, *flags: str) -> tuple[subprocess.Popen, int]:
     browser = subprocess.Popen(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-         "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}", "about:blank"],
+         "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}", *flags,
+         "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     assert browser.stderr is not None
@@ -157,7 +179,7 @@ def test_chromium_shows_the_fleet_list_and_a_key_opens_a_checkpoint(tmp_path):
         with served_tui([str(p) for p in GOLDEN[:3]]) as (port, said):
             assert f"serving http://127.0.0.1:{port}" in said
             browser, devtools_port = _start_chromium(profile)
-            try:  # the browser goes first: the server waits for its open sessions to end
+            try:  # the browser goes first, as a user's tab closes before the server stops
                 fleet, opened = asyncio.run(_browse(devtools_port,
                                                     f"http://127.0.0.1:{port}/", tmp_path))
             finally:
@@ -171,3 +193,67 @@ def test_chromium_shows_the_fleet_list_and_a_key_opens_a_checkpoint(tmp_path):
         width, height, colours = png_size_and_colours((tmp_path / name).read_bytes())
         assert (width, height) == (WIDTH, HEIGHT), name
         assert colours > 8, f"{name} is blank"
+
+
+async def _browse_offline(devtools_port: int, url: str) -> tuple[DevTools, str, bool]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{devtools_port}/json/list") as listing:
+            targets = [t for t in await listing.json() if t["type"] == "page"]
+        async with http.ws_connect(targets[0]["webSocketDebuggerUrl"],
+                                   max_msg_size=0) as ws:
+            page = DevTools(ws)
+            await page.call("Network.enable")
+            await page.call("Page.enable")
+            await page.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
+            await page.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT,
+                            deviceScaleFactor=1, mobile=False)
+            await page.call("Page.navigate", url=url)
+            text = await page.wait_for("Overview", 90)
+            await asyncio.sleep(1)  # anything the page still asks for, asked
+            font = await page.call("Runtime.evaluate", returnByValue=True, expression=(
+                "[...document.fonts].some(f => f.family.includes('Roboto Mono') "
+                "&& f.status === 'loaded')"))
+            await page.call("Runtime.evaluate", expression="1")  # the last events, received
+    return page, text, bool(font["result"].get("value"))
+
+
+def test_offline_chromium_gets_the_whole_page_from_the_server(tmp_path):
+    """No request of the page leaves the server's origin (the font too comes from the
+    server), none fails, the token URL's cookie carries the page's websocket, and the app's
+    text arrives — in a browser that can reach nothing else."""
+    profile = Path(tempfile.mkdtemp(prefix="statekit-chromium-"))
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(DEMO, ckpt)
+    try:
+        port = free_port()
+        with web_server([str(ckpt), "--web", f"0.0.0.0:{port}"], port=port) as served:
+            assert served.token, served.said
+            browser, devtools_port = _start_chromium(profile, *OFFLINE)
+            try:
+                page, text, font_loaded = asyncio.run(_browse_offline(
+                    devtools_port, f"http://127.0.0.1:{port}/?token={served.token}"))
+            finally:
+                browser.terminate()
+                browser.wait(timeout=20)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    origin = f"http://127.0.0.1:{port}/"
+    requested = [event["request"]["url"] for event in page.seen("Network.requestWillBeSent")]
+    sockets = [event["url"] for event in page.seen("Network.webSocketCreated")]
+    assert len(sockets) == 1 and sockets[0].startswith(f"ws://127.0.0.1:{port}/ws?"), sockets
+    handshakes = page.seen("Network.webSocketHandshakeResponseReceived")
+    assert [event["response"]["status"] for event in handshakes] == [101]
+    print("requested:", *requested, sep="\n  ")
+    elsewhere = [url for url in requested if not url.startswith(origin)
+                 and not url.startswith("data:")]  # data: URLs are no request
+    assert not elsewhere, elsewhere
+    assert not page.seen("Network.loadingFailed"), page.seen("Network.loadingFailed")
+    assert any(url.endswith("/static/fonts/RobotoMono-VariableFont_wght.ttf")
+               for url in requested), requested
+    statuses = {event["response"]["url"]: event["response"]["status"]
+                for event in page.seen("Network.responseReceived")}
+    assert statuses and all(status == 200 for status in statuses.values()), statuses
+    assert font_loaded
+    assert "Operators" in text and "Recovery" in text

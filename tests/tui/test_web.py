@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from statekit.cli.tui_web import served_command, web_address
+from statekit.cli.tui_web import served_argv, web_address
+from statekit.cli.web_address import is_loopback
 from statekit.support.errors import BadInput
 from tests.support.web import GOLDEN, served_tui, terminal_text
 
@@ -18,14 +19,27 @@ def test_web_address_binds_locally_unless_told():
     assert web_address("8000") == ("127.0.0.1", 8000)
     assert web_address(":8000") == ("127.0.0.1", 8000)
     assert web_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
-    for bad in ("", "web", "host:", "70000"):
+    assert web_address("[::1]:9000") == ("::1", 9000)
+    assert web_address("1") == ("127.0.0.1", 1) and web_address("65535")[1] == 65535
+    for bad in ("", "web", "host:", "70000", "0", "65536", "99999", "abc", "::1:8000",
+                "-1", "a b:80", "８０００"):
         with pytest.raises(BadInput):
             web_address(bad)
 
 
-def test_the_served_command_is_this_one_without_web():
-    command = served_command(["tui", "a b", "--web", "8000", "--allow-write", "--web=1"])
-    assert command.endswith("-m statekit tui 'a b' --allow-write")
+def test_only_loopback_addresses_go_without_a_token():
+    for local in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "LOCALHOST"):
+        assert is_loopback(local), local
+    for reachable in ("0.0.0.0", "::", "10.0.0.7", "my-host", "localhost.example.com"):
+        assert not is_loopback(reachable), reachable
+
+
+def test_the_served_command_is_this_one_without_the_server_options():
+    """exec'd as a list (no shell): an argument with a space stays one argument; the token
+    never reaches the app's command line."""
+    argv = served_argv(["tui", "a b", "--web", "8000", "--allow-write", "--web=1",
+                        "--web-token", "s3cret-s3cret-s3cret", "--web-token=x"])
+    assert argv[1:] == ["-m", "statekit", "tui", "a b", "--allow-write"]
 
 
 def _screen_text(chunks: list[bytes]) -> str:

@@ -110,8 +110,8 @@ def user_error(error: BaseException, shown: str | None = None) -> StatekitError 
 
 def reason_of(error: StatekitError) -> str:
     """The one-word reason of an error, one of :data:`REASONS`."""
-    given = getattr(error, "reason", None)
-    if given in REASONS:
+    given = error.reason
+    if given is not None and given in REASONS:
         return given
     if isinstance(error, StorageUnreachable):
         return "unreachable"

@@ -66,8 +66,8 @@ class LiveMetrics:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.urls = list(dict.fromkeys(urls))
         self._open = open_checkpoint
-        self._read_options = {"cores": cores, "per_partition": per_partition,
-                              "decode": decode, "rto_s": rto_s}
+        self.cores, self.per_partition, self.decode, self.rto_s = (cores, per_partition,
+                                                                   decode, rto_s)
         self.timeout_s, self.refresh_s = timeout_s, refresh_s
         self.first_wait_s = first_wait_s
         self._log = log or (lambda line: None)
@@ -103,8 +103,9 @@ class LiveMetrics:
     def _reader(self, url: str) -> Callable[[], tuple[list[Family], StatekitError | None]]:
         def read() -> tuple[list[Family], StatekitError | None]:
             errors: list[StatekitError] = []
-            families = checkpoint_metrics(url, self._open, now=self._now,
-                                          on_error=errors.append, **self._read_options)
+            families = checkpoint_metrics(
+                url, self._open, cores=self.cores, per_partition=self.per_partition,
+                decode=self.decode, rto_s=self.rto_s, now=self._now, on_error=errors.append)
             return families, (errors[0] if errors else None)
         return read
 

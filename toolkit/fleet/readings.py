@@ -14,6 +14,7 @@ its own row.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -271,8 +272,8 @@ def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = 
         return done
 
     for index, url in enumerate(targets):
-        readings.submit(("fleet", url), lambda i=index: fleet.listed(i), first_done(index),
-                        timeout=left(index))
+        readings.submit(("fleet", url), functools.partial(fleet.listed, index),
+                        first_done(index), timeout=left(index))
     readings.wait_idle()
     readings.close()
     return [row for row in fleet.rows if row is not None]

@@ -23,6 +23,7 @@ from statekit.cli.options import (
     rto_option,
     storage_option,
 )
+from statekit.cli.web_token import TOKEN_ENV
 
 
 @click.command("tui")
@@ -42,10 +43,20 @@ from statekit.cli.options import (
 @click.option("--web", "web", default=None, metavar="[HOST:]PORT",
               help="Serve the app to browsers (textual-serve, one app per browser tab) "
                    "instead of this terminal: 8000 listens on 127.0.0.1:8000, HOST:8000 on "
-                   "HOST. Writes still need --allow-write.")
+                   "HOST; off loopback every request needs a token (the URL it prints "
+                   "carries one). Writes still need --allow-write. SIGINT/SIGTERM stop the "
+                   "server and every app within seconds.")
+@click.option("--web-token", "web_token", default=None, envvar=TOKEN_ENV,
+              show_envvar=True, metavar="TOKEN",
+              help="With --web: the token browsers must present (?token=TOKEN once, then a "
+                   "cookie; or Authorization: Bearer TOKEN), at least 16 URL-safe "
+                   "characters, also on 127.0.0.1. Default: none on loopback, a random one "
+                   "elsewhere. Prefer the environment variable: a command line is visible "
+                   "to every local user.")
 def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
                 watch: float | None, cores: int | None, allow_write: bool,
-                progress_log: str | None, rto: float | None, web: str | None) -> None:
+                progress_log: str | None, rto: float | None, web: str | None,
+                web_token: str | None) -> None:
     """Browse checkpoints in the terminal (or a browser): the Textual app.
 
     Read-only unless --allow-write. The JVM starts only when the State, Repartition or Fix tab
@@ -86,15 +97,20 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
     options = parse_storage_options(storage_option)
     if progress_log and len(urls) > 1:
         raise click.UsageError("--progress-log belongs to one checkpoint: name one")
+    context = click.get_current_context()
+    if web_token is not None and web is None and \
+            context.get_parameter_source("web_token") is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--web-token belongs to --web: add --web [HOST:]PORT")
     if web is not None:
         from statekit.cli.lazy import ARGV_KEY
-        from statekit.cli.tui_web import serve, served_command, web_address
+        from statekit.cli.tui_web import checked_token, serve, served_argv, web_address
 
-        host, port = web_address(web)
+        host, port = web_address(web)  # a port that is no port: one line, before any work
+        token = checked_token(web_token)
         if len(urls) == 1:  # a wrong path is a one-line error here, not in every browser
             open_from_cli(urls[0], storage_option, allow_missing_metadata=True)
-        argv = click.get_current_context().meta.get(ARGV_KEY) or ["tui", *urls]
-        serve(served_command(list(argv)), host, port, allow_write=allow_write,
+        argv = context.meta.get(ARGV_KEY) or ["tui", *urls]
+        serve(served_argv(list(argv)), host, port, token=token, allow_write=allow_write,
               checkpoints=len(urls))
         return
     first = None
