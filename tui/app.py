@@ -12,7 +12,7 @@ opened. Errors are shown where the data would have been; the rest keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from typing import Any, ClassVar
@@ -91,13 +91,17 @@ class StatekitApp(Asks, App):
                  watch: float | None = None, cores: int | None = None,
                  allow_write: bool = False, first: Future[Snapshot] | None = None,
                  progress: str | None = None, rto_s: float | None = None,
-                 fleet: Sequence[str] | None = None) -> None:
+                 fleet: Sequence[str] | None = None,
+                 fleet_options: Mapping[str, dict[str, Any]] | None = None,
+                 timeout_s: float | None = None) -> None:
         """``first``: the first snapshot, already being built
         (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh.
         ``progress``: a StreamingQueryProgress log for the Query tab; ``rto_s``: the restart
         objective drawn on the Recovery chart and judged on the Overview. ``fleet``: several
         checkpoints — the app opens on their list (:mod:`statekit.tui.fleet_screen`), Enter
-        shows one, Esc at its top level returns to the list."""
+        shows one, Esc at its top level returns to the list; ``fleet_options``: each one's
+        own storage options (a fleet file's lines), ``timeout_s``: each one's deadline in
+        the list."""
         super().__init__()
         self.fleet = list(dict.fromkeys(fleet or ())) if fleet and len(fleet) > 1 else None
         self.progress_path = progress
@@ -105,6 +109,9 @@ class StatekitApp(Asks, App):
         self._first = first
         self.url = url
         self.storage_options = storage_options or {}
+        self._common_options = dict(self.storage_options)
+        self.fleet_options = dict(fleet_options or {})
+        self.timeout_s = timeout_s
         self.watch_seconds = watch
         self.cores = cores or usable_cpus()
         self.allow_write = allow_write
@@ -137,7 +144,9 @@ class StatekitApp(Asks, App):
         if self.fleet:
             from statekit.tui.fleet_screen import FleetScreen
 
-            self.install_screen(FleetScreen(self.fleet, storage_options=self.storage_options,
+            self.install_screen(FleetScreen(self.fleet, storage_options=self._common_options,
+                                            per_url=self.fleet_options,
+                                            timeout_s=self.timeout_s,
                                             cores=self.cores, rto_s=self.rto_s,
                                             watch=self.watch_seconds), name="fleet")
             self.show_fleet()
@@ -168,6 +177,7 @@ class StatekitApp(Asks, App):
             self.call_after_refresh(self.focus_current, self.current_pane())
             return
         self.url = url
+        self.storage_options = dict(self.fleet_options.get(url, self._common_options))
         self.sub_title = url
         self.snapshot = None
         self.forget("snapshot")  # a reading of the last checkpoint must not land here
@@ -288,10 +298,12 @@ def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             watch: float | None = None, cores: int | None = None,
             allow_write: bool = False, first: Future[Snapshot] | None = None,
             progress: str | None = None, rto_s: float | None = None,
-            fleet: Sequence[str] | None = None) -> None:
+            fleet: Sequence[str] | None = None,
+            fleet_options: Mapping[str, dict[str, Any]] | None = None,
+            timeout_s: float | None = None) -> None:
     app = StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
                       allow_write=allow_write, first=first, progress=progress, rto_s=rto_s,
-                      fleet=fleet)
+                      fleet=fleet, fleet_options=fleet_options, timeout_s=timeout_s)
     _stop_on_signals(app)
     app.run()
     _leave(app.return_code or 0)

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
+from statekit.formats.values import shorten
 from statekit.support.presentation import human_bytes, human_duration
 
 MARKERS = ("hd", "x", "o", "+", "*", "#", "@", "%")
@@ -151,8 +152,12 @@ class Chart(PlotextPlot):
         width: 1fr;
         height: 1fr;
         min-height: 8;
+        padding-left: 1;
     }
     """
+    """A column left of the y axis' labels: at the screen's edge the widest (``1.0 k``) sat
+    flush against the frame, and was clipped wherever a border covers the first column; the
+    rest of a pane keeps that margin too."""
 
     def __init__(self, spec: ChartSpec | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -171,12 +176,18 @@ class Chart(PlotextPlot):
         result = self.render()
         return result.plain if isinstance(result, Text) else str(result)
 
+    def _fitted(self, title: str) -> str:
+        """``title`` cut to the chart's width: Plotext drops a title that does not fit,
+        and with it an empty chart's reason (an error, say)."""
+        width = self.content_size.width
+        return shorten(title, width) if width > 1 else title
+
     def _draw(self, spec: ChartSpec) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         title = spec.title if spec.has_data else f"{spec.title} — {spec.empty}"
-        plt.title(title)
+        plt.title(self._fitted(title))
         plt.xlabel(spec.x_label)
         plt.ylabel(spec.y_label + (f" ({spec.unit})" if spec.unit and spec.unit
                                    not in spec.y_label else ""))
@@ -187,7 +198,7 @@ class Chart(PlotextPlot):
             ys = [list(s.y) for s in spec.series]
             fit = max(1, (self.size.width - BAR_AXIS_COLUMNS) // BAR_SLOT_COLUMNS)
             if len(xs) > fit:  # more bars than fit with a gap each: the newest that do
-                plt.title(f"{title} — last {fit} of {len(xs)}")
+                plt.title(self._fitted(f"{title} — last {fit} of {len(xs)}"))
                 xs, ys = xs[-fit:], [y[-fit:] for y in ys]
             plt.stacked_bar([f"{x:g}" for x in xs], ys, width=0.5,
                             labels=[s.label for s in spec.series])  # type: ignore[call-arg]

@@ -6,12 +6,18 @@ against the RTO, snapshot lag — read in parallel (:func:`statekit.fleet.readin
 row shown as soon as it is read. A checkpoint that cannot be read shows its one-line error in
 its row; the others are unaffected. Enter opens the checkpoint's own screens, Esc there
 comes back here. Words carry every verdict; colour only repeats them.
+
+Rows arrive in the order they are read — an unreadable checkpoint first, its error being
+instant — not in the order they are shown, and every arrival redraws the table. So the cursor
+is placed by checkpoint, never left where the last redraw put it: until the user moves it, it
+rests on the first row shown; once they have, it stays on their checkpoint (by URL) through
+arrivals, refreshes and re-sorts, and Enter opens the row it highlights.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -139,6 +145,8 @@ class FleetScreen(Asks, Screen[str]):
     ]
 
     def __init__(self, urls: Sequence[str], *, storage_options: dict[str, Any] | None = None,
+                 per_url: Mapping[str, dict[str, Any]] | None = None,
+                 timeout_s: float | None = None,
                  cores: int, rto_s: float | None = None, watch: float | None = None,
                  workers: int | None = None, now: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -146,10 +154,18 @@ class FleetScreen(Asks, Screen[str]):
         self.names = distinct_names(self.urls, NAME_WIDTH)
         """What each row's checkpoint column shows (the urls never change: named once)."""
         self.storage_options = storage_options or {}
+        self.per_url = dict(per_url or {})
+        """Each checkpoint's own storage options (a fleet file's lines)."""
+        self.timeout_s = timeout_s
+        """Each checkpoint's deadline (``--timeout``): past it, its row says so."""
         self.cores, self.rto_s = cores, rto_s
         self.watch_seconds, self.reading_workers = watch, workers
         self.now = now
         self.rows: dict[int, FleetRow] = {}
+        self.chosen: str | None = None
+        """The checkpoint the user put the cursor on (None: they have not moved it)."""
+        self._placed: str | None = None
+        """Where the list itself last put the cursor: found elsewhere, the user moved it."""
         self.sort_column = "checkpoint"
         self.descending = False
         self.generation = 0
@@ -201,7 +217,8 @@ class FleetScreen(Asks, Screen[str]):
 
         def job(_progress: Progress) -> int:
             read_fleet(urls, options, cores=self.cores, rto_s=self.rto_s,
-                       workers=self.reading_workers, on_row=arrived)
+                       workers=self.reading_workers, on_row=arrived, per_url=self.per_url,
+                       timeout_s=self.timeout_s)
             return generation
 
         self.show_status(f"reading {len(urls)} checkpoints…")
@@ -247,15 +264,31 @@ class FleetScreen(Asks, Screen[str]):
         shown = sorted(self.rows.values(), key=sort_key(self.sort_column, now),
                        reverse=self.descending)
         table = self.table
-        selected = table.selected_key()
+        self._note_choice()
         table.load(COLUMNS, [(row.url, cells(row, now, self.names.get(row.url)))
                              for row in shown])
-        if selected is not None:
-            table.select_key(selected)
+        self._place_cursor()
         counts = self.counts()
         self.query_one("#fleet-title", Static).update(
             f"{len(self.urls)} checkpoints · {counts}")
         self.show_status(self.timing_line())
+
+    def _note_choice(self) -> None:
+        """A cursor that is not where the list put it was moved by the user (a key, a
+        click, a filter): from now on it stays on that checkpoint."""
+        selected = self.table.selected_key()
+        if selected is not None and selected != self._placed:
+            self.chosen = selected
+
+    def _place_cursor(self) -> None:
+        """The user's checkpoint wherever the sort put it (if shown), else the first row."""
+        table = self.table
+        if not table.row_count:
+            return
+        table.move_cursor(row=0)
+        if self.chosen is not None:
+            table.select_key(self.chosen)
+        self._placed = table.selected_key()
 
     def counts(self) -> str:
         rows = list(self.rows.values())

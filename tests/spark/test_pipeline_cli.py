@@ -60,7 +60,7 @@ def _committed(checkpoint):
 
 
 def test_live_processing_time_run_stops_at_the_timeout(spark, tmp_path, capsys):
-    """A processing-time query never ends by itself: the run stops it at ``--timeout`` and
+    """A processing-time query never ends by itself: the run stops it at ``--stop-after`` and
     exits 0, and its summary is what the checkpoint committed. How many batches fit in the
     timeout depends on the machine and is not asserted; a later available-now run resumes
     where the timeout stopped the query and reads every remaining event once."""
@@ -70,7 +70,7 @@ def test_live_processing_time_run_stops_at_the_timeout(spark, tmp_path, capsys):
             "--output", str(tmp_path / "out"), "--partitions", "2"]
     log = tmp_path / "progress.jsonl"
     code, out, err = invoke([*base, "--trigger", "processing-time", "--interval", "1 second",
-                             "--timeout", "12", "--progress-log", str(log), "--json"], capsys)
+                             "--stop-after", "12", "--progress-log", str(log), "--json"], capsys)
     assert code == 0, err
     assert not [q for q in spark.streams.active if q.name == "reference_fraud_sessions"]
     summary = json.loads(out)

@@ -222,3 +222,129 @@ def test_checkpoints_from_a_file(fleet, tmp_path):
     listing.write_text("# ours\n" + "\n".join(fleet["healthy"][:3]) + "\n\n")
     with listing.open() as handle:
         assert checkpoint_urls((fleet["healthy"][0],), handle) == fleet["healthy"][:3]
+
+
+# ---------------------------------------------------------------- the cursor and Enter
+# Rows arrive in the order they are read (an unreadable checkpoint first: its error is
+# instant), not in the order they are shown; the cursor and Enter must follow the screen.
+
+@pytest.fixture
+def small_fleet(tmp_path) -> dict[str, str]:
+    """Four real checkpoints and a missing one, named so the list shows them in this order:
+    ``a-…``, ``b-…``, ``c-demo``, ``d-…``, then ``zz-missing`` last (although it arrives
+    first)."""
+    golden = DATA / "golden" / "spark-4.1.4"
+    sources = {"a-aggregation": golden / "aggregation_hdfs" / "checkpoint",
+               "b-dedup-rocksdb": golden / "dedup_rocksdb_changelog" / "checkpoint",
+               "c-demo": DATA / "demo" / "checkpoint",
+               "d-session-window": golden / "session_window_hdfs" / "checkpoint"}
+    urls = {}
+    for name, source in sources.items():
+        shutil.copytree(source, tmp_path / name)
+        urls[name] = str(tmp_path / name)
+    urls["zz-missing"] = str(tmp_path / "zz-missing")
+    return urls
+
+
+def listed_last_first(small_fleet: dict[str, str]) -> list[str]:
+    """The URLs as given on the command line: the unreadable one first, the rest reversed,
+    so that neither the arrival nor the argument order is the display order."""
+    return [small_fleet["zz-missing"], *reversed([u for n, u in small_fleet.items()
+                                                  if n != "zz-missing"])]
+
+
+async def every_row_read(pilot, screen: FleetScreen) -> None:
+    await until(pilot, lambda: screen.last_row_s is not None, "every row read", 60)
+    await pilot.pause()
+
+
+def pane_text(app: StatekitApp) -> str:
+    """Everything the shown tab says: its lines and its charts."""
+    from textual.widgets import Static
+
+    from statekit.tui.chart_widget import Chart
+
+    pane = app.current_pane()
+    lines = [str(s.render()) for s in pane.query(Static)]
+    return "\n".join(lines + [c.rendered_text() for c in pane.query(Chart)])
+
+
+def test_the_cursor_starts_on_the_first_row_shown_and_enter_opens_the_row_shown(small_fleet):
+    asyncio.run(_cursor_scenario(small_fleet))
+
+
+async def _cursor_scenario(small_fleet):
+    urls = listed_last_first(small_fleet)
+    app = StatekitApp(urls[1], cores=2, fleet=urls)
+    async with driven(app) as pilot:
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        await every_row_read(pilot, screen)
+        shown = table_urls(screen)
+        assert shown == sorted(urls) and shown[-1] == small_fleet["zz-missing"]
+        # the first row arrived was the unreadable one; the cursor is on the first shown
+        assert screen.table.cursor_row == 0 and screen.table.selected_key() == shown[0]
+        await pilot.press("down", "down", "enter")
+        await until(pilot, lambda: app.screen is not screen, "the checkpoint's screens")
+        await app.messages.answer(pilot, "snapshot")
+        assert shown[2] == small_fleet["c-demo"]
+        assert app.url == shown[2] and app.snapshot is not None
+        assert app.snapshot.ckpt.location.url == shown[2]
+
+
+def test_the_cursor_stays_on_its_checkpoint_through_refresh_and_sorting(small_fleet):
+    asyncio.run(_cursor_stays_scenario(small_fleet))
+
+
+async def _cursor_stays_scenario(small_fleet):
+    urls = listed_last_first(small_fleet)
+    app = StatekitApp(urls[1], cores=2, fleet=urls)
+    async with driven(app) as pilot:
+        screen = app.screen
+        await every_row_read(pilot, screen)
+        await pilot.press("down")
+        chosen = table_urls(screen)[1]
+        assert screen.table.selected_key() == chosen
+        await pilot.press("r")  # every row read again, arriving in another order
+        await until(pilot, lambda: screen.generation == 2 and screen.last_row_s is not None,
+                    "the list read again", 60)
+        await pilot.pause()
+        assert screen.table.selected_key() == chosen
+        await pilot.press("S")  # reversed: the row moves, the cursor moves with it
+        assert table_urls(screen).index(chosen) != 1
+        assert screen.table.selected_key() == chosen
+        while screen.sort_column != "keys":
+            await pilot.press("s")
+        assert screen.table.selected_key() == chosen
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is not screen, "the checkpoint's screens")
+        assert app.url == chosen
+
+
+def test_enter_on_an_unreadable_checkpoint_shows_its_error_and_esc_goes_back(small_fleet):
+    asyncio.run(_unreadable_scenario(small_fleet))
+
+
+async def _unreadable_scenario(small_fleet):
+    urls = listed_last_first(small_fleet)
+    missing = small_fleet["zz-missing"]
+    app = StatekitApp(urls[1], cores=2, fleet=urls)
+    async with driven(app) as pilot:
+        screen = app.screen
+        await every_row_read(pilot, screen)
+        error = next(row.error for row in screen.rows.values() if row.url == missing)
+        assert error and "no such file" in error
+        last = len(table_urls(screen)) - 1
+        assert table_urls(screen)[last] == missing
+        await pilot.press(*["down"] * last, "enter")
+        await until(pilot, lambda: app.screen is not screen, "the checkpoint's screens")
+        await app.messages.answer(pilot, "snapshot")
+        assert app.url == missing and app.snapshot is None
+        await app.messages.idle(pilot)
+        said = pane_text(app)
+        assert error in said, said
+        for progress in ("replaying", "loading the checkpoint", "checking"):
+            assert progress not in said, said
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "the fleet list again")
+        assert screen.table.selected_key() == missing

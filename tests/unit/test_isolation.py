@@ -8,7 +8,6 @@ clients (s3fs, botocore, aiohttp) run for real against them."""
 from __future__ import annotations
 
 import shutil
-import socket
 import threading
 from pathlib import Path
 
@@ -102,7 +101,7 @@ def test_client_failures_become_one_line_user_errors():
         (EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), EXIT_UNREACHABLE,
          "unreachable"),
         (ConnectionRefusedError(111, "Connection refused"), EXIT_UNREACHABLE, "unreachable"),
-        (socket.timeout("timed out"), EXIT_UNREACHABLE, "timeout"),
+        (TimeoutError("timed out"), EXIT_UNREACHABLE, "timeout"),
         (NotADirectoryError(20, "Not a directory", "out/_spark_metadata"), EXIT_BAD_INPUT,
          "invalid"),
         (PermissionError(13, "Permission denied", "ck/offsets/3"), EXIT_BAD_INPUT, "denied"),
@@ -230,3 +229,37 @@ def test_a_broken_fleet_leaves_the_healthy_checkpoint_alone(tmp_path):
     assert not any(str(healthy) + ":" in line for line in lines)
     assert sum("s3://silent/ck" in line for line in downs) == 1
     assert all("\n" not in line and "Traceback" not in line for line in lines)
+
+
+# ---------------------------------------------------------------------------- the fleet list
+def test_the_fleet_list_gives_each_checkpoint_its_own_deadline(tmp_path):
+    """What the TUI's fleet list (and ``--watch``) reads: a checkpoint behind a silent
+    endpoint gets an error row at its deadline while the others complete; the next round
+    does not start a second reading of it, and rounds do not add threads."""
+    from statekit.fleet.readings import read_fleet
+
+    healthy = tmp_path / "healthy"
+    shutil.copytree(HEALTHY, healthy)
+    with silent_endpoint() as silent, refusing_credentials() as wrong_keys:
+        per_url = {"s3://silent/ck": {"endpoint_url": silent, **S3_KEYS},
+                   "s3://wrongkeys/ck": {"endpoint_url": wrong_keys, **S3_KEYS}}
+        urls = [str(healthy), *per_url]
+        rounds = []
+        threads = []
+        for _ in range(3):
+            rounds.append({row.url: row for row in read_fleet(
+                urls, cores=1, per_url=per_url, timeout_s=3, workers=2)})
+            threads.append(threading.active_count())
+    for number, rows in enumerate(rounds):
+        assert rows[str(healthy)].error is None and rows[str(healthy)].complete
+        assert rows[str(healthy)].health == "restarts"
+        assert rows["s3://wrongkeys/ck"].exit_code == EXIT_BAD_INPUT
+        assert "refused the credentials" in rows["s3://wrongkeys/ck"].error
+        silent_row = rows["s3://silent/ck"]
+        assert silent_row.exit_code == EXIT_UNREACHABLE
+        # later rounds find the first one's reading still blocked (unless the client's own
+        # 30 s socket timeout ended it in between, on a very slow machine)
+        expected = ("took longer than --timeout 3 s",) if number == 0 else \
+            ("still runs", "took longer than --timeout 3 s")
+        assert any(words in silent_row.error for words in expected), silent_row.error
+    assert threads[2] <= threads[1]  # the hung reading is one thread, whatever the rounds

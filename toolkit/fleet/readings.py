@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from statekit.checkpoint.storage_errors import user_error
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
-from statekit.support.errors import StatekitError, StorageUnreachable
+from statekit.support.errors import StorageUnreachable
 from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
@@ -132,10 +133,11 @@ def row_of(url: str, assessment: Assessment, seconds: float) -> FleetRow:
         complete=True)
 
 
-def _error_row(url: str, error: Exception, seconds: float) -> FleetRow:
-    if isinstance(error, StatekitError):
-        return FleetRow(url=url, seconds=seconds, exit_code=error.exit_code,
-                        error=printable(" ".join(str(error).split())), complete=True)
+def _error_row(url: str, error: BaseException, seconds: float) -> FleetRow:
+    known = user_error(error, url)  # statekit's own, or a store's (credentials, endpoint…)
+    if known is not None:
+        return FleetRow(url=url, seconds=seconds, exit_code=known.exit_code,
+                        error=printable(" ".join(str(known).split())), complete=True)
     if isinstance(error, OSError):  # a reading that fails below statekit's own checks
         return FleetRow(url=url, seconds=seconds, exit_code=3, complete=True,
                         error=printable(f"{url}: {error.strerror or error}"))
@@ -173,7 +175,7 @@ class _Fleet:
         if self.on_row is not None:
             self.on_row(index, row)
 
-    def give_up(self, index: int, error: StatekitError, seconds: float) -> None:
+    def give_up(self, index: int, error: BaseException, seconds: float) -> None:
         """The checkpoint's reading passed its deadline: its row says so, for good."""
         self._deliver(index, _error_row(self.urls[index], error, seconds))
         with self._lock:
@@ -245,15 +247,18 @@ def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = 
         return None if timeout_s is None else max(0.0, deadline[index] - clock())
 
     def failed(index: int, finished: Finished) -> None:
-        if finished.timed_out or finished.busy:
-            more = " (an earlier reading still runs: the store never answered)" \
-                if finished.busy else ""
+        if finished.busy:
             fleet.give_up(index, StorageUnreachable(
-                f"reading took longer than --timeout {timeout_s:g} s{more}",
+                "an earlier reading of it still runs (its store never answered): not read "
+                "again until that one ends", path=targets[index], reason="timeout"),
+                finished.seconds)
+        elif finished.timed_out:
+            fleet.give_up(index, StorageUnreachable(
+                f"reading took longer than --timeout {timeout_s or 0:g} s",
                 path=targets[index], reason="timeout"), finished.seconds)
         else:
             assert finished.error is not None
-            fleet.give_up(index, finished.error, finished.seconds)  # type: ignore[arg-type]
+            fleet.give_up(index, finished.error, finished.seconds)
 
     def first_done(index: int) -> Callable[[Finished], None]:
         def done(finished: Finished) -> None:

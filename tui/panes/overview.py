@@ -12,6 +12,7 @@ only marks ok / warning / error, and every coloured cell also says it in words.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -28,6 +29,7 @@ from statekit.tui.pane import Pane, watermark_text, when
 from statekit.tui.panes.operators import lag_text
 from statekit.tui.panes.recovery import estimate_line
 from statekit.tui.screen_charts import bytes_chart, keys_chart, store_series
+from statekit.tui.sparkline import sparkline_text
 from statekit.tui.table import Table
 from statekit.tui.verdicts import ERROR, OK, WARNING, severity_text, verdict_text
 
@@ -40,6 +42,8 @@ LAG_WARN = 10
 MEANING_WIDTH = 90
 """The findings' explanation column fits a 120-column screen; the whole is shown below."""
 SPARK_WIDTH = 8
+REPLAYING = "replaying the state files…"
+"""What a chart says until the growth replay answers (or an error says why it will not)."""
 
 
 def ago(seconds: float | None) -> str:
@@ -49,14 +53,15 @@ def ago(seconds: float | None) -> str:
 def history_cell(keys: list[int]) -> Text:
     """A sparkline of the whole history with its first and last value beside it:
     ``▁▃▅▇ 120→164`` (the line and the label cover the same versions); a flat series is a
-    low line with its one value, so a bounded store never looks like a full bar."""
+    low line with its one value, so a bounded store never looks like a full bar. The bars
+    are styled to stay bars in a picture (:mod:`statekit.tui.sparkline`)."""
     if not keys:
         return Text("-")
     low, high = min(keys), max(keys)
     line = ("▁" * min(len(keys), SPARK_WIDTH) if low == high
             else history_sparkline(keys, SPARK_WIDTH))
     span = f"{keys[0]:,}" if low == high else f"{keys[0]:,}→{keys[-1]:,}"
-    return Text(f"{line} {span}")
+    return Text.assemble(sparkline_text(line), f" {span}")
 
 
 def growth_or_reason(snapshot: Snapshot) -> GrowthReport | str:
@@ -88,9 +93,9 @@ class OverviewPane(Pane):
         yield Table(id="overview-stores", classes="stores", cursor_type="none")
         with Horizontal(classes="charts"):
             yield Chart(ChartSpec("live keys per state version", "state version", "keys",
-                                  empty="replaying the state files…"), id="overview-keys")
+                                  empty=REPLAYING), id="overview-keys")
             yield Chart(ChartSpec("state size per version", "state version", "size",
-                                  empty="replaying the state files…"), id="overview-bytes")
+                                  empty=REPLAYING), id="overview-bytes")
         yield Static("findings", classes="caption")
         yield Table(classes="main")
         yield Static("", classes="detail")
@@ -108,6 +113,7 @@ class OverviewPane(Pane):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.growth = self.growth_error = self.assessment = None
+        self._charts_say(REPLAYING)  # an earlier failure's words are no longer true
         super().show_snapshot(snapshot)
         # the growth replay and the restart check are pure-Python threads: holding the GIL
         # from the start, they slowed the first paint by a third on a 200-partition RocksDB
@@ -120,6 +126,23 @@ class OverviewPane(Pane):
         cores, rto = self.tui.cores, self.tui.rto_s
         self.ask("assessment", lambda _progress: snapshot.assessment(cores, rto),
                  self._assessed, describe="restart check")
+
+    def show_error(self, message: str) -> None:
+        """The error in the status line — and in whatever still waits for the growth replay
+        when none is coming (the checkpoint could not be read, or the replay itself failed):
+        a chart saying "replaying the state files…" would wait forever."""
+        super().show_error(message)
+        if self.growth is not None or self.asking("growth"):
+            return  # another request failed: the replay still fills the charts
+        self.growth_error = self.growth_error or message
+        self._charts_say(message)
+        self._stores()
+
+    def _charts_say(self, words: str) -> None:
+        """What the charts without data say in their title."""
+        for chart in self.query(Chart):
+            if not chart.spec.has_data:
+                chart.show(replace(chart.spec, empty=words))
 
     def _assessed(self, assessment: Assessment) -> None:
         self.assessment = assessment

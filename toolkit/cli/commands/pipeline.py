@@ -22,6 +22,7 @@ from statekit.cli.options import (
     partitions_option,
     print_json,
     progress_log_option,
+    renamed_option,
     spark_conf,
     spark_options,
 )
@@ -235,9 +236,10 @@ def _duration_ms(text: str) -> str:
 @click.option("--interval", default="10 seconds", show_default=True,
               help="Trigger interval of --trigger processing-time, a Spark interval such "
                    "as '10 seconds'.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
+@click.option("--stop-after", "timeout_s", type=click.FloatRange(min=0), default=None,
               metavar="SECONDS",
               help="Stop a live run after this many seconds (default: run until Ctrl-C).")
+@renamed_option("--timeout", "--stop-after", "timeout_s", type=click.FloatRange(min=0))
 @progress_log_option
 @spark_options
 @json_option
@@ -266,7 +268,7 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
         statekit pipeline run --landing /tmp/landing --checkpoint /tmp/rocks \\
             --output /tmp/rocks-out --provider rocksdb --changelog -n 16
         statekit pipeline run --landing /tmp/landing --checkpoint /tmp/live \\
-            --output /tmp/live-out --trigger processing-time --timeout 600
+            --output /tmp/live-out --trigger processing-time --stop-after 600
     """
     from statekit.jobs.session import build_session
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run

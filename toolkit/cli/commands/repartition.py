@@ -15,6 +15,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
     changelog_option,
     checkpoint_options,
@@ -27,7 +28,7 @@ from statekit.cli.options import (
     spark_options,
     write_options,
 )
-from statekit.cli.render import command_line, console, print_next, status
+from statekit.cli.render import console, status
 from statekit.support.presentation import human_bytes
 
 if TYPE_CHECKING:
@@ -136,9 +137,10 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
     from statekit.jobs.actions.repartition import prepare, run
 
     options = parse_storage_options(storage_option)
-    prepared = prepare(open_from_cli(checkpoint, storage_option, "state"), resolve(target, options),
-                       partitions, to_provider=to_provider, changelog=changelog,
-                       storage_options=options,
+    ckpt = open_from_cli(checkpoint, storage_option, "state")
+    destination = resolve(target, options)
+    prepared = prepare(ckpt, destination, partitions, to_provider=to_provider,
+                       changelog=changelog, storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
     from statekit.jobs.session import build_session
@@ -159,7 +161,7 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
         console().print(f"file sink: {verb} {escape(outcome.file_sink_entry)} — restart only "
                         "the new checkpoint against this sink from now on")
     if outcome.dry_run:
-        print_next(command_line(without=("--dry-run",)), "write it for real")
+        print_real_run(ckpt, destination, options)
 
 
 def _render_plan(plan: RepartitionPlan, verify: bool) -> None:

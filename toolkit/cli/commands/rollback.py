@@ -14,6 +14,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
     checkpoint_options,
     json_option,
@@ -25,7 +26,7 @@ from statekit.cli.options import (
     to_batch_option,
     write_options,
 )
-from statekit.cli.render import command_line, console, print_next, status
+from statekit.cli.render import console, status
 from statekit.support.presentation import human_bytes
 
 if TYPE_CHECKING:
@@ -141,7 +142,8 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     from statekit.jobs.actions.rollback import prepare, run
 
     options = parse_storage_options(storage_option)
-    prepared = prepare(ckpt, resolve(target, options), batch, force=force,
+    destination = resolve(target, options)
+    prepared = prepare(ckpt, destination, batch, force=force,
                        new_query_id=new_query_id,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        offset_edits=edits, dry_run=dry_run)
@@ -160,7 +162,7 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
         print_json(outcome.to_dict())
         return
     if outcome.result is None:
-        print_next(command_line(without=("--dry-run",)), "write it for real")
+        print_real_run(ckpt, destination, options)
         return
     result, backup = outcome.result, outcome.sink_log_backup
     verdict = ("verified: the same rows in every store at batch "

@@ -14,14 +14,13 @@ from typing import Any
 import click
 
 from statekit.cli.options import (
-    checkpoint_urls,
     checkpoints_from_option,
     cores_option,
-    open_from_cli,
-    parse_storage_options,
+    fleet_options,
     progress_log_option,
     rto_option,
     storage_option,
+    timeout_option,
 )
 from statekit.cli.web_token import TOKEN_ENV
 
@@ -40,6 +39,7 @@ from statekit.cli.web_token import TOKEN_ENV
                    "The source is never written.")
 @progress_log_option
 @rto_option
+@timeout_option
 @click.option("--web", "web", default=None, metavar="[HOST:]PORT",
               help="Serve the app to browsers (textual-serve, one app per browser tab) "
                    "instead of this terminal: 8000 listens on 127.0.0.1:8000, HOST:8000 on "
@@ -55,8 +55,8 @@ from statekit.cli.web_token import TOKEN_ENV
                    "to every local user.")
 def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
                 watch: float | None, cores: int | None, allow_write: bool,
-                progress_log: str | None, rto: float | None, web: str | None,
-                web_token: str | None) -> None:
+                progress_log: str | None, rto: float | None, timeout: float,
+                web: str | None, web_token: str | None) -> None:
     """Browse checkpoints in the terminal (or a browser): the Textual app.
 
     Read-only unless --allow-write. The JVM starts only when the State, Repartition or Fix tab
@@ -90,11 +90,13 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
         statekit tui demo/checkpoint --watch 5
         statekit tui --checkpoints-from ours.txt --rto 30s --web 8000
     """
+    from statekit.checkpoint import open_checkpoint
     from statekit.support.gc_pause import long_running_process
 
     long_running_process()  # refreshes for hours: each pause's cycles must be collected
-    urls = checkpoint_urls(checkpoints, listing)
-    options = parse_storage_options(storage_option)
+    per_url = fleet_options(checkpoints, listing, storage_option)
+    urls = list(per_url)
+    options = per_url[urls[0]]
     if progress_log and len(urls) > 1:
         raise click.UsageError("--progress-log belongs to one checkpoint: name one")
     context = click.get_current_context()
@@ -108,7 +110,7 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
         host, port = web_address(web)  # a port that is no port: one line, before any work
         token = checked_token(web_token)
         if len(urls) == 1:  # a wrong path is a one-line error here, not in every browser
-            open_from_cli(urls[0], storage_option, allow_missing_metadata=True)
+            open_checkpoint(urls[0], options, allow_missing_metadata=True)
         argv = context.meta.get(ARGV_KEY) or ["tui", *urls]
         serve(served_argv(list(argv)), host, port, token=token, allow_write=allow_write,
               checkpoints=len(urls))
@@ -118,7 +120,7 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
         from statekit.tui.model import snapshot_in_background
 
         # a wrong path is a one-line error now, not an app showing nothing
-        opened = open_from_cli(urls[0], storage_option, allow_missing_metadata=True)
+        opened = open_checkpoint(urls[0], options, allow_missing_metadata=True)
         if progress_log:  # a wrong path or a file that is no progress log: one line, now
             from statekit.checkpoint.progress_log import parse_query
             from statekit.cli.options import read_progress_text
@@ -129,4 +131,4 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
 
     run_tui(urls[0], storage_options=options, watch=watch, cores=cores,
             allow_write=allow_write, first=first, progress=progress_log, rto_s=rto,
-            fleet=urls if len(urls) > 1 else None)
+            fleet=urls if len(urls) > 1 else None, fleet_options=per_url, timeout_s=timeout)
