@@ -32,8 +32,9 @@ SIZE = (120, 36)
 SCREENS = {"overview": (), "operators": ("2",), "partitions": ("2", "enter"),
            "batches": ("3",), "growth": ("4",), "recovery": ("5",), "state": ("6",),
            "repartition": ("7",), "query": ("8",), "fix": ("9",), "help": ("question_mark",)}
-FLEET = sorted(str(p.relative_to(ROOT)) for p in
-               (ROOT / "tests/data/golden/spark-4.1.4").glob("*/checkpoint"))
+FLEET = sorted(str(p) for p in (ROOT / "tests/data/golden/spark-4.1.4").glob("*/checkpoint"))
+"""The golden checkpoints beside the user's (absolute: the script runs from the folder
+holding demo/; the list names each by its distinct tail)."""
 PIXELS = (1482, 929)
 """The SVG's size at 120×36 (its viewBox, rounded up): the PNG's window."""
 
