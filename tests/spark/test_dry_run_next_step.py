@@ -16,7 +16,7 @@ import pytest
 from statekit.cli.commands.repartition import repartition_command
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
-from tests.unit.test_next_step import GOLDEN, file_sink, next_line, the_same_run_for_real
+from tests.support.next_steps import GOLDEN, file_sink, next_line, the_same_run_for_real
 
 pytestmark = [pytest.mark.spark]
 

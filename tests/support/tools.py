@@ -38,6 +38,7 @@ class Tool:
 PROMETHEUS = Tool(("prometheus",), "prometheus", "the Prometheus server tests")
 PROMTOOL = Tool(("promtool",), "prometheus", "the promtool checks of the exposition and rules")
 CHROMIUM = Tool(("chromium", "chromium-browser"), "chromium", "the browser test of tui --web")
+TMUX = Tool(("tmux",), "tmux", "the soak test (statekit tui --watch in a terminal)")
 SETPRIV = Tool(("setpriv",), "util-linux",
                "the permission tests (root gives up reading everything through setpriv)")
 

@@ -23,11 +23,9 @@ import html
 import os
 import re
 import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
 
 from statekit.tui.app import StatekitApp
 from statekit.tui.panes.growth import GrowthPane
@@ -36,11 +34,9 @@ from statekit.tui.panes.overview import OverviewPane
 from statekit.tui.panes.recovery import RecoveryPane
 from statekit.tui.table import Table
 from tests.tui.helpers import Messages, show_tab
+from tests.tui.shots import FIXTURE, PROGRESS, ROOT, SIZE, keys, settle, shoot
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = "tests/data/tui/reference_hdfs"
 STORED = Path(__file__).resolve().parent / "snapshots"
-SIZE = (120, 36)
 CHAR_WIDTH = 12.2
 UPDATE = os.environ.get("STATEKIT_UPDATE_SNAPSHOTS") == "1"
 
@@ -49,7 +45,6 @@ def normalise(svg: str) -> str:
     return re.sub(r"\bterminal-\d+", "terminal", svg)
 
 
-PROGRESS = "tests/data/tui/reference_hdfs.progress.jsonl"
 #: The wall clock the screens measure ages from: a minute after the fixture's last batch.
 NOW = 1795698799.307 + 60
 
@@ -90,42 +85,10 @@ def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
                     f"{tmp_path / (name + '.svg')}):\n{diff or '(same text, styles differ)'}")
 
 
-async def settle(pilot, app: StatekitApp) -> None:
-    """Let loading, the workers' answers and animations finish before the screenshot."""
-    await app.messages.idle(pilot)
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
-
-
-def shoot(url: str, steps: Callable[[object, StatekitApp], Awaitable[None]], **kwargs) -> str:
-    async def scenario() -> str:
-        app = StatekitApp(url, cores=2, **kwargs)
-        app.messages = Messages()
-        async with app.run_test(size=SIZE, message_hook=app.messages.hook) as pilot:
-            await settle(pilot, app)
-            await steps(pilot, app)
-            await settle(pilot, app)
-            return app.export_screenshot()
-
-    return asyncio.run(scenario())
-
-
 @pytest.fixture
 def in_repo(monkeypatch):
     """Open the fixture by a relative path, so no machine-specific path is on screen."""
     monkeypatch.chdir(ROOT)
-
-
-def keys(*pressed: str) -> Callable[[object, StatekitApp], Awaitable[None]]:
-    async def steps(pilot, app: StatekitApp) -> None:
-        for key in pressed:
-            if key.isdigit() and not isinstance(app.focused, Input):  # a tab, not typing
-                await show_tab(pilot, app, key)
-            else:
-                await pilot.press(key)
-            await settle(pilot, app)
-
-    return steps
 
 
 @pytest.mark.parametrize(("name", "pressed"), [

@@ -26,7 +26,7 @@ import pytest
 from statekit.support.presentation import SPARK_BARS
 from tests.support import tools
 from tests.support.png import RGB, Image, decode
-from tests.tui.test_snapshots import FIXTURE, PROGRESS, ROOT, keys, shoot
+from tests.tui.shots import FIXTURE, PROGRESS, ROOT, keys, shoot
 
 SCRIPT = ROOT / "docs" / "make_screenshots.py"
 APART = 60

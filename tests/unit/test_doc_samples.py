@@ -26,6 +26,7 @@ VOLATILE = [
                 r"( \d+(\.\d+)?\s?(ms|s|min|h|d))? ago\b"), "<age> ago"),
     (re.compile(r"(statekit_last_batch_age_seconds\{[^}]*\}) \S+"), r"\1 <age>"),
     (re.compile(r"(statekit_scrape_duration_seconds\{[^}]*\}) \S+"), r"\1 <duration>"),
+    (re.compile(r"(statekit_checkpoint_read_timestamp_seconds\{[^}]*\}) \S+"), r"\1 <when>"),
     # how long a read took
     (re.compile(r"\bin \d+(\.\d+)? ?(ms|s)\b"), "in <duration>"),
 ]
