@@ -263,3 +263,20 @@ def test_the_fleet_list_gives_each_checkpoint_its_own_deadline(tmp_path):
             ("still runs", "took longer than --timeout 3 s")
         assert any(words in silent_row.error for words in expected), silent_row.error
     assert threads[2] <= threads[1]  # the hung reading is one thread, whatever the rounds
+
+
+def test_a_long_running_process_sees_an_object_stores_new_batches(s3_server, tmp_path):
+    """The exporter and ``--watch`` open the same S3 checkpoint again and again in one
+    process, through one cached filesystem object: each opening lists what the store holds
+    now (a running query's next batch), not what the first one saw."""
+    copy = tmp_path / "ck"
+    shutil.copytree(HEALTHY, copy)
+    last = max(int(p.name) for p in (copy / "commits").iterdir() if p.name.isdigit())
+    commit = (copy / "commits" / str(last)).read_bytes()
+    (copy / "commits" / str(last)).unlink()
+    url = s3_server.upload(str(copy), "growing", "ck")
+    options = {"endpoint_url": s3_server.endpoint, **S3_KEYS}  # fsspec's caching as a user's
+    before = open_checkpoint(url, options).last_committed_batch
+    s3_server.filesystem().pipe(f"growing/ck/commits/{last}", commit)
+    after = open_checkpoint(url, options).last_committed_batch
+    assert (before, after) == (last - 1, last)

@@ -57,6 +57,25 @@ CHANGED_WHILE_READING = "changed while reading"
 _Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 
 
+def forget_listings(fs: AbstractFileSystem, root: str) -> None:
+    """Drop what ``fs`` remembers of listings at and below ``root``.
+
+    fsspec hands out one filesystem object per set of options for the life of the process,
+    and an object store's keeps every folder listing it made (s3fs's ``dircache``). A
+    long-running process — the exporter, ``--watch`` — opening the same checkpoint again
+    would see the folders as they were at its first reading: a running query's new batches
+    never. Each opening starts from what the store holds now."""
+    cache = getattr(fs, "dircache", None)
+    if not cache:
+        return
+    prefix = root.rstrip("/") + "/"
+    with contextlib.suppress(Exception):  # a cache being filled by another thread: retry
+        for key in [key for key in list(cache) if key == root or key.startswith(prefix)]:
+            cache.pop(key, None)
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(root)  # and the parents' listings that name it
+
+
 def _io_error(error: OSError, shown: str) -> StatekitError:
     if not isinstance(error, (FileNotFoundError, IsADirectoryError)):
         known = user_error(error, shown)  # an endpoint down, a timeout, credentials refused
@@ -563,6 +582,7 @@ def open_checkpoint(where: str | Location,
     location = where if isinstance(where, Location) else resolve(where, storage_options)
     url = location.url
     fs = location.fs
+    forget_listings(fs, location.root)
     try:
         entries = fs.ls(location.root, detail=True)
     except FileNotFoundError as missing:
