@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast test-oracle test-profile lint docs check-java prometheus chromium venv clean help
+.PHONY: demo test test-fast test-oracle test-profile lint docs check-java prometheus chromium tmux venv clean help
 
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
@@ -23,7 +23,7 @@ check-java:
 	@$(PYTHON) jobs/java_check.py
 
 # Debian packages some tests need (prometheus: the server and promtool for the metrics tests;
-# chromium: the browser test of `statekit tui --web`), installed where missing and apt-get
+# chromium: the browser tests of `statekit tui --web`; tmux: the soak test's terminal), installed where missing and apt-get
 # and root are available. Where one is missing, the tests that need it fail under CI=true or
 # STATEKIT_REQUIRE_TOOLS=1 (tests/support/tools.py) and skip elsewhere: so a failed install
 # stops a CI run here, at once, naming the package.
@@ -49,6 +49,9 @@ prometheus:
 
 chromium:
 	$(call apt_package,chromium,chromium,the browser test)
+
+tmux:
+	$(call apt_package,tmux,tmux,the soak test of statekit tui --watch)
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; statekit needs Python 3.10+"; exit 1; }
@@ -86,16 +89,16 @@ docs: venv
 # fixed-seed covering sample (tests/support/oracle.py); `make test-oracle` runs all of them.
 TEST_WORKERS ?= 2
 PYTEST_RUN = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
-test: check-java prometheus chromium lint docs
+test: check-java prometheus chromium tmux lint docs
 	$(PYTEST_RUN) --durations=15 $(PYTEST_ARGS)
 
 # every case of the doctor campaign (every checkpoint kind × every generated fault), the
 # migrate matrix, the cluster writes and the rollback restarts: hours on 2 cores
-test-oracle: check-java prometheus chromium venv
+test-oracle: check-java prometheus chromium tmux venv
 	STATEKIT_ORACLE=full $(PYTEST_RUN) -m spark --durations=30 $(PYTEST_ARGS)
 
 # the suite's profile (time per tier, the ten slowest modules) into docs/development.md
-test-profile: check-java prometheus chromium venv
+test-profile: check-java prometheus chromium tmux venv
 	$(BIN)/python tests/profile_suite.py --write docs/development.md
 
 # the edit loop: lint and every test that starts no JVM

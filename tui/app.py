@@ -323,7 +323,7 @@ def _stop_on_signals(app: StatekitApp) -> None:
         loop = app._loop
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(app.exit)
-        fallback = threading.Timer(4.0, end_process, kwargs={"code": 0, "grace_s": 0.5})
+        fallback = threading.Timer(2.0, end_process, kwargs={"code": 0, "grace_s": 0.5})
         fallback.daemon = True
         fallback.start()
 

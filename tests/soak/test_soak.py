@@ -45,15 +45,15 @@ BROWSER_CYCLES = 3
 # whatever readings are in flight at that moment (each holds a thread and a socket until it
 # ends or its deadline passes; on a busy CI machine an S3 reading takes seconds): 25 % plus
 # 8. A real leak still fails it: one fd per scrape is +20 in the measured ~40 s, one thread
-# per reading of each of the 12 checkpoints (every 5 s) is +90. Processes get no slack at
+# per reading of each of the 12 checkpoints (every 15 s) is +30. Processes get no slack at
 # all: one app left behind by a browser tab, or one worker per reading, is a leak whatever
 # the run's length.
 BOUNDS = soak_report.Bounds(growth=0.25, extra_fds=8, extra_threads=8, extra_processes=0,
                             exit_s=5.0, min_browser_cycles=BROWSER_CYCLES)
 TIMEOUT_S = 20.0
-"""Each checkpoint's reading deadline (the script's is 10 s): the suite runs beside other
-tests on two cores, where moto answers slowly; the silent endpoint still shows as a timeout
-well within the minute."""
+"""Each checkpoint's reading deadline, as the script's: the suite runs beside other tests on
+two cores, where moto answers slowly; the silent endpoint still shows as a timeout well
+within the minute."""
 
 
 @pytest.fixture(scope="module")
