@@ -12,7 +12,8 @@ threads, processes) flat, and everything gone within seconds of SIGTERM.
 
 Modules: soak_fleet (the checkpoints), soak_storage (S3 server, dead endpoints), soak_churn
 (growing, deleting), soak_services (the services, Prometheus, tmux), soak_browser
-(Chromium), soak_probe (process trees), soak_observe (scrapes, Prometheus' record),
+(Chromium), soak_probe (process trees, stopping a process), soak_http (the proxy-less
+opener, waiting for a server to answer), soak_observe (scrapes, Prometheus' record),
 soak_run (the phases), soak_report (bounds, table). tests/soak/test_soak.py runs the same
 core for a minute on a small fleet.
 

@@ -6,15 +6,15 @@ opens a tab, waits for the app's terminal text, presses a couple of keys, checks
 answered them, and closes the tab — many times — while the service's process tree is
 measured.
 
-As tests/tui/test_browser.py does: Chromium is driven over the Chrome DevTools Protocol with
-aiohttp (no Selenium, no Playwright), and the page's text is read where xterm.js gets it (a
-script added before the page's own wraps ``WebSocket`` and keeps every frame's text).
+As tests/tui/test_browser.py does, and with its helpers (tests/support/devtools.py):
+Chromium is driven over the Chrome DevTools Protocol with aiohttp (no Selenium, no
+Playwright), and the page's text is read where xterm.js gets it (a script added before the
+page's own wraps ``WebSocket`` and keeps every frame's text).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import shutil
 import subprocess
@@ -23,25 +23,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import soak_probe
 
-HOOK = """
-window.__terminalText = [];
-const Original = window.WebSocket;
-window.WebSocket = function (...args) {
-  const socket = new Original(...args);
-  socket.addEventListener("message", (event) => {
-    if (typeof event.data !== "string") {
-      window.__terminalText.push(new TextDecoder().decode(new Uint8Array(event.data)));
-    }
-  });
-  return socket;
-};
-window.WebSocket.prototype = Original.prototype;
-"""
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+from tests.support.devtools import hooked_page
+
 KEYS = (("ArrowDown", "ArrowDown", 40, ""), ("s", "KeyS", 83, "s"))
 """Keys pressed in each cycle: move down the fleet list, sort it."""
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -78,13 +64,7 @@ class Chromium:
     def close(self) -> None:
         """Stop the browser and every process of its session (renderers, zygotes)."""
         members = {stat.ident for stat in soak_probe.tree(self.process.pid)}
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        soak_probe.stop_process(self.process, 20)
         _, left = soak_probe.wait_gone(members, 5.0)
         soak_probe.kill(left)
         shutil.rmtree(self.profile, ignore_errors=True)
@@ -101,38 +81,6 @@ class Cycle:
     error: str = ""
 
 
-class _Page:
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.next_id = 0
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.next_id += 1
-        await self.ws.send_json({"id": self.next_id, "method": method, "params": params})
-        while True:
-            message = json.loads((await self.ws.receive(timeout=60)).data)
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return dict(message.get("result", {}))
-
-    async def text(self) -> str:
-        result = await self.call("Runtime.evaluate", returnByValue=True,
-                                 expression="(window.__terminalText || []).join('')")
-        return ANSI.sub("", result["result"].get("value", ""))
-
-    async def frames(self) -> int:
-        result = await self.call("Runtime.evaluate", returnByValue=True,
-                                 expression="(window.__terminalText || []).length")
-        return int(result["result"].get("value", 0))
-
-    async def press(self, key: str, code: str, key_code: int, text: str) -> None:
-        for kind in ("keyDown", "keyUp"):
-            await self.call("Input.dispatchKeyEvent", type=kind, key=key, code=code,
-                            windowsVirtualKeyCode=key_code,
-                            **({"text": text} if kind == "keyDown" and text else {}))
-
-
 async def _visit(devtools: int, url: str, expect: str, timeout_s: float) -> Cycle:
     import aiohttp
 
@@ -141,10 +89,7 @@ async def _visit(devtools: int, url: str, expect: str, timeout_s: float) -> Cycl
         async with http.put(f"{base}/json/new?about:blank") as made:
             target = await made.json(content_type=None)
         try:
-            async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                page = _Page(ws)
-                await page.call("Page.enable")
-                await page.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
+            async with hooked_page(http, target) as page:
                 started = time.monotonic()
                 await page.call("Page.navigate", url=url)
                 shown = None
@@ -156,8 +101,7 @@ async def _visit(devtools: int, url: str, expect: str, timeout_s: float) -> Cycl
                 if shown is None:
                     tail = (await page.text())[-300:]
                     return Cycle(False, None, False, f"never showed {expect!r}: {tail!r}")
-                await page.call("Runtime.evaluate", expression=(
-                    "document.querySelector('.xterm-helper-textarea').focus()"))
+                await page.focus_terminal()
                 before = await page.frames()
                 for key in KEYS:
                     await page.press(*key)

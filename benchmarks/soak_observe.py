@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak_storage import OPENER
+from soak_http import OPENER
 
 DOWN_LINE = re.compile(r"\bdown \(([\w-]+)\)")
 """The exporter's line for a checkpoint going down: ``… down (REASON): URL: message``."""

@@ -13,6 +13,9 @@ survivor.
 Numbers are taken as the median of a few samples a moment apart: one in-flight scrape
 holds a socket and a thread for a few milliseconds, which a single sample would count as
 growth.
+
+The harness's own helpers (Chromium, Prometheus, moto's servers) are stopped one way, by
+:func:`stop_process`: SIGTERM, a grace period, SIGKILL, and always reaped.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import contextlib
 import os
 import signal
 import statistics
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROC = Path("/proc")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -177,3 +182,15 @@ def kill(idents: Iterable[ProcessId]) -> None:
     for pid, _start in alive(idents):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def stop_process(popen: subprocess.Popen[Any], grace_s: float, reap_s: float = 10.0) -> None:
+    """SIGTERM ``popen`` if it still runs and wait ``grace_s`` for it to exit; past that,
+    SIGKILL it and wait ``reap_s`` more (it is reaped either way: no zombie is left)."""
+    if popen.poll() is None:
+        popen.terminate()
+        try:
+            popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout=reap_s)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import soak_probe
-from soak_storage import OPENER
+from soak_http import OPENER, wait_ready
 
 from tests.support.ports import free_port
 
@@ -266,28 +266,12 @@ class Prometheus:
                  f"--web.listen-address=127.0.0.1:{port}"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            self._wait_ready()
+            wait_ready(self.process, f"{self.base}/-/ready", poll_s=0.2,
+                       exited=lambda: f"prometheus exited:\n{self.log.read_text()[-2000:]}",
+                       never="prometheus never became ready")
         except BaseException:  # not yet the caller's to stop
             self.close()
             raise
 
-    def _wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited:\n{self.log.read_text()[-2000:]}")
-            try:
-                OPENER.open(f"{self.base}/-/ready", timeout=5).read()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("prometheus never became ready")
-
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        soak_probe.stop_process(self.process, 15, reap_s=15)

@@ -19,15 +19,15 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import soak_probe
+from soak_http import OPENER, wait_ready
+
 from tests.support.ports import free_port
 
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""urllib without any proxy from the environment: every address here is 127.0.0.1."""
 BOOTSTRAP = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing",
              "region_name": "us-east-1"}
 """Moto's placeholder credentials: any key is good until authentication is switched on."""
@@ -54,7 +54,9 @@ class S3Store:
         self._files: Any = None
         self.key = self.secret = ""
         try:
-            self._wait_ready()
+            wait_ready(self.process, f"{self.endpoint}/moto-api/", poll_s=0.1,
+                       exited=lambda: f"moto_server exited with {self.process.returncode}",
+                       never=f"moto_server did not answer on {self.endpoint}")
             if guarded:
                 self.key, self.secret = self._create_user()
             else:
@@ -63,18 +65,6 @@ class S3Store:
         except BaseException:  # not yet anyone's to close
             self.close()
             raise
-
-    def _wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self.process.returncode}")
-            try:
-                OPENER.open(f"{self.endpoint}/moto-api/", timeout=5).read()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"moto_server did not answer on {self.endpoint}")
 
     def _client(self, service: str) -> Any:
         import boto3
@@ -127,13 +117,7 @@ class S3Store:
         return f"s3://{bucket}/{prefix}"
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        soak_probe.stop_process(self.process, 10)
         self._log.close()
 
 

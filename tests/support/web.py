@@ -190,38 +190,44 @@ class Terminal:
     def text(self) -> str:
         return terminal_text(b"".join(self.chunks).decode("utf-8", "replace"))
 
+    async def _receive(self, deadline: float) -> Any | None:
+        """The next message, or None once ``deadline`` (``time.monotonic()``) has passed or
+        nothing arrived by then (each wait is at least 0.1 s)."""
+        if time.monotonic() >= deadline:
+            return None
+        try:
+            return await self.ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            return None
+
+    @staticmethod
+    def _ends(message: Any) -> bool:
+        """Whether ``message`` says the websocket is closing, closed or broken."""
+        import aiohttp
+
+        return message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                                aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR)
+
     async def until(self, pattern: str | tuple[str, ...], timeout: float) -> str:
         """Read frames until the text shows one of ``pattern``."""
         import aiohttp
 
         patterns = (pattern,) if isinstance(pattern, str) else pattern
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                message = await self.ws.receive(timeout=max(0.1, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                break
+        while (message := await self._receive(deadline)) is not None:
             if message.type == aiohttp.WSMsgType.BINARY:
                 self.chunks.append(message.data)
                 if any(p in self.text() for p in patterns):
                     return self.text()
-            elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
-                                  aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
+            elif self._ends(message):
                 break
         raise AssertionError(f"never saw {pattern!r}: {self.text()[-2000:]}")
 
     async def closed(self, timeout: float) -> bool:
         """Read (answering the server's close) until the websocket is closed."""
-        import aiohttp
-
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                message = await self.ws.receive(timeout=max(0.1, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                break
-            if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
-                                aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
+        while (message := await self._receive(deadline)) is not None:
+            if self._ends(message):
                 return True
         return self.ws.closed
 

@@ -3,7 +3,8 @@ the page, runs textual-serve's xterm.js client, which opens the app's websocket;
 shows the fleet list; a key pressed in the page opens a checkpoint.
 
 Driven through the Chrome DevTools Protocol over its websocket (no Selenium, no Playwright:
-aiohttp is already here). What the page shows is drawn on a canvas, so the page's text is
+aiohttp is already here; the helpers, shared with the soak's browser cycles, are in
+tests/support/devtools.py). What the page shows is drawn on a canvas, so the page's text is
 read where xterm.js gets it: a script added before the page's own wraps ``WebSocket`` and
 keeps the text of every frame the terminal is given. The screenshot is checked as an image
 (a PNG of the window's size whose pixels are not one colour).
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import re
 import shutil
 import struct
@@ -26,33 +26,20 @@ import subprocess
 import tempfile
 import time
 import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.support import tools
+from tests.support.devtools import DevTools, first_page_target, hooked_page
 from tests.support.ports import free_port
 from tests.support.tools import find
-from tests.support.web import DEMO, GOLDEN, served_tui, terminal_text, web_server
+from tests.support.web import DEMO, GOLDEN, served_tui, web_server
 
 CHROMIUM = find(tools.CHROMIUM)
 WIDTH, HEIGHT = 1400, 900
 
 pytestmark = tools.needs(tools.CHROMIUM)
-
-HOOK = """
-window.__terminalText = [];
-const Original = window.WebSocket;
-window.WebSocket = function (...args) {
-  const socket = new Original(...args);
-  socket.addEventListener("message", (event) => {
-    if (typeof event.data !== "string") {
-      window.__terminalText.push(new TextDecoder().decode(new Uint8Array(event.data)));
-    }
-  });
-  return socket;
-};
-window.WebSocket.prototype = Original.prototype;
-"""
-
 
 def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
     """(width, height, distinct byte values of the first rows) of a PNG: enough to tell a
@@ -69,80 +56,48 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
     return width, height, len(set(pixels[: width * 4 * 200]))
 
 
-class DevTools:
-    """One page target of a running Chromium, spoken to over CDP."""
-
-    def __init__(self, ws) -> None:
-        self.ws = ws
-        self.next_id = 0
-        self.events: list[dict] = []
-        """Every event received so far (``method``, ``params``), in order."""
-
-    async def call(self, method: str, **params):
-        self.next_id += 1
-        await self.ws.send_json({"id": self.next_id, "method": method, "params": params})
-        while True:
-            message = json.loads((await self.ws.receive(timeout=60)).data)
-            if message.get("id") == self.next_id:
-                assert "error" not in message, message
-                return message.get("result", {})
-            if "method" in message:
-                self.events.append(message)
-
-    def seen(self, method: str) -> list[dict]:
-        """The parameters of every ``method`` event received so far."""
-        return [event["params"] for event in self.events if event["method"] == method]
-
-    async def text(self) -> str:
-        result = await self.call("Runtime.evaluate",
-                                 expression="(window.__terminalText || []).join('')",
-                                 returnByValue=True)
-        return terminal_text(result["result"].get("value", ""))
-
-    async def wait_for(self, pattern: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = await self.text()
-            if pattern in text:
-                return text
-            await asyncio.sleep(0.25)
-        raise AssertionError(f"the page never showed {pattern!r}: {text[-1500:]}")
-
-    async def press(self, key: str, code: str, key_code: int, text: str) -> None:
-        for kind in ("keyDown", "keyUp"):
-            await self.call("Input.dispatchKeyEvent", type=kind, key=key, code=code,
-                            windowsVirtualKeyCode=key_code,
-                            **({"text": text} if kind == "keyDown" else {}))
+async def wait_for(page: DevTools, pattern: str, timeout: float) -> str:
+    """The terminal's text once it shows ``pattern`` (AssertionError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = await page.text()
+        if pattern in text:
+            return text
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"the page never showed {pattern!r}: {text[-1500:]}")
 
 
-async def _browse(devtools_port: int, url: str, shots: Path) -> tuple[str, str]:
+@asynccontextmanager
+async def _first_page_at(devtools_port: int, url: str,
+                         domains: tuple[str, ...] = ("Page",)) -> AsyncIterator[DevTools]:
+    """The browser's first tab, ``domains`` enabled, the hook added, a WIDTH×HEIGHT
+    window, navigated to ``url``."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{devtools_port}/json/list") as listing:
-            targets = [t for t in await listing.json() if t["type"] == "page"]
-        async with http.ws_connect(targets[0]["webSocketDebuggerUrl"],
-                                   max_msg_size=0) as ws:
-            page = DevTools(ws)
-            await page.call("Page.enable")
-            await page.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
+        target = await first_page_target(http, devtools_port)
+        async with hooked_page(http, target, domains) as page:
             await page.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT,
                             deviceScaleFactor=1, mobile=False)
             await page.call("Page.navigate", url=url)
-            fleet = await page.wait_for("complete in", 90)
-            await asyncio.sleep(0.5)  # the canvas draws what the terminal was given
-            shot = await page.call("Page.captureScreenshot", format="png")
-            (shots / "fleet.png").write_bytes(base64.b64decode(shot["data"]))
-            await page.call("Runtime.evaluate", expression="window.__terminalText = []")
-            # the key goes where a user's goes: the focused xterm.js textarea
-            await page.call("Runtime.evaluate", expression=(
-                "document.querySelector('.xterm-helper-textarea').focus()"))
-            await page.press("Enter", "Enter", 13, "\r")
-            opened = await page.wait_for("Overview", 90)
-            await asyncio.sleep(0.5)
-            shot = await page.call("Page.captureScreenshot", format="png")
-            (shots / "opened.png").write_bytes(base64.b64decode(shot["data"]))
+            yield page
+
+
+async def _browse(devtools_port: int, url: str, shots: Path) -> tuple[str, str]:
+    async with _first_page_at(devtools_port, url) as page:
+        fleet = await wait_for(page, "complete in", 90)
+        await asyncio.sleep(0.5)  # the canvas draws what the terminal was given
+        shot = await page.call("Page.captureScreenshot", format="png")
+        (shots / "fleet.png").write_bytes(base64.b64decode(shot["data"]))
+        await page.call("Runtime.evaluate", expression="window.__terminalText = []")
+        # the key goes where a user's goes: the focused xterm.js textarea
+        await page.focus_terminal()
+        await page.press("Enter", "Enter", 13, "\r")
+        opened = await wait_for(page, "Overview", 90)
+        await asyncio.sleep(0.5)
+        shot = await page.call("Page.captureScreenshot", format="png")
+        (shots / "opened.png").write_bytes(base64.b64decode(shot["data"]))
     return fleet, opened
 
 
@@ -196,26 +151,13 @@ def test_chromium_shows_the_fleet_list_and_a_key_opens_a_checkpoint(tmp_path):
 
 
 async def _browse_offline(devtools_port: int, url: str) -> tuple[DevTools, str, bool]:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{devtools_port}/json/list") as listing:
-            targets = [t for t in await listing.json() if t["type"] == "page"]
-        async with http.ws_connect(targets[0]["webSocketDebuggerUrl"],
-                                   max_msg_size=0) as ws:
-            page = DevTools(ws)
-            await page.call("Network.enable")
-            await page.call("Page.enable")
-            await page.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
-            await page.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT,
-                            deviceScaleFactor=1, mobile=False)
-            await page.call("Page.navigate", url=url)
-            text = await page.wait_for("Overview", 90)
-            await asyncio.sleep(1)  # anything the page still asks for, asked
-            font = await page.call("Runtime.evaluate", returnByValue=True, expression=(
-                "[...document.fonts].some(f => f.family.includes('Roboto Mono') "
-                "&& f.status === 'loaded')"))
-            await page.call("Runtime.evaluate", expression="1")  # the last events, received
+    async with _first_page_at(devtools_port, url, ("Network", "Page")) as page:
+        text = await wait_for(page, "Overview", 90)
+        await asyncio.sleep(1)  # anything the page still asks for, asked
+        font = await page.call("Runtime.evaluate", returnByValue=True, expression=(
+            "[...document.fonts].some(f => f.family.includes('Roboto Mono') "
+            "&& f.status === 'loaded')"))
+        await page.call("Runtime.evaluate", expression="1")  # the last events, received
     return page, text, bool(font["result"].get("value"))
 
 

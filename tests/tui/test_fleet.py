@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +18,9 @@ from statekit.tui.app import StatekitApp
 from statekit.tui.fleet_screen import FleetScreen, sort_key
 from statekit.tui.panes.overview import OverviewPane
 from tests.tui.helpers import Messages, until
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = sorted((DATA / "golden").glob("spark-*/*/checkpoint"))
@@ -258,6 +264,20 @@ async def every_row_read(pilot, screen: FleetScreen) -> None:
     await pilot.pause()
 
 
+@asynccontextmanager
+async def fleet_list_read(small_fleet: dict[str, str]) -> AsyncIterator[
+        tuple[StatekitApp, Pilot[Any], FleetScreen, list[str]]]:
+    """The app on the small fleet listed last first (opened with its second URL), once
+    every row of the fleet list is read: (app, pilot, the fleet list, the URLs)."""
+    urls = listed_last_first(small_fleet)
+    app = StatekitApp(urls[1], cores=2, fleet=urls)
+    async with driven(app) as pilot:
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        await every_row_read(pilot, screen)
+        yield app, pilot, screen, urls
+
+
 def pane_text(app: StatekitApp) -> str:
     """Everything the shown tab says: its lines and its charts."""
     from textual.widgets import Static
@@ -274,12 +294,7 @@ def test_the_cursor_starts_on_the_first_row_shown_and_enter_opens_the_row_shown(
 
 
 async def _cursor_scenario(small_fleet):
-    urls = listed_last_first(small_fleet)
-    app = StatekitApp(urls[1], cores=2, fleet=urls)
-    async with driven(app) as pilot:
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
-        await every_row_read(pilot, screen)
+    async with fleet_list_read(small_fleet) as (app, pilot, screen, urls):
         shown = table_urls(screen)
         assert shown == sorted(urls) and shown[-1] == small_fleet["zz-missing"]
         # the first row arrived was the unreadable one; the cursor is on the first shown
@@ -297,11 +312,7 @@ def test_the_cursor_stays_on_its_checkpoint_through_refresh_and_sorting(small_fl
 
 
 async def _cursor_stays_scenario(small_fleet):
-    urls = listed_last_first(small_fleet)
-    app = StatekitApp(urls[1], cores=2, fleet=urls)
-    async with driven(app) as pilot:
-        screen = app.screen
-        await every_row_read(pilot, screen)
+    async with fleet_list_read(small_fleet) as (app, pilot, screen, _urls):
         await pilot.press("down")
         chosen = table_urls(screen)[1]
         assert screen.table.selected_key() == chosen
@@ -326,12 +337,8 @@ def test_enter_on_an_unreadable_checkpoint_shows_its_error_and_esc_goes_back(sma
 
 
 async def _unreadable_scenario(small_fleet):
-    urls = listed_last_first(small_fleet)
     missing = small_fleet["zz-missing"]
-    app = StatekitApp(urls[1], cores=2, fleet=urls)
-    async with driven(app) as pilot:
-        screen = app.screen
-        await every_row_read(pilot, screen)
+    async with fleet_list_read(small_fleet) as (app, pilot, screen, _urls):
         error = next(row.error for row in screen.rows.values() if row.url == missing)
         assert error and "no such file" in error
         last = len(table_urls(screen)) - 1
