@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo   build .venv, run the reference pipeline into ./$(DEMO_DIR)/checkpoint, report on it"
 	@echo "make test   build .venv and run the whole test suite (lint, contracts, mypy, unit, Spark)"
-	@echo "make test-fast    lint and every test that starts no JVM (the edit loop)"
+	@echo "make test-fast    lint and every test that starts no JVM, but the soak (the edit loop)"
 	@echo "make test-oracle  every case of every Spark-judged matrix (hours; before a release)"
 	@echo "make test-profile the suite's time per tier and its slowest modules, into docs/development.md"
 	@echo "make lint   ruff, the import-linter contracts and mypy only"
@@ -103,7 +103,7 @@ test-profile: check-java prometheus chromium tmux venv
 
 # the edit loop: lint and every test that starts no JVM
 test-fast: lint
-	$(BIN)/python -m pytest -m "not spark" -n auto --dist load --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not spark and not soak" -n auto --dist load --durations=10 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- suite-profile:begin -->", "<!-- suite-profile:end -->"
 PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").exists() else sys.executable
-FAST = ["-m", "not spark", "-n", "auto", "--dist", "load"]
+FAST = ["-m", "not spark and not soak", "-n", "auto", "--dist", "load"]
 FULL = ["-n", os.environ.get("TEST_WORKERS", "2"), "--dist", "loadgroup"]
 
 

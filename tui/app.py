@@ -160,6 +160,8 @@ class StatekitApp(Asks, App):
         # its own rows)
         if self.fleet and (self.snapshot is None or self.screen is self.get_screen("fleet")):
             return
+        if self.asking("snapshot"):  # the last tick's reading still runs: no second one
+            return
         self.action_refresh()
 
     # ---------------------------------------------------------------- the fleet

@@ -166,6 +166,8 @@ class FleetScreen(Asks, Screen[str]):
         """The checkpoint the user put the cursor on (None: they have not moved it)."""
         self._placed: str | None = None
         """Where the list itself last put the cursor: found elsewhere, the user moved it."""
+        self._read_again = False
+        """A refresh was asked while the fleet was being read: read again when it ends."""
         self.sort_column = "checkpoint"
         self.descending = False
         self.generation = 0
@@ -205,7 +207,16 @@ class FleetScreen(Asks, Screen[str]):
 
     # ------------------------------------------------------------------ reading
     def read(self) -> None:
-        """(Re)read every checkpoint; rows replace the old ones as they arrive."""
+        """(Re)read every checkpoint; rows replace the old ones as they arrive.
+
+        One reading of the fleet at a time: a refresh (``r``, or ``--watch`` ticking
+        faster than the fleet reads) asked while one runs starts when it ends. A thread
+        cannot be stopped, so starting another would only stack readings — threads and
+        memory growing with time, and each checkpoint read twice at once."""
+        if self.asking("fleet"):
+            self._read_again = True
+            return
+        self._read_again = False
         self.generation += 1
         generation = self.generation
         self.started = time.perf_counter()
@@ -258,6 +269,8 @@ class FleetScreen(Asks, Screen[str]):
         self.last_row_s = time.perf_counter() - self.started
         self._render_pending = False
         self.render_rows()
+        if self._read_again:  # a refresh asked meanwhile
+            self.call_later(self.read)
 
     def render_rows(self) -> None:
         now = self.now()

@@ -32,7 +32,7 @@ from soak_fleet import DOWN, KINDS, UP, WILL_NOT_RESTART  # noqa: E402
 from soak_run import SoakConfig, run_soak  # noqa: E402
 
 pytestmark = [tools.needs(tools.PROMETHEUS, tools.CHROMIUM, tools.TMUX),
-              tools.ROOT_NEEDS_SETPRIV, pytest.mark.timeout(600)]
+              tools.ROOT_NEEDS_SETPRIV, pytest.mark.timeout(600), pytest.mark.soak]
 
 SECONDS = 60.0
 BROWSER_CYCLES = 3

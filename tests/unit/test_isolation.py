@@ -14,7 +14,7 @@ from pathlib import Path
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.storage_errors import REASONS, reason_of, user_error
 from statekit.fleet.live_metrics import LiveMetrics
-from statekit.support.deadlines import Finished, Readings, in_flight
+from statekit.support.deadlines import Finished, Readings, given_up
 from statekit.support.errors import (
     EXIT_BAD_INPUT,
     EXIT_UNREACHABLE,
@@ -52,17 +52,17 @@ def test_a_reading_past_its_deadline_is_given_up_and_never_started_twice():
     assert hung_done.wait(30) and quick_done.wait(30)
     assert hung[0].timed_out and not hung[0].ok
     assert quick[0].ok and quick[0].value == 42
-    # the abandoned reading still runs: its key is in flight, a second one is refused
-    assert in_flight(key)
+    # the abandoned reading still runs: its key is given up, a second one is refused
+    assert given_up(key)
     again, again_done, on_again = _collect()
     assert not readings.submit(key, lambda: 1, on_again, timeout=1)
     assert again_done.is_set() and again[0].busy
     release.set()
     for _ in range(300):
-        if not in_flight(key):
+        if not given_up(key):
             break
         threading.Event().wait(0.05)
-    assert not in_flight(key)
+    assert not given_up(key)
     assert len(hung) == 1  # the late result was dropped: on_done ran once
     readings.close()
 
@@ -207,9 +207,9 @@ def test_a_broken_fleet_leaves_the_healthy_checkpoint_alone(tmp_path):
         assert up["s3://wrongkeys/ck"] == (0.0, "credentials")
         assert up["s3://refused/ck"][0] == 0.0
         assert up["s3://refused/ck"][1] in ("unreachable", "timeout")
-        # the silent endpoint's reading was given up, not ended: it is still in flight, and
+        # the silent endpoint's reading was given up, not ended: it still runs, and
         # the next scrape neither waits for it nor starts a second one
-        assert in_flight(("metrics", "s3://silent/ck", id(live)))
+        assert given_up(("metrics", "s3://silent/ck", id(live)))
         shutil.rmtree(vanishing)  # deleted between two readings
         for _ in range(600):  # a scrape never waits: ask until the new reading is in
             second = live.families()

@@ -9,9 +9,10 @@ reading; what it can do is stop *waiting* for it:
   ``timed_out``) and its worker is abandoned — a fresh worker takes its slot, so the other
   checkpoints' readings go on at full width;
 * the abandoned thread ends when its socket finally gives up (the object-store clients have
-  socket timeouts); until then its key stays *in flight*, and no second reading of that key
+  socket timeouts); until then its key stays *given up*, and no second reading of that key
   starts, in this :class:`Readings` or any other — so a checkpoint that hangs for a week
-  costs one thread, not one per scrape;
+  costs one thread, not one per scrape (readings that are merely running do not block
+  their key: the callers do not start one twice);
 * workers are daemon threads: a process that is told to stop does not wait for a reading
   that will never end.
 
@@ -28,9 +29,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-_IN_FLIGHT: set[Hashable] = set()
-"""Keys with a reading running anywhere in this process (abandoned ones included)."""
-_IN_FLIGHT_LOCK = threading.Lock()
+_GIVEN_UP: set[Hashable] = set()
+"""Keys whose reading was abandoned at its deadline and still runs, in this process."""
+_GIVEN_UP_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Finished:
     seconds: float = 0.0
     """From the start of the reading until it ended or its deadline passed."""
     busy: bool = False
-    """Not started: an earlier reading of the same key (abandoned at its deadline) still
+    """Not started: an earlier reading of the same key, abandoned at its deadline, still
     runs."""
 
     @property
@@ -64,10 +65,10 @@ class _Job:
     worker: threading.Thread | None = field(default=None, repr=False)
 
 
-def in_flight(key: Hashable) -> bool:
-    """Is a reading of ``key`` running anywhere in this process (abandoned ones too)?"""
-    with _IN_FLIGHT_LOCK:
-        return key in _IN_FLIGHT
+def given_up(key: Hashable) -> bool:
+    """Does a reading of ``key`` that was abandoned at its deadline still run?"""
+    with _GIVEN_UP_LOCK:
+        return key in _GIVEN_UP
 
 
 class Readings:
@@ -97,12 +98,8 @@ class Readings:
     def submit(self, key: Hashable, run: Callable[[], Any], on_done: Callable[[Finished], None],
                *, timeout: float | None) -> bool:
         """Queue ``run()`` for ``key``; ``False`` (and ``on_done`` with ``busy``) when a
-        reading of ``key`` is still in flight."""
-        with _IN_FLIGHT_LOCK:
-            busy = key in _IN_FLIGHT
-            if not busy:
-                _IN_FLIGHT.add(key)
-        if busy:
+        reading of ``key`` abandoned at its deadline still runs."""
+        if given_up(key):
             on_done(Finished(key, busy=True))
             return False
         job = _Job(key, run, on_done, timeout)
@@ -139,8 +136,6 @@ class Readings:
             dropped = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
-        for job in dropped:
-            _release(job.key)
         with self._cond:
             self._pending -= len(dropped)
             self._cond.notify_all()
@@ -178,11 +173,13 @@ class Readings:
                 value = job.run()
             except BaseException as failed:  # handed to on_done, never lost
                 error = failed
-            _release(job.key)
             with self._cond:
                 self._running.discard(job)
                 abandoned = job.abandoned
-                if not abandoned:
+                if abandoned:  # the key may be read again
+                    with _GIVEN_UP_LOCK:
+                        _GIVEN_UP.discard(job.key)
+                else:
                     job.delivered = True
                 self._cond.notify_all()
             if abandoned:  # its slot went to a fresh worker at the deadline
@@ -213,6 +210,8 @@ class Readings:
                 for job in overdue:
                     job.abandoned = True
                     job.delivered = True
+                    with _GIVEN_UP_LOCK:
+                        _GIVEN_UP.add(job.key)
                     self._running.discard(job)
                     self._workers -= 1
                     if self._queue and not self._closed:
@@ -228,11 +227,6 @@ class Readings:
         with self._cond:
             self._pending -= 1
             self._cond.notify_all()
-
-
-def _release(key: Hashable) -> None:
-    with _IN_FLIGHT_LOCK:
-        _IN_FLIGHT.discard(key)
 
 
 def _deliver(job: _Job, finished: Finished) -> None:
