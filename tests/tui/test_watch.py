@@ -67,3 +67,63 @@ def test_watch_shows_new_batches_and_extends_the_growth_chart(tmp_path):
             assert app.query_one(BatchesPane).table.row_count == 12
 
     asyncio.run(scenario())
+
+
+def test_a_watch_faster_than_the_fleet_reads_never_stacks_readings(tmp_path, monkeypatch):
+    """``--watch`` ticking every half second over a fleet that takes seconds to read (a
+    checkpoint behind an S3 server that answers each request after 60 ms): one reading of
+    the fleet runs at a time — a thread cannot be stopped, so a reading started per tick
+    would pile up threads and read each checkpoint several times at once."""
+    import json
+    import subprocess
+    import sys
+    import threading
+
+    from statekit.tui import fleet_screen
+    from statekit.tui.fleet_screen import FleetScreen
+
+    lock, now, most, calls = threading.Lock(), [0], [0], [0]
+    real = fleet_screen.read_fleet
+
+    def counted(*args, **kwargs):  # the real reading, its concurrency counted
+        with lock:
+            now[0] += 1
+            calls[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(fleet_screen, "read_fleet", counted)
+
+    served = tmp_path / "bucket"
+    small = FIXTURE.parents[1] / "golden" / "spark-4.1.4" / "aggregation_hdfs" / "checkpoint"
+    shutil.copytree(small, served / "ck")
+    local = tmp_path / "local"
+    shutil.copytree(FIXTURE, local)
+    slow = subprocess.Popen([sys.executable, "-m", "tests.s3_lite", "--root", str(served),
+                             "--bucket", "slow", "--latency-ms", "60"],
+                            stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+
+    async def scenario(endpoint: str) -> None:
+        per_url = {"s3://slow/ck": {"endpoint_url": endpoint, "key": "k", "secret": "s"}}
+        app = StatekitApp(str(local), cores=1, fleet=[str(local), *per_url],
+                          fleet_options=per_url, timeout_s=60, watch=0.5)
+        async with app.run_test(size=(160, 40)) as pilot:
+            assert isinstance(app.get_screen("fleet"), FleetScreen)
+            for _ in range(20):  # 10 s: 20 ticks
+                await asyncio.sleep(0.5)
+                await pilot.pause()
+
+    try:
+        assert slow.stdout is not None
+        endpoint = json.loads(slow.stdout.readline())["endpoint"]
+        asyncio.run(scenario(endpoint))
+    finally:
+        slow.terminate()
+        slow.wait(timeout=20)
+    assert most[0] == 1  # one reading of the fleet at a time, however many ticks
+    assert calls[0] >= 2  # and read again when one ended
