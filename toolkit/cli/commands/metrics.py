@@ -147,6 +147,10 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
     per_url = fleet_options(checkpoints, listing, storage_option)
     urls = list(per_url)
     address = serve_address(serve) if serve is not None else None  # before any work
+    if address is not None:
+        from statekit.support.gc_pause import long_running_process
+
+        long_running_process()  # serves for weeks: no process-wide collector pause
     live = LiveMetrics(
         urls, lambda u: open_checkpoint(u, per_url[u], allow_missing_metadata=True),
         cores=cores or os.cpu_count() or 1, per_partition=per_partition, decode=decode,

@@ -93,7 +93,7 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
     from statekit.checkpoint import open_checkpoint
     from statekit.support.gc_pause import long_running_process
 
-    long_running_process()  # refreshes for hours: each pause's cycles must be collected
+    long_running_process()  # refreshes for hours: no process-wide collector pause
     per_url = fleet_options(checkpoints, listing, storage_option)
     urls = list(per_url)
     options = per_url[urls[0]]
