@@ -165,10 +165,10 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
     registry.register(_Collector(live.families))
     host, port = address
     bound = _listen(host, port, registry)
-    live.refresh_due()  # the first round starts now, not at the first scrape
     _log(f"serving http://{host}:{bound}/metrics ({len(urls)} checkpoint(s), each read at "
          f"most every {cache_seconds:g} s within --timeout {timeout:g} s); SIGTERM or Ctrl+C "
-         "stops")
+         "stops")  # the first line, before any checkpoint's
+    live.refresh_due()  # the first round starts now, not at the first scrape
     _serve_until_stopped()
 
 
