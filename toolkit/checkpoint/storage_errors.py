@@ -108,6 +108,18 @@ def user_error(error: BaseException, shown: str | None = None) -> StatekitError 
     return None
 
 
+def deadline_error(url: str, timeout_s: float | None, *,
+                   still_running: bool = False) -> StorageUnreachable:
+    """The error of a reading that outlived its deadline (``still_running``: not started,
+    because an earlier one abandoned at its deadline still runs) — the fleet list's row and
+    the exporter's ``up 0`` say the same."""
+    limit = f"--timeout {timeout_s:g} s" if timeout_s is not None else "its deadline"
+    more = (" (an earlier reading still runs: the store never answered)" if still_running
+            else "")
+    return StorageUnreachable(f"reading took longer than {limit}{more}", path=url,
+                              reason="timeout")
+
+
 def reason_of(error: StatekitError) -> str:
     """The one-word reason of an error, one of :data:`REASONS`."""
     given = error.reason

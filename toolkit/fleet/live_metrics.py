@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from statekit.checkpoint.storage_errors import reason_of
+from statekit.checkpoint.storage_errors import deadline_error, reason_of
 from statekit.fleet.metrics import Family, as_user_error, checkpoint_metrics, failed_metrics, merge
 from statekit.support.deadlines import Finished, Readings
-from statekit.support.errors import StatekitError, StorageUnreachable
+from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
 
 
@@ -44,14 +44,6 @@ class _Latest:
     message: str
     at: float
     """Monotonic time the reading ended (or its deadline passed)."""
-
-
-def timed_out(url: str, timeout_s: float, *, still_running: bool = False) -> StatekitError:
-    """The error of a reading that outlived its deadline."""
-    more = (" (an earlier reading still runs: the store never answered)" if still_running
-            else "")
-    return StorageUnreachable(f"reading took longer than --timeout {timeout_s:g} s{more}",
-                              path=url, reason="timeout")
 
 
 class LiveMetrics:
@@ -117,7 +109,7 @@ class LiveMetrics:
                                  "" if error is None else str(error), self._clock())
             else:
                 if finished.timed_out or finished.busy:
-                    error = timed_out(url, self.timeout_s, still_running=finished.busy)
+                    error = deadline_error(url, self.timeout_s, still_running=finished.busy)
                 else:
                     assert finished.error is not None
                     error = as_user_error(finished.error, url)

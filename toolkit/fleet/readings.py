@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from statekit.checkpoint.storage_errors import user_error
+from statekit.checkpoint.storage_errors import deadline_error, user_error
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
-from statekit.support.errors import StorageUnreachable
 from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
@@ -247,15 +246,10 @@ def read_fleet(urls: Iterable[str], storage_options: Mapping[str, Any] | None = 
         return None if timeout_s is None else max(0.0, deadline[index] - clock())
 
     def failed(index: int, finished: Finished) -> None:
-        if finished.busy:
-            fleet.give_up(index, StorageUnreachable(
-                "an earlier reading of it still runs (its store never answered): not read "
-                "again until that one ends", path=targets[index], reason="timeout"),
-                finished.seconds)
-        elif finished.timed_out:
-            fleet.give_up(index, StorageUnreachable(
-                f"reading took longer than --timeout {timeout_s or 0:g} s",
-                path=targets[index], reason="timeout"), finished.seconds)
+        if finished.busy or finished.timed_out:
+            fleet.give_up(index, deadline_error(targets[index], timeout_s,
+                                                still_running=finished.busy),
+                          finished.seconds)
         else:
             assert finished.error is not None
             fleet.give_up(index, finished.error, finished.seconds)
