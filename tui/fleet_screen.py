@@ -44,8 +44,8 @@ NAME_WIDTH = 32
 ERROR_WIDTH = 60
 SORTS = ("checkpoint", "health", "age", "keys", "bytes", "growth", "restart", "snap lag")
 """The columns ``s`` cycles through, in that order."""
-HEALTH_RANK = {"will not restart": 0, "unreadable": 1, "restarts with warnings": 2,
-               "restarts": 3, None: 4}
+HEALTH_RANK = {"will not restart": 0, "unreadable": 1, "restarts, but": 2,
+               "restarts with warnings": 3, "restarts": 4, None: 5}
 GROWTH_RANK = {"accelerating": 0, "growing": 1, "saturating": 2, "bounded": 3,
                "insufficient-history": 4, None: 5}
 
@@ -68,6 +68,8 @@ def health_text(row: FleetRow) -> Text:
         return Text("WILL NOT RESTART", style=ERROR)
     if row.health == "restarts with warnings":
         return Text("restarts, warnings", style=WARNING)
+    if row.outcome not in (None, "same"):  # it restarts, into another outcome
+        return Text(f"restarts, {str(row.outcome).upper()}", style=ERROR)
     if row.health is None:  # the first step's row: the assessment is still to come
         return Text("checking…", style="dim")
     if row.health != "restarts":  # "not checked"
@@ -110,9 +112,10 @@ def cells(row: FleetRow, now: float, name: str | None = None) -> tuple[Any, ...]
 def sort_key(column: str, now: float) -> Callable[[FleetRow], Any]:
     """Most alarming first for verdicts, largest first for sizes, oldest first for ages."""
     def key(row: FleetRow) -> Any:
-        health = "unreadable" if row.error is not None else row.health
+        health = "unreadable" if row.error is not None else \
+            "restarts, but" if row.outcome not in (None, "same") else row.health
         if column == "health":
-            return (HEALTH_RANK.get(health, 4), row.url)
+            return (HEALTH_RANK.get(health, 5), row.url)
         if column == "growth":
             return (GROWTH_RANK.get(row.growth, 5), row.url)
         values = {"age": row.age_s(now), "keys": row.keys, "bytes": row.bytes,

@@ -79,7 +79,7 @@ def contradictions(ckpt: Path, ran: Ran | None = None) -> list[str]:
         if err and err.count("\n") > 1:
             found.append(f"{name}: more than one stderr line: {err[:300]!r}")
     code, out, err = results["doctor"]
-    if code not in (0, 9, 11, 12):  # the checkpoint cannot be read at all
+    if code not in (0, 9, 11, 12, 14):  # the checkpoint cannot be read at all
         for name, (other, _o, _e) in results.items():
             if other in (0, 9):
                 found.append(f"{name} exits {other} where the doctor cannot read it ({err})")
@@ -163,6 +163,9 @@ def _decoded_surface(name: str, result: tuple[int, str, str], doctor: dict
     said = assessment["restart"]["verdict"]
     if said != doctor["verdict"] or data["restart"]["verdict"] != said:
         problems.append(f"{name} says {said!r}, the doctor {doctor['verdict']!r}")
+    if assessment["restart"].get("outcome") != doctor["outcome"]:
+        problems.append(f"{name} says the restart ends {assessment['restart'].get('outcome')!r}"
+                        f", the doctor {doctor['outcome']!r}")
     if assessment["restart"]["restart_version"] != doctor["restart_version"]:
         problems.append(f"{name} loads version {assessment['restart']['restart_version']}, "
                         f"the doctor {doctor['restart_version']}")
@@ -249,6 +252,12 @@ def _metrics(result: tuple[int, str, str], doctor: dict
     problems = []
     if len(verdicts) != 1 or f'verdict="{wanted}"' not in verdicts[0]:
         problems.append(f"metrics' restart verdict {verdicts}, the doctor {wanted!r}")
+    outcomes = sorted(re.sub(r'.*outcome="([^"]*)".*', r"\1", labels)
+                      for name, labels, value in samples
+                      if name == "statekit_restart_outcome" and float(value) == 1.0)
+    expected = [] if doctor["outcomes"] is None else sorted(doctor["outcomes"] or ["same"])
+    if outcomes != expected:
+        problems.append(f"metrics' restart outcome {outcomes}, the doctor {expected}")
     estimates = [v for name, _l, v in samples if name == "statekit_recovery_estimate_seconds"]
     if not doctor["restarts"] and estimates:
         problems.append("metrics export a restart estimate for a checkpoint that will not "
@@ -276,6 +285,15 @@ def _tui_model(ckpt: Path, doctor: dict, rto: float | None
     if assessment.verdict != doctor["verdict"]:
         problems.append(f"the TUI says {assessment.verdict!r}, the doctor "
                         f"{doctor['verdict']!r}")
+    if assessment.outcome != doctor["outcome"]:
+        problems.append(f"the TUI says the restart ends {assessment.outcome!r}, the doctor "
+                        f"{doctor['outcome']!r}")
+    from statekit.fleet.readings import row_of
+
+    row = row_of(str(ckpt), assessment, 0.0)
+    if (row.health, row.outcome) != (doctor["verdict"], doctor["outcome"]):
+        problems.append(f"the fleet row says {row.health!r}, {row.outcome!r}, the doctor "
+                        f"{doctor['verdict']!r}, {doctor['outcome']!r}")
     if snapshot.health().verdict != doctor["verdict"]:
         problems.append(f"the TUI's Fix tab says {snapshot.health().verdict!r}, the doctor "
                         f"{doctor['verdict']!r}")

@@ -139,6 +139,12 @@ class Assessment:
         return None if self.verdict == NOT_CHECKED else self.diagnosis.restarts
 
     @property
+    def outcome(self) -> str | None:
+        """What the restart ends in (``same``, ``loses``, ``repeats``, ``differs``, joined
+        when several): the doctor's; ``None`` when it will not restart."""
+        return self.diagnosis.outcome
+
+    @property
     def exit_code(self) -> int:
         """The doctor's exit code when the checkpoint will not restart, else 0: what the
         commands that are not the doctor exit with."""
@@ -165,6 +171,8 @@ class Assessment:
         d = self.diagnosis
         if not d.restarts:
             return d.fix_command or f"statekit doctor {ckpt}"
+        if d.outcomes:
+            return d.fix_command or f"statekit doctor {ckpt}"
         if self.verdict == NOT_CHECKED or any(f.severity == "error" for f in self.findings):
             return f"statekit doctor {ckpt}"
         if self.rto is not None and not self.rto.meets:
@@ -178,6 +186,11 @@ class Assessment:
         return {"verdict": self.verdict, "restarts": self.restarts, "exit_code": self.exit_code,
                 "doctor_exit_code": d.exit_code, "headline": self.headline,
                 "decoded": d.decoded, "codes": d.codes, "fix_command": d.fix_command,
+                "outcome": d.outcome, "outcomes": None if d.outcomes is None else
+                list(d.outcomes), "unverified": list(d.unverified),
+                "outcome_problems": [{"code": p.code, "path": p.path, "outcome": p.outcome,
+                                      "affects": p.affects}
+                                     for p in d.outcome_problems],
                 "restart_batch": d.restart_batch, "restart_version": d.restart_version,
                 "last_committed": d.last_committed,
                 "fatal": [{"code": p.code, "path": p.path, "what": p.what,

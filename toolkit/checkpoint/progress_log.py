@@ -185,6 +185,23 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
             for (index, name), points in sorted(series.items())]
 
 
+def sink_kind(text: str, *, shown: str) -> str | None:
+    """The query's sink as its newest batch describes it (``sink.description``): ``file``
+    (``FileSink[…]``), ``foreachBatch``, ``noop``, ``other`` (Kafka, console, …); ``None``
+    when the log does not say. What a batch run again does to the output depends on it."""
+    by_batch = _batches(text, shown)
+    description = (by_batch[max(by_batch)].get("sink") or {}).get("description")
+    if not isinstance(description, str) or not description:
+        return None
+    if _FILE_SINK.match(description):
+        return "file"
+    if "ForeachBatchSink" in description:
+        return "foreachBatch"
+    if "noop" in description.lower():
+        return "noop"
+    return "other"
+
+
 def stateful_operator_count(text: str, *, shown: str) -> int:
     """How many stateful operators the query runs: ``stateOperators`` of the log's newest
     batch (a checkpoint cannot say how many there were once an operator's folder is gone)."""

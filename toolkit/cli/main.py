@@ -80,7 +80,8 @@ def cli() -> None:
     - 6 refused as unsafe: DST not empty, query looks live, uncommitted batch
     - 7 environment: Java 17+ missing, an fsspec package (e.g. gcsfs) missing
     - 8 a Spark job or query failed, or a write's verification failed
-    - 9, 11, 12 the doctor's verdict (see statekit doctor); 10 growth --fail-on
+    - 9, 11, 12, 14 the doctor's verdict (see statekit doctor); 10 growth
+      --fail-on
     - 13 storage unreachable: endpoint down or silent, no network, --timeout
     - 130 interrupted
 

@@ -30,6 +30,7 @@ from statekit.doctor.operators import (
     schema_problems,
     tws_metadata_problems,
 )
+from statekit.doctor.outcomes import unverified_parts
 from statekit.doctor.plan import RestartPlan, restart_plan
 from statekit.doctor.problems import (
     EXIT_DOCTOR_FIXABLE,
@@ -75,6 +76,7 @@ def _state_conf(files: QueryFiles, problems: list[Problem]) -> Mapping[str, str]
 def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: bool = True,
              fix: bool = True, progress: Progress | None = None,
              runner: GroupRunner | None = None, query_operators: int | None = None,
+             sink: str | None = None,
              now: Callable[[], float] = time.perf_counter) -> Diagnosis:
     """Predict what a restart on ``ckpt`` does, and find the safest fix.
 
@@ -82,13 +84,18 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     presence counts: what a listing shows). ``fix``: search for the rollback that fixes a
     checkpoint that will not restart. ``query_operators``: how many stateful operators the
     query runs (from its progress log), which finds the highest one's folder gone.
+    ``sink``: the query's sink kind (its progress log's ``sink.description``: ``file``,
+    ``foreachBatch``, ``noop``, ``other``); ``file_sink`` makes it ``file``. What a batch
+    run again does to the output depends on it.
     """
     started = now()
     plan = restart_plan(ckpt)
     files = QueryFiles(ckpt, plan)
     problems: list[Problem] = []
     problems += metadata_problems(ckpt)
-    problems += ledger_problems(ckpt, files)
+    if file_sink is not None:
+        sink = "file"
+    problems += ledger_problems(ckpt, files, sink)
     problems += stale_checksum_problems(ckpt, plan)
     problems += source_problems(ckpt, plan, files)
     check = StateCheck(ckpt, plan, _state_conf(files, problems), query_operators,
@@ -127,7 +134,8 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
         fix_command=remedy.command if remedy else None, files_read=files_read,
         bytes_read=bytes_read, elapsed_s=round(now() - started, 3),
         notes=tuple(remedy.notes) if remedy else (), decoded=decode,
-        fix_searched=fix, verification=verification)
+        fix_searched=fix, unverified=unverified_parts(problems, decode=decode, sink=sink),
+        sink=sink, verification=verification)
 
 
 def _damaged_key(key: tuple[int, str, int], verification) -> bool:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import posixpath
 from collections.abc import Container
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.doctor.problems import WARNING, Problem
+from statekit.doctor.problems import DIFFERS, WARNING, Problem
 from statekit.formats.checksum_files import check_hadoop_crc
 from statekit.support.errors import StatekitError
 
@@ -50,4 +50,6 @@ def log_changed(ckpt: Checkpoint, path: str, message: str, *, reads: str,
         ("roll back to the batch before it: the new checkpoint plans that batch again "
          "from the sources" if rollback_to is not None else
          "compare with a backup; Spark restarts on it as it is"),
-        rollback_to)
+        rollback_to, outcome=DIFFERS,
+        affects=f"every batch from {rollback_to + 1} on" if rollback_to is not None else
+        "every batch after the restart")

@@ -21,6 +21,7 @@ from statekit.checkpoint.spark_reads import (
     query_id,
 )
 from statekit.doctor.changed_files import changed_since_written, log_changed
+from statekit.doctor.outcomes import rerun_outcome
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
@@ -167,9 +168,11 @@ def metadata_problems(ckpt: Checkpoint) -> list[Problem]:
     return []
 
 
-def ledger_problems(ckpt: Checkpoint, files: QueryFiles) -> list[Problem]:
+def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None
+                    ) -> list[Problem]:
     """The newest offsets and commit entries, the one before the newest offsets, the logs'
-    folders and how they fit together."""
+    folders and how they fit together. ``sink``: the query's sink kind, when known (what a
+    batch run again does to the output: :mod:`statekit.doctor.outcomes`)."""
     plan = files.plan
     found: list[Problem] = []
     last, committed = plan.last_planned, plan.last_committed
@@ -218,20 +221,22 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles) -> list[Problem]:
                 f"Spark runs batch {last} again and fails writing its commit, which exists",
                 "CONCURRENT_STREAM_LOG_UPDATE",
                 "roll back to the newest batch planned and committed", last))
+    outcome, affects, sink_does = rerun_outcome(sink, f"batch {last}")
     if not commits_folder and ckpt.planned_batches:
         found.append(Problem(
             "commits-missing", WARNING, ckpt.display(ckpt.location.path("commits")),
             "the commit log is gone",
             f"Spark restarts: it runs batch {last} again with its logged offsets, on state "
-            f"version {last}, then carries on (the sinks get batch {last} again; a file "
-            "sink skips it)", None,
-            "nothing needed for the restart; statekit's readers want the commit log back"))
+            f"version {last}, then carries on ({sink_does})", None,
+            "nothing needed for the restart; statekit's readers want the commit log back",
+            outcome=outcome, affects=affects))
     elif committed is not None and committed < last - 1:
         found.append(Problem(
             "commits-behind", WARNING, files.path("commits", committed),
             f"the newest commit is batch {committed}, the newest offsets entry {last}",
             f"Spark runs batch {last} again on state version {last} (it warns that the "
-            "logs are inconsistent); the batches in between are not run again", None))
+            f"logs are inconsistent; {sink_does}); the batches in between are not run "
+            "again", None, outcome=outcome, affects=affects))
     found += _changed_entries(files)
     found += _offsets_source_problems(files)
     found += _unfinished_repartition(ckpt, files)
@@ -250,8 +255,9 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles) -> list[Problem]:
         found.append(Problem(
             "uncommitted-batch", INFO, files.path("offsets", last),
             f"batch {last} was planned but not committed (a crash, or the query is running)",
-            f"Spark runs batch {last} again with the same offsets; sinks that are not "
-            "idempotent per batch id may get its rows twice", None))
+            f"Spark runs batch {last} again with the same offsets: {sink_does} (rows it "
+            "wrote before the crash come twice from a sink that is not idempotent per batch "
+            "id)", None, outcome=outcome, affects=affects))
     return found
 
 

@@ -16,6 +16,7 @@ from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
     INFO,
+    LOSES,
     SPARK_CONCURRENT_LOG,
     SPARK_LOAD_MISSING_HDFS,
     SPARK_LOAD_MISSING_ROCKSDB,
@@ -81,7 +82,9 @@ def sink_problems(ckpt: Checkpoint, sink: Location, plan: RestartPlan) -> list[P
             "not in the sink's log, so every reader of the sink (Spark reads through "
             "_spark_metadata) misses their rows", None,
             f"roll back to batch {newest}: the query re-runs batches {lost} and the sink logs "
-            "them", newest)]
+            "them", newest, outcome=LOSES,
+            affects=f"the output of batch{'es' * (newest + 1 < last_commit)} {lost} "
+                    f"({last_commit - newest} of {last_commit + 1} batches)")]
     planned = last_offset if last_offset is not None else last_commit
     if newest > planned:
         return [*found, Problem(

@@ -27,7 +27,13 @@ from statekit.checkpoint.spark_reads import (
 )
 from statekit.doctor.changed_files import changed_since_written, log_changed
 from statekit.doctor.plan import RestartPlan
-from statekit.doctor.problems import FATAL, SPARK_CONCURRENT_LOG, WARNING, Problem
+from statekit.doctor.problems import (
+    FATAL,
+    REPEATS,
+    SPARK_CONCURRENT_LOG,
+    WARNING,
+    Problem,
+)
 from statekit.doctor.query_files import QueryFiles
 from statekit.support.errors import StatekitError
 
@@ -211,7 +217,8 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             "first run (files read twice or skipped)", None,
             "roll back to the newest batch that read no further than the entries left: the "
             "query reads the lost entry's files again, once", _batch_reading_up_to(
-                ckpt, log, newest)))
+                ckpt, log, newest), outcome=REPEATS,
+            affects=f"the input files of entry {end} are read a second time"))
     warned = len(found)
     found += _entry_content_warnings(ckpt, log, parsed)
     named = {p.path for p in found[warned:]}
@@ -250,7 +257,8 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 "from another entry?)",
                 "Spark restarts; the files this entry should list look new and are read "
                 "again, and the ones it lists are skipped if they come again", None,
-                "roll back to a batch before it"))
+                "roll back to a batch before it", outcome=REPEATS,
+                affects=f"the input files entry {batch} should list are read again"))
     paths = {(b, e.path) for b, entries in plain.items() for e in entries}
     exists = {path: _exists(ckpt, path) for _, path in paths}
     if sum(exists.values()) * 2 <= len(exists):
@@ -263,7 +271,8 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 f"entry {batch} names {len(missing)} file(s) that do not exist while the "
                 f"other entries' files do, first {missing[0]} (a damaged path?)",
                 "Spark restarts; the file the path should name looks new and is read again",
-                None, "roll back to a batch before it"))
+                None, "roll back to a batch before it", outcome=REPEATS,
+                affects=f"{len(missing)} input file(s) of entry {batch} are read again"))
     return found
 
 

@@ -23,10 +23,12 @@ from statekit.checkpoint.inventory import StoreInstance
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
 from statekit.checkpoint.operators import JOIN_STORES, OperatorMetadata
+from statekit.doctor.copies import copy_problems
 from statekit.doctor.plan import RestartPlan, hidden_checksum
 from statekit.doctor.problems import (
     FATAL,
     INFO,
+    LOSES,
     SPARK_LOAD_CORRUPT,
     SPARK_LOAD_MISSING_HDFS,
     SPARK_LOAD_MISSING_ROCKSDB,
@@ -173,8 +175,9 @@ def state_problems(ckpt: Checkpoint, check: StateCheck, *, decode: bool,
         found += _damaged(ckpt, verification.damaged)
         if not verification.fatal:
             found += join_problems(ckpt, check, version)
-            found += twin_problems(ckpt, [check.files_at(key, version) or []
-                                          for key in check.expected()])
+            chains = [check.files_at(key, version) or [] for key in check.expected()]
+            found += twin_problems(ckpt, chains)
+            found += copy_problems(ckpt, chains)
     found += _extra_partitions(ckpt, check)
     return found, verification
 
@@ -378,7 +381,10 @@ def _extra_partitions(ckpt: Checkpoint, check: StateCheck) -> list[Problem]:
         f"({CONF_SHUFFLE_PARTITIONS})",
         "Spark restarts and never loads them: their keys start from nothing (left over "
         "from a repartition, or the pinned partition count was edited)", None,
-        "if the partition count was edited, roll back to a batch before the edit")]
+        "if the partition count was edited, roll back to a batch before the edit",
+        outcome=LOSES, affects=f"the keys of {len(extra)} of "
+        f"{len(extra) + check.partitions} partitions (about "
+        f"{100 * len(extra) / (len(extra) + check.partitions):.0f} % of the state)")]
 
 
 def stale_metadata_checksums(ckpt: Checkpoint) -> list[Problem]:

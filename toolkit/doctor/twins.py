@@ -23,7 +23,7 @@ from functools import partial
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import WARNING, Problem
+from statekit.doctor.problems import DIFFERS, WARNING, Problem
 from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
@@ -93,4 +93,14 @@ def _problem(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile, difference
         "roll back to a batch before both files: the new checkpoint plans the batches "
         "after it again from the sources" if before >= 0 else
         "compare with a backup of the checkpoint",
-        before if before >= 0 else None)
+        before if before >= 0 else None, outcome=DIFFERS,
+        affects=partition_share(ckpt, snapshot))
+
+
+def partition_share(ckpt: Checkpoint, file: StateFile) -> str:
+    """``operator 0 store default partition 3 (1 of 8 partitions)``: the share of the
+    state a wrong file in one partition touches."""
+    count = len(ckpt.inventory.partitions(file.operator_id, file.store)) or 1
+    store = "" if file.store == "default" else f" store {file.store}"
+    return (f"operator {file.operator_id}{store} partition {file.partition} (1 of {count} "
+            f"partition{'s' * (count != 1)}, about {100 / count:.0f} % of its keys)")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statekit.checkpoint.storage_errors import reason_of, user_error
+from statekit.doctor.problems import OUTCOMES, SAME
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
 from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
@@ -34,6 +35,8 @@ from statekit.support.presentation import printable
 VERDICTS = (BOUNDED, SATURATING, GROWING, ACCELERATING, INSUFFICIENT)
 RESTART_VERDICTS = ("restarts", "restarts-with-warnings", "will-not-restart", "not-checked")
 """The assessment's restart verdicts as label values (its words, hyphenated)."""
+RESTART_OUTCOMES = (SAME, *OUTCOMES)
+"""What a restart that runs ends in, as label values."""
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -99,10 +102,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict with "
         "the restart path decoded; not-checked when only listed (--no-decode) (stateset: 1 "
         "for the current verdict)"),
+    "statekit_restart_outcome": (
+        "gauge", "What a restart that runs ends in, statekit doctor's outcome: same state "
+        "and output, or it loses, repeats or differs (stateset: 1 for each that holds; all "
+        "0 when it will not restart)"),
     "statekit_restart_problems": (
         "gauge", "Problems statekit doctor found, by code and severity"),
     "statekit_doctor_exit_code": (
-        "gauge", "statekit doctor's exit code (0 restarts, 9 warnings, 11 fixable, 12 not)"),
+        "gauge", "statekit doctor's exit code (0 restarts, 9 warnings, 14 restarts but loses, "
+        "repeats or differs, 11 fixable, 12 not)"),
     "statekit_growth_damaged": (
         "gauge", "1 when the store's history stops before its committed version (a change "
         "file missing or damaged): the verdict is the one of the history up to there"),
@@ -160,6 +168,11 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     for verdict in RESTART_VERDICTS:
         f["statekit_restart_verdict"].add(int(verdict_now == verdict), checkpoint=label,
                                           verdict=verdict)
+    outcomes = set(health.outcomes or ()) if health.outcomes is not None else None
+    for outcome in RESTART_OUTCOMES:
+        holds = outcomes is not None and (outcome in outcomes if outcome != SAME
+                                          else not outcomes)
+        f["statekit_restart_outcome"].add(int(holds), checkpoint=label, outcome=outcome)
     f["statekit_doctor_exit_code"].add(health.exit_code, checkpoint=label)
     counted: dict[tuple[str, str], int] = {}
     for problem in health.problems:

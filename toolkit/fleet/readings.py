@@ -68,6 +68,8 @@ class FleetRow:
     """The documented exit code of that error, or the doctor's."""
     health: str | None = None
     """The doctor's verdict: ``restarts``, ``restarts with warnings``, ``will not restart``."""
+    outcome: str | None = None
+    """What the restart ends in (``same``, ``loses``, …; ``None``: it does not restart)."""
     problems: int = 0
     summary: str = ""
     """The doctor's one line (its verdict and first fatal problem)."""
@@ -124,6 +126,7 @@ def row_of(url: str, assessment: Assessment, seconds: float) -> FleetRow:
     return replace(
         listed_row(url, assessment.report, seconds, assessment.rto_s),
         exit_code=assessment.diagnosis.exit_code, health=assessment.verdict,
+        outcome=assessment.outcome,
         problems=len(assessment.diagnosis.problems), summary=assessment.headline,
         keys=assessment.loaded.keys,
         growth=worst_growth(s.verdict for s in growth.stores) if growth else None,

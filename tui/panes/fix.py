@@ -110,7 +110,8 @@ class FixPane(LazyPane["Diagnosis"]):
         fix = (f"fix: roll back to batch {result.fix_batch} — {result.fix_command}"
                if result.fix_command else "no rollback needed" if result.restarts
                else "no rollback fixes it")
-        self.status.update(f"{result.verdict}; {fix}")
+        outcome = f", but {result.outcome}" if result.outcomes else ""
+        self.status.update(f"{result.verdict}{outcome}; {fix}")
         if result.fix_batch is not None:
             from statekit.doctor.fix import fix_target
 
@@ -118,8 +119,8 @@ class FixPane(LazyPane["Diagnosis"]):
             target = self.query_one("#fx-target", Input)
             if not target.value:
                 target.value = fix_target(self.shown.ckpt, result.fix_batch)
-        self.table.load(("severity", "file", "what is wrong", "on restart"),
-                        [(str(i), (p.severity, p.path, p.what, p.spark))
+        self.table.load(("severity", "outcome", "file", "what is wrong", "on restart"),
+                        [(str(i), (p.severity, p.outcome or "", p.path, p.what, p.spark))
                          for i, p in enumerate(result.problems)])
 
     def describe(self, key: str) -> str | Text | None:
@@ -127,6 +128,9 @@ class FixPane(LazyPane["Diagnosis"]):
             return None
         problem = self.result.problems[int(key)]
         return (f"{problem.path}: {problem.what}. On restart: {problem.spark}"
+                + (f" Outcome: {problem.outcome}"
+                   + (f" ({problem.affects})." if problem.affects else ".")
+                   if problem.outcome else "")
                 + (f" Remedy: {problem.remedy}" if problem.remedy else ""))
 
     # -- dry run -------------------------------------------------------------------------

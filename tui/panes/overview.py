@@ -207,6 +207,11 @@ class OverviewPane(Pane):
                 " · restart estimate: does not apply · 9: the fix"))
             return
         verdict = Text(a.verdict, style=OK if a.verdict == "restarts" else WARNING)
+        if health.outcomes:  # it restarts into another outcome: that is the news
+            first = health.outcome_problems[0]
+            verdict = Text.assemble(
+                verdict, ", but ", (str(a.outcome).upper(), ERROR),
+                f" ({first.affects or first.path})" if first.affects or first.path else "")
         main = a.estimate.breakdown[0] if a.estimate and a.estimate.breakdown and \
             a.estimate.high_s >= 1.0 else None
         self.recovery_line.update(Text.assemble(

@@ -46,24 +46,33 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
     it, --new-query-id when the query id is lost). Where no statekit command helps, it says
     what is lost and prints no command.
 
+    A restart that runs has an outcome too: the same state and output as the checkpoint
+    Spark wrote, or it loses (keys, partitions, a sink's batches), repeats (batches reach
+    the sink again; only the file sink is exactly once) or differs (other state: a log
+    entry or a state file that decodes but is another version's). Each problem says which
+    outcome and what it touches; what no witness could check is listed as unverified.
+
     Without --file-sink it warns, before anything is written, when the fix needs the file
     sink's path. --progress-log tells it how many stateful operators the query runs, which no
-    checkpoint file records: a deleted highest-numbered operator folder is found only so.
-    report, recovery, growth, metrics and the TUI show the same verdict.
+    checkpoint file records (a deleted highest-numbered operator folder is found only so),
+    and which sink the query writes to. report, recovery, growth, metrics and the TUI show
+    the same verdict and outcome.
 
     Exit codes:
 
     \b
     - 0: restarts
-    - 9: restarts, with warnings
+    - 9: restarts, with warnings; same state and output
+    - 14: restarts, but loses, repeats or differs (the outcome says what)
     - 11: will not restart; the printed command fixes it
     - 12: will not restart; no statekit command fixes it (the remedy says
       what to do by hand)
     - 3, 4, 5: CKPT cannot be read at all, as for every command
 
-    --json: "verdict", "exit_code", "problems" (each with "code", "severity", "path",
-    "what", "spark", "spark_error", "remedy", "lost"), "fix_command", "last_committed" and
-    "restart_batch".
+    --json: "verdict", "exit_code", "outcome" ("same", or e.g. "loses, repeats"; null when
+    it will not restart), "outcomes", "unverified", "sink", "problems" (each with "code",
+    "severity", "path", "what", "spark", "spark_error", "remedy", "lost", "outcome",
+    "affects"), "fix_command", "fix_reruns", "last_committed" and "restart_batch".
 
     Examples:
 
@@ -77,16 +86,16 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     sink = resolve_folder(file_sink, parse_storage_options(storage_option),
                           what=SINK_FOLDER) if file_sink else None
-    operators = None
+    operators = query_sink = None
     if progress_log is not None:
-        from statekit.checkpoint.progress_log import read_text, stateful_operator_count
+        from statekit.checkpoint.progress_log import read_text, sink_kind, stateful_operator_count
 
-        options = parse_storage_options(storage_option)
-        operators = stateful_operator_count(read_text(progress_log, options),
-                                            shown=progress_log)
+        text = read_text(progress_log, parse_storage_options(storage_option))
+        operators = stateful_operator_count(text, shown=progress_log)
+        query_sink = sink_kind(text, shown=progress_log)
     with status(not as_json, "reading the checkpoint…") as progress:
         diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress,
-                             query_operators=operators)
+                             query_operators=operators, sink=query_sink)
     if as_json:
         print_json(diagnosis.to_dict())
     else:
@@ -94,8 +103,11 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         colour = {0: "green", 9: "yellow"}.get(diagnosis.exit_code, "bold red")
         if diagnosis.verdict == "not checked":
             colour = "yellow"
+        outcome = "" if diagnosis.outcome is None else \
+            f" · outcome: [{'green' if diagnosis.outcome == 'same' else 'bold red'}]" \
+            f"{diagnosis.outcome}[/]"
         out.print(f"[bold]doctor[/] {escape(diagnosis.checkpoint)}: [{colour}]"
-                  f"{diagnosis.verdict}[/]")
+                  f"{diagnosis.verdict}[/]{outcome}")
         restart = (f"restart runs batch {diagnosis.restart_batch} on state version "
                    f"{diagnosis.restart_version}" if diagnosis.restart_batch is not None
                    else "no batch planned yet")
@@ -111,6 +123,9 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
             error = f" — fails with {escape(problem.spark_error)}" if problem.spark_error \
                 else ""
             out.print(f"  on restart: {escape(problem.spark)}{error}")
+            if problem.outcome and not diagnosis.fatal:
+                out.print(f"  [bold]outcome[/]: {problem.outcome}"
+                          + (f" — {escape(problem.affects)}" if problem.affects else ""))
             if problem.remedy:
                 out.print(f"  remedy: {escape(problem.remedy)}")
             if problem.lost:
@@ -119,11 +134,16 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
         if not diagnosis.decoded:
             out.print("[dim]state files listed, not decoded (--no-decode): damage inside them "
                       "is not seen[/]")
+        for part in diagnosis.unverified:
+            out.print(f"[dim]not verified: {escape(part)}[/]")
         for note in diagnosis.notes:
             out.print(f"[yellow]before you run the fix[/]: {escape(note)}")
         if diagnosis.fix_command:
             out.print("[bold]fix[/] (writes a new checkpoint; the source stays as it is):")
             out.print(f"  {escape(diagnosis.fix_command)}", soft_wrap=True)
+            if diagnosis.fix_reruns:
+                out.print(f"  the new checkpoint plans {diagnosis.fix_reruns} again from the "
+                          "sources")
         elif diagnosis.fatal:
             out.print("[bold red]no statekit command repairs this[/]: see the remedies above")
         elif not diagnosis.problems:

@@ -1,0 +1,124 @@
+"""The doctor's second axis without a JVM: what a restart that runs ends in.
+
+The Spark-judged proof is the campaign (tests/spark/test_doctor_campaign.py); here the rules
+themselves, on copies of the frozen ``make demo`` checkpoint: a batch run again repeats its
+output unless the sink keeps each batch once, a state file with another version's bytes
+makes the restart load other state, two equal files Spark wrote in order are not a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.progress_log import sink_kind
+from statekit.doctor import diagnose
+from statekit.doctor.outcomes import UNKNOWN_SINK
+from statekit.doctor.problems import (
+    DIFFERS,
+    EXIT_DOCTOR_WRONG_OUTCOME,
+    FATAL,
+    LOSES,
+    REPEATS,
+    SAME,
+    WARNING,
+    Diagnosis,
+    Problem,
+)
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo" / "checkpoint"
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(DEMO, copy)
+    return copy
+
+
+def _uncommit(ckpt: Path) -> int:
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    (ckpt / "commits" / str(last)).unlink()
+    (ckpt / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def test_the_outcome_joins_what_the_problems_say_and_sets_the_exit_code():
+    def diagnosis(*problems: Problem) -> Diagnosis:
+        return Diagnosis("ck", 3, 3, 4, 4, problems, None, None, 0, 0, 0.0)
+
+    quiet = diagnosis(Problem("a", WARNING, "x", "w", "s"))
+    assert (quiet.outcome, quiet.outcomes, quiet.exit_code) == (SAME, (), 9)
+    wrong = diagnosis(Problem("a", WARNING, "x", "w", "s", outcome=DIFFERS),
+                      Problem("b", "info", "y", "w", "s", outcome=LOSES))
+    assert wrong.outcomes == (LOSES, DIFFERS) and wrong.outcome == "loses, differs"
+    assert wrong.exit_code == EXIT_DOCTOR_WRONG_OUTCOME
+    assert wrong.headline.startswith("restarts with warnings, but loses, differs: ")
+    fails = diagnosis(Problem("a", WARNING, "x", "w", "s", outcome=DIFFERS),
+                      Problem("c", FATAL, "z", "w", "s"))
+    assert fails.outcome is None and fails.outcomes is None and fails.exit_code == 12
+    data = wrong.to_dict()
+    assert data["outcome"] == "loses, differs" and data["outcomes"] == ["loses", "differs"]
+
+
+@pytest.mark.parametrize(("sink", "outcome"), [
+    ("file", SAME), ("noop", SAME), ("foreachBatch", REPEATS), ("other", REPEATS),
+    (None, REPEATS)])
+def test_a_batch_run_again_repeats_its_output_unless_the_sink_keeps_it_once(demo, sink,
+                                                                             outcome):
+    batch = _uncommit(demo)
+    found = diagnose(open_checkpoint(str(demo)), sink=sink, fix=False)
+    assert found.restarts and found.outcome == outcome
+    rerun = next(p for p in found.problems if p.code == "uncommitted-batch")
+    if outcome == REPEATS:
+        assert rerun.affects == f"batch {batch} reaches the sink again"
+        assert found.exit_code == EXIT_DOCTOR_WRONG_OUTCOME
+    assert (UNKNOWN_SINK in found.unverified) == (sink is None)
+
+
+def test_a_delta_with_another_versions_bytes_restarts_on_other_state(demo):
+    folder = demo / "state" / "0" / "0"
+    shutil.copyfile(folder / "35.delta", folder / "36.delta")
+    shutil.copyfile(folder / ".35.delta.crc", folder / ".36.delta.crc")
+    found = diagnose(open_checkpoint(str(demo)))
+    copied = [p for p in found.problems if p.code == "state-file-copied"]
+    assert [Path(p.path).name for p in copied] == ["36.delta"]
+    assert copied[0].outcome == DIFFERS and "partition 0 (1 of 8 partitions" in copied[0].affects
+    assert found.outcome == DIFFERS and found.exit_code == EXIT_DOCTOR_WRONG_OUTCOME
+    # the fix keeps a batch before the copied version, and says what it plans again
+    assert found.fix_batch == 34 and found.fix_reruns == "batches 35…36"
+
+
+def test_equal_deltas_spark_wrote_before_their_commits_are_no_copy(demo):
+    """Two batches that made exactly the same changes wrote two equal files, each before its
+    batch's commit: Spark's own, not a copy."""
+    folder = demo / "state" / "0" / "0"
+    shutil.copyfile(folder / "35.delta", folder / "36.delta")
+    shutil.copyfile(folder / ".35.delta.crc", folder / ".36.delta.crc")
+    commit = (demo / "commits" / "35").stat().st_mtime
+    os.utime(folder / "36.delta", (commit - 1, commit - 1))
+    os.utime(folder / "35.delta", (commit - 2, commit - 2))
+    os.utime(demo / "commits" / "34", (commit - 1, commit - 1))
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    assert not [p for p in found.problems if p.code == "state-file-copied"]
+    assert found.outcome == SAME
+
+
+def test_the_sink_kind_comes_from_the_progress_logs_description(tmp_path):
+    def log(description: str | None) -> str:
+        sink = {} if description is None else {"sink": {"description": description}}
+        return json.dumps({"batchId": 3, "durationMs": {"triggerExecution": 5, "addBatch": 4},
+                           "stateOperators": [], **sink}) + "\n"
+
+    assert sink_kind(log("FileSink[/data/out]"), shown="p") == "file"
+    assert sink_kind(log("ForeachBatchSink"), shown="p") == "foreachBatch"
+    assert sink_kind(log("org.apache.spark.sql.execution.datasources.noop.NoopTable$@1"),
+                     shown="p") == "noop"
+    assert sink_kind(log("org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable@2"),
+                     shown="p") == "other"
+    assert sink_kind(log(None), shown="p") is None

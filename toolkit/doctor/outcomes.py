@@ -1,0 +1,57 @@
+"""What a restart that runs does to the output: the outcome rules that depend on the sink.
+
+A batch the restart runs again (its commit is gone, or it never committed) reaches the sink
+a second time — unless the sink is Spark's file sink, which skips a batch its own log
+already has (exactly once), or the noop sink, which keeps nothing. Every other sink
+(``foreachBatch``, Kafka, a table written by hand) gets the batch's rows again unless the
+code behind it is idempotent per batch id. The doctor knows the sink from ``--file-sink`` or
+from the query's progress log (``sink.description``); when it knows neither it says that the
+re-run repeats, and that it could not check the sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from statekit.doctor.problems import FATAL, REPEATS, Problem
+
+EXACTLY_ONCE_SINKS = {"file": "the file sink skips a batch its log already has (exactly "
+                              "once)",
+                      "noop": "the noop sink keeps no output"}
+UNKNOWN_SINK = ("which sink the query writes to (give --file-sink PATH, or the query's "
+                "--progress-log): a batch run again repeats its output in every sink but "
+                "the file sink")
+
+
+def rerun_outcome(sink: str | None, batches: str) -> tuple[str | None, str, str]:
+    """``(outcome, affects, spark)`` of a restart that runs ``batches`` (``"batch 7"``)
+    again with ``sink``: ``REPEATS`` unless the sink keeps each batch once; ``spark`` says
+    what the sink does, in words."""
+    if sink in EXACTLY_ONCE_SINKS:
+        return None, "", EXACTLY_ONCE_SINKS[sink]
+    who = {"foreachBatch": "the foreachBatch function is called with it again",
+           "other": "the sink gets its rows again"}.get(
+        sink or "", "a sink that is not the file sink gets its rows again")
+    return REPEATS, f"{batches} reaches the sink again", who
+
+
+def unverified_parts(problems: Sequence[Problem], *, decode: bool, sink: str | None
+                     ) -> tuple[str, ...]:
+    """What the doctor could not check about the restart's outcome, each with why."""
+    if any(p.severity == FATAL for p in problems):
+        return ()
+    parts = []
+    if not decode:
+        parts.append("the state files' content (listed, not decoded: --no-decode)")
+    if sink is None and any(p.outcome == REPEATS and p.code in RERUN_CODES
+                            for p in problems):
+        parts.append(UNKNOWN_SINK)
+    for problem in problems:
+        if problem.code == "conf-changed":
+            parts.append(f"what the edited conf changes ({problem.path}): statekit does "
+                         "not model it")
+    return tuple(parts)
+
+
+RERUN_CODES = ("uncommitted-batch", "commits-missing", "commits-behind")
+"""The problems whose outcome is a batch run again (what the sink decides)."""
