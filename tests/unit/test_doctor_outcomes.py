@@ -122,3 +122,44 @@ def test_the_sink_kind_comes_from_the_progress_logs_description(tmp_path):
     assert sink_kind(log("org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable@2"),
                      shown="p") == "other"
     assert sink_kind(log(None), shown="p") is None
+
+
+def _edit_offsets(ckpt: Path, batch: int, edit) -> None:  # type: ignore[no-untyped-def]
+    path = ckpt / "offsets" / str(batch)
+    version, meta, *sources = path.read_text().split("\n")
+    meta_obj = json.loads(meta)
+    edit(meta_obj)
+    path.write_text("\n".join([version, json.dumps(meta_obj), *sources]))
+    (path.parent / f".{batch}.crc").unlink(missing_ok=True)
+
+
+def _records(progress_log: Path):  # type: ignore[no-untyped-def]
+    from statekit.checkpoint.progress_log import batch_records
+
+    return batch_records(progress_log.read_text(), shown=str(progress_log))
+
+
+def test_an_offsets_entry_the_querys_own_report_contradicts(demo):
+    """offsets/L edited (its checksum gone with the edit): only the query's progress report
+    of batch L says it changed; the restart runs on the entry's watermark."""
+    log = DEMO.parent / "progress.jsonl"
+    last = max(int(p.name) for p in (demo / "offsets").iterdir() if p.name.isdigit())
+    _edit_offsets(demo, last, lambda meta: meta.update(
+        batchWatermarkMs=meta["batchWatermarkMs"] + 3_600_000))
+    ckpt = open_checkpoint(str(demo))
+    assert diagnose(ckpt, fix=False).outcome == SAME  # without the witness: nothing to see
+    found = diagnose(ckpt, progress_records=_records(log))
+    witness = [p for p in found.problems if p.code == "offsets-contradict-progress"]
+    assert len(witness) == 1 and witness[0].outcome == DIFFERS
+    assert found.outcome == DIFFERS and found.fix_batch == last - 1
+
+
+def test_another_querys_progress_log_is_no_witness(demo):
+    log = DEMO.parent / "progress.jsonl"
+    _edit_offsets(demo, 36, lambda meta: meta.update(batchWatermarkMs=1))
+    records = {b: r.__class__(r.batch, "00000000-0000-0000-0000-000000000000", r.run_id,
+                              r.end_offsets, r.watermark_ms)
+               for b, r in _records(log).items()}
+    found = diagnose(open_checkpoint(str(demo)), progress_records=records, fix=False)
+    assert not [p for p in found.problems if p.code == "offsets-contradict-progress"]
+    assert any("another query's" in part for part in found.unverified)

@@ -185,6 +185,36 @@ def parse_progress(text: str, *, shown: str) -> list[OperatorProgress]:
             for (index, name), points in sorted(series.items())]
 
 
+@dataclass(frozen=True)
+class BatchRecord:
+    """What the query itself reported about one batch it ran: a witness, independent of
+    the checkpoint's files, of where each source ended and which watermark it ran with."""
+
+    batch: int
+    query_id: str | None
+    run_id: str | None
+    end_offsets: tuple[Any, ...]
+    """Each source's ``endOffset`` as parsed JSON (``None`` where it has none)."""
+    watermark_ms: int | None
+    """``eventTime.watermark``: the watermark the batch ran with."""
+
+
+def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
+    """Every batch's record in a progress log, by batch id (its last report)."""
+    records = {}
+    for batch, obj in _batches(text, shown).items():
+        sources = obj.get("sources")
+        ends = tuple(s.get("endOffset") if isinstance(s, dict) else None
+                     for s in (sources if isinstance(sources, list) else []))
+        event = obj.get("eventTime")
+        event = event if isinstance(event, dict) else {}
+        query, run = obj.get("id"), obj.get("runId")
+        records[batch] = BatchRecord(batch, query if isinstance(query, str) else None,
+                                     run if isinstance(run, str) else None, ends,
+                                     _timestamp_ms(event.get("watermark")))
+    return records
+
+
 def sink_kind(text: str, *, shown: str) -> str | None:
     """The query's sink as its newest batch describes it (``sink.description``): ``file``
     (``FileSink[…]``), ``foreachBatch``, ``noop``, ``other`` (Kafka, console, …); ``None``

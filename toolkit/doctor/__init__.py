@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
+from statekit.checkpoint.progress_log import BatchRecord
 from statekit.doctor.confs import conf_problems, partitions_before_edit
 from statekit.doctor.fix import find_fix
 from statekit.doctor.operators import (
@@ -43,6 +44,7 @@ from statekit.doctor.problems import (
     Diagnosis,
     Problem,
 )
+from statekit.doctor.progress_witness import progress_problems
 from statekit.doctor.query_files import (
     QueryFiles,
     ledger_problems,
@@ -77,6 +79,7 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
              fix: bool = True, progress: Progress | None = None,
              runner: GroupRunner | None = None, query_operators: int | None = None,
              sink: str | None = None,
+             progress_records: Mapping[int, BatchRecord] | None = None,
              now: Callable[[], float] = time.perf_counter) -> Diagnosis:
     """Predict what a restart on ``ckpt`` does, and find the safest fix.
 
@@ -86,7 +89,8 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     query runs (from its progress log), which finds the highest one's folder gone.
     ``sink``: the query's sink kind (its progress log's ``sink.description``: ``file``,
     ``foreachBatch``, ``noop``, ``other``); ``file_sink`` makes it ``file``. What a batch
-    run again does to the output depends on it.
+    run again does to the output depends on it. ``progress_records``: the query's own
+    report of each batch (its progress log), a witness of the offsets log.
     """
     started = now()
     plan = restart_plan(ckpt)
@@ -98,6 +102,11 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     problems += ledger_problems(ckpt, files, sink)
     problems += stale_checksum_problems(ckpt, plan)
     problems += source_problems(ckpt, plan, files)
+    unverified: list[str] = []
+    if progress_records:
+        contradicted, unchecked = progress_problems(ckpt, files, progress_records)
+        problems += contradicted
+        unverified += unchecked
     check = StateCheck(ckpt, plan, _state_conf(files, problems), query_operators,
                        partitions_before_edit(files))
     found, verification = state_problems(ckpt, check, decode=decode, progress=progress,
@@ -134,7 +143,8 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
         fix_command=remedy.command if remedy else None, files_read=files_read,
         bytes_read=bytes_read, elapsed_s=round(now() - started, 3),
         notes=tuple(remedy.notes) if remedy else (), decoded=decode,
-        fix_searched=fix, unverified=unverified_parts(problems, decode=decode, sink=sink),
+        fix_searched=fix,
+        unverified=(*unverified, *unverified_parts(problems, decode=decode, sink=sink)),
         sink=sink, verification=verification)
 
 

@@ -86,16 +86,23 @@ def doctor_command(checkpoint: str, storage_option: tuple[str, ...], file_sink: 
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     sink = resolve_folder(file_sink, parse_storage_options(storage_option),
                           what=SINK_FOLDER) if file_sink else None
-    operators = query_sink = None
+    operators = query_sink = records = None
     if progress_log is not None:
-        from statekit.checkpoint.progress_log import read_text, sink_kind, stateful_operator_count
+        from statekit.checkpoint.progress_log import (
+            batch_records,
+            read_text,
+            sink_kind,
+            stateful_operator_count,
+        )
 
         text = read_text(progress_log, parse_storage_options(storage_option))
         operators = stateful_operator_count(text, shown=progress_log)
         query_sink = sink_kind(text, shown=progress_log)
+        records = batch_records(text, shown=progress_log)
     with status(not as_json, "reading the checkpoint…") as progress:
         diagnosis = diagnose(ckpt, file_sink=sink, decode=decode, progress=progress,
-                             query_operators=operators, sink=query_sink)
+                             query_operators=operators, sink=query_sink,
+                             progress_records=records)
     if as_json:
         print_json(diagnosis.to_dict())
     else:
