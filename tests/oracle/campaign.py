@@ -108,7 +108,7 @@ class Verdict:
         version whose damage the doctor names as failing-or-losing (:data:`FAILS_OR_LOSES`)
         and Spark's state comes out changed."""
         outcome = self.spark_outcome
-        if self.doctor_exit in (0, 9):
+        if self.doctor_exit in (0, 9, 14):  # 14: restarts, into another outcome
             return outcome in ("clean", "changed")
         if self.doctor_exit in (11, 12):
             return outcome == "fails" or (
@@ -238,7 +238,7 @@ class KindCampaign:
 
         code, out, err = statekit(["doctor", self.checkpoint, "--file-sink", self.sink,
                                    "--progress-log", self.pristine / "progress.jsonl", "--json"])
-        diagnosis = _json_or_none(out) if code in (0, 9, 11, 12) else None
+        diagnosis = _json_or_none(out) if code in (0, 9, 11, 12, 14) else None
         problems = diagnosis["problems"] if diagnosis else []
         fatal = [p for p in problems if p["severity"] == "fatal"]
         verdict = Verdict(

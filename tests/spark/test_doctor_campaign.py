@@ -218,7 +218,7 @@ def test_a_commit_changed_after_it_was_written(campaigns):
         (ckpt / rel).write_text(f"{version}\n{json.dumps(entry, separators=(',', ':'))}")
 
     verdict = _judged(campaign, _fault("agg-hdfs", "edit-keep-crc", rel, later_watermark))
-    assert verdict.doctor_exit == 9 and "log-changed" in verdict.doctor_codes
+    assert verdict.doctor_exit == 14 and "log-changed" in verdict.doctor_codes
     assert verdict.spark_outcome == "changed", _explain(verdict)
     assert verdict.fix is not None and verdict.fix.same_state
 
@@ -232,7 +232,7 @@ def test_a_snapshot_overwritten_by_an_older_one(campaigns):
     fault = next(f for f in campaign.faults()
                  if f.family == "replace-other" and f.target.endswith(".snapshot"))
     verdict = _judged(campaign, fault)
-    assert verdict.doctor_exit == 9 and "state-files-disagree" in verdict.doctor_codes
+    assert verdict.doctor_exit == 14 and "state-files-disagree" in verdict.doctor_codes
     assert verdict.spark_outcome == "changed", _explain(verdict)
     assert verdict.fix is not None and verdict.fix.same_state
 
