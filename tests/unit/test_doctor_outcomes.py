@@ -163,3 +163,57 @@ def test_another_querys_progress_log_is_no_witness(demo):
     found = diagnose(open_checkpoint(str(demo)), progress_records=records, fix=False)
     assert not [p for p in found.problems if p.code == "offsets-contradict-progress"]
     assert any("another query's" in part for part in found.unverified)
+
+
+def _file_sink(folder: Path, batches: int) -> Path:
+    """A file sink whose log has entries 0…batches-1, one existing output file each."""
+    log = folder / "_spark_metadata"
+    log.mkdir(parents=True)
+    for batch in range(batches):
+        data = folder / f"part-{batch:05d}.parquet"
+        data.write_bytes(b"PAR1")
+        status = {"path": data.as_uri(), "size": 4, "isDir": False, "modificationTime": 1,
+                  "blockReplication": 1, "blockSize": 1, "action": "add"}
+        (log / str(batch)).write_text("v1\n" + json.dumps(status))
+    return folder
+
+
+def _with_sink(ckpt: Path, sink: Path):  # type: ignore[no-untyped-def]
+    from statekit.checkpoint.location import SINK_FOLDER, resolve_folder
+
+    return diagnose(open_checkpoint(str(ckpt)),
+                    file_sink=resolve_folder(str(sink), {}, what=SINK_FOLDER))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "gone-between", "duplicate", "file-gone",
+                                    "log-gone"])
+def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, tmp_path,
+                                                                         damage):
+    """The restart runs (the sink only writes its log), but every reader of the sink reads
+    through ``_spark_metadata``: an entry that is gone or does not parse fails them, a file
+    listed twice is read twice, a listed file that is gone fails the read."""
+    last = max(int(p.name) for p in (demo / "commits").iterdir() if p.name.isdigit())
+    sink = _file_sink(tmp_path / "sink", last + 1)
+    assert _with_sink(demo, sink).outcome == SAME
+    log = sink / "_spark_metadata"
+    if damage == "truncated":
+        (log / "20").write_bytes((log / "20").read_bytes()[:12])
+    elif damage == "gone-between":
+        (log / "20").unlink()
+    elif damage == "duplicate":
+        shutil.copyfile(log / "19", log / "20")
+    elif damage == "file-gone":
+        (sink / "part-00020.parquet").unlink()
+    else:
+        shutil.rmtree(log)
+    found = _with_sink(demo, sink)
+    assert found.restarts, found.headline
+    wanted = {"truncated": (LOSES, "file-sink-log-damaged", 19),
+              "gone-between": (LOSES, "file-sink-log-damaged", 19),
+              "duplicate": (REPEATS, "file-sink-log-duplicates", 19),
+              "file-gone": (LOSES, "file-sink-log-damaged", 19),
+              "log-gone": (LOSES, "file-sink-log-missing", None)}[damage]
+    assert found.outcomes == (wanted[0],) and wanted[1] in found.codes, found.headline
+    assert found.fix_batch == wanted[2]
+    if wanted[2] is not None:  # the rollback cuts the sink's log after the batch it keeps
+        assert found.fix_command is not None and "--file-sink" in found.fix_command

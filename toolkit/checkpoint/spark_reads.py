@@ -230,6 +230,34 @@ def source_log_entry(data: bytes) -> list[SourceFileEntry]:
     return entries
 
 
+SINK_FIELDS = {"path": str, "size": int, "isDir": bool, "modificationTime": int,
+               "blockReplication": int, "blockSize": int, "action": str}
+"""``SinkFileStatus``: what json4s needs of each line of a file sink's log."""
+
+
+def sink_log_entry(data: bytes) -> list[str]:
+    """A file sink's log entry or compact file (``FileStreamSinkLog``): a version line, then
+    one ``SinkFileStatus`` JSON per line; the paths it adds."""
+    lines = java_lines(java_text(data))
+    if not lines:
+        raise SparkReadError("Incomplete log file")
+    log_version(lines[0], SOURCE_LOG_VERSION)
+    paths = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        value = jackson_value(line)
+        if not isinstance(value, dict):
+            raise SparkReadError("a sink file status that is not a JSON object")
+        for name, kind in SINK_FIELDS.items():
+            if not isinstance(value.get(name), kind) or (kind is int and isinstance(
+                    value.get(name), bool)):
+                raise SparkReadError(f"No usable value for {name}")
+        if value["action"] == "add":
+            paths.append(str(value["path"]))
+    return paths
+
+
 def file_source_offset(raw: str) -> int:
     """``FileStreamSourceOffset``: ``{"logOffset": N}`` (or, from old Spark, a bare
     number)."""

@@ -12,11 +12,13 @@ import posixpath
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
+from statekit.checkpoint.spark_reads import SparkReadError, sink_log_entry
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
     INFO,
     LOSES,
+    REPEATS,
     SPARK_CONCURRENT_LOG,
     SPARK_LOAD_MISSING_HDFS,
     SPARK_LOAD_MISSING_ROCKSDB,
@@ -49,9 +51,7 @@ def sink_problems(ckpt: Checkpoint, sink: Location, plan: RestartPlan) -> list[P
     try:
         end = sink_log_end(sink)
     except FileNotFoundError:
-        return [Problem("file-sink-not-found", WARNING, shown,
-                        "no _spark_metadata folder: not a file sink's output",
-                        "nothing to predict for this path", None)]
+        return _no_sink_log(sink, plan, shown)
     last_offset, last_commit = plan.last_planned, plan.last_committed
     found = _stale_sink_checksum(sink, plan)
     if end is None or last_commit is None:
@@ -95,6 +95,7 @@ def sink_problems(ckpt: Checkpoint, sink: Location, plan: RestartPlan) -> list[P
             "(already in its log): their new output is dropped, the old stays", None,
             "fine when the re-run reads the same input as before; otherwise write to a new "
             "output path")]
+    found += sink_log_problems(sink, last_commit)
     if newest > last_commit:
         return [*found, Problem(
             "file-sink-ahead", INFO, shown,
@@ -102,6 +103,122 @@ def sink_problems(ckpt: Checkpoint, sink: Location, plan: RestartPlan) -> list[P
             "the two)",
             f"Spark re-runs batch {newest} and the file sink skips it: exactly once", None)]
     return found
+
+
+def _no_sink_log(sink: Location, plan: RestartPlan, shown: str) -> list[Problem]:
+    """No ``_spark_metadata``: not a file sink's output — or its log was deleted."""
+    try:
+        names = [posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(sink.root,
+                                                                         detail=False)]
+    except FileNotFoundError:
+        names = []
+    data = [n for n in names if not n.startswith(("_", "."))]
+    if not data or plan.last_committed is None:
+        return [Problem("file-sink-not-found", WARNING, shown,
+                        "no _spark_metadata folder: not a file sink's output",
+                        "nothing to predict for this path", None)]
+    return [Problem(
+        "file-sink-log-missing", WARNING, shown,
+        f"the file sink's log is gone while {len(data)} output file(s) or folder(s) and "
+        f"{plan.last_committed + 1} committed batches are there",
+        "Spark restarts and starts a new sink log with the next batch: every reader of the "
+        "sink (Spark reads through _spark_metadata) then sees only the batches written after "
+        "the restart", None,
+        "restore _spark_metadata from a backup, or write the query's output again to a new "
+        "path", outcome=LOSES,
+        affects=f"the output of batches 0…{plan.last_committed} (every batch before the "
+                "restart)")]
+
+
+def sink_log_problems(sink: Location, last_commit: int) -> list[Problem]:
+    """The entries a reader of the sink reads (the newest compact file and every entry
+    after it), read as Spark reads them: one that is gone or does not parse makes every
+    reader fail; a file listed twice is read twice; a listed file that is gone fails the
+    read."""
+    log = posixpath.join(sink.root, "_spark_metadata")
+    names = {posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)}
+    batches = sorted(int(n.removesuffix(".compact")) for n in names
+                     if n.removesuffix(".compact").isdigit())
+    compacts = [b for b in batches if f"{b}.compact" in names]
+    start = compacts[-1] if compacts else 0
+    found: list[Problem] = []
+    seen: dict[str, int] = {}
+    for batch in range(start, batches[-1] + 1):
+        name = f"{batch}.compact" if batch in compacts else str(batch)
+        path = posixpath.join(log, name)
+        if name not in names:
+            found.append(_sink_log_problem(
+                sink, path, f"entry {batch} of the file sink's log is gone (entries "
+                f"{start}…{batches[-1]} are read by every reader)",
+                "every reader of the sink fails (the batch doesn't exist)", batch,
+                "every batch's output, for every reader"))
+            continue
+        try:
+            paths = sink_log_entry(sink.fs.cat_file(path))
+        except SparkReadError as error:
+            found.append(_sink_log_problem(
+                sink, path, f"entry {batch} of the file sink's log does not parse as Spark "
+                f"reads it: {error}", "every reader of the sink fails reading its log", batch,
+                "every batch's output, for every reader"))
+            continue
+        except OSError as error:
+            found.append(_sink_log_problem(
+                sink, path, f"entry {batch} of the file sink's log cannot be read: {error}",
+                "every reader of the sink fails reading its log", batch,
+                "every batch's output, for every reader"))
+            continue
+        for file in paths:
+            if file in seen and batch not in compacts:
+                found.append(Problem(
+                    "file-sink-log-duplicates", WARNING, sink.display(path),
+                    f"entry {batch} of the file sink's log lists {posixpath.basename(file)}, "
+                    f"which entry {seen[file]} lists too (an entry copied over another?)",
+                    "Spark restarts; every reader of the sink reads that file twice (and "
+                    "none of the files the entry should list)", None,
+                    f"roll back to batch {batch - 1} with --file-sink: the batches after it "
+                    "run again and the sink logs them afresh", batch - 1 if batch else None,
+                    outcome=REPEATS, affects=f"the rows of the files entry {batch} lists "
+                                             "are read twice"))
+                break
+            seen[file] = batch
+    if not found:
+        found += _listed_files_gone(sink, seen, last_commit)
+    return found[:1] if found else []
+
+
+def _listed_files_gone(sink: Location, listed: dict[str, int], last_commit: int
+                       ) -> list[Problem]:
+    """A listed output file that no longer exists fails every reader."""
+    folders: dict[str, list[str]] = {}
+    for path in listed:
+        plain = sink.fs._strip_protocol(path)
+        folders.setdefault(posixpath.dirname(plain), []).append(plain)
+    for folder, paths in sorted(folders.items())[:200]:
+        try:
+            present = {sink.fs._strip_protocol(p) for p in sink.fs.ls(folder, detail=False)}
+        except (FileNotFoundError, NotADirectoryError):
+            present = set()
+        gone = [p for p in paths if p not in present]
+        if gone:
+            batch = min(listed[next(k for k in listed if sink.fs._strip_protocol(k) == g)]
+                        for g in gone)
+            return [_sink_log_problem(
+                sink, posixpath.join(sink.root, "_spark_metadata", str(batch)),
+                f"{len(gone)} file(s) the file sink's log lists are gone, first {gone[0]} "
+                f"(entry {batch})", "every reader of the sink fails on the missing file",
+                batch, f"the output of batch {batch} on, for every reader")]
+    return []
+
+
+def _sink_log_problem(sink: Location, path: str, what: str, readers: str, batch: int,
+                      affects: str) -> Problem:
+    return Problem(
+        "file-sink-log-damaged", WARNING, sink.display(path), what,
+        f"Spark restarts (the sink only writes its log); {readers}", None,
+        f"roll back to batch {batch - 1} with --file-sink: the batches after it run again "
+        "and the sink logs them afresh" if batch > 0 else
+        "restore the sink's log from a backup, or write the output again to a new path",
+        batch - 1 if batch > 0 else None, outcome=LOSES, affects=affects)
 
 
 def _stale_sink_checksum(sink: Location, plan: RestartPlan) -> list[Problem]:
