@@ -217,3 +217,48 @@ def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, t
     assert found.fix_batch == wanted[2]
     if wanted[2] is not None:  # the rollback cuts the sink's log after the batch it keeps
         assert found.fix_command is not None and "--file-sink" in found.fix_command
+
+
+def _local_input(ckpt: Path, landing: Path) -> None:
+    """Point the file source's log of ``ckpt`` at real files in ``landing`` (each with the
+    modification time its entry logs), as on the machine that ran the query."""
+    landing.mkdir()
+    for entry in (ckpt / "sources" / "0").iterdir():
+        if not entry.name.removesuffix(".compact").isdigit():
+            continue
+        version, *lines = entry.read_text().split("\n")
+        moved = []
+        for line in filter(None, lines):
+            record = json.loads(line)
+            target = landing / Path(record["path"]).name
+            target.write_text("{}\n")
+            os.utime(target, (record["timestamp"] / 1000, record["timestamp"] / 1000))
+            record["path"] = target.as_uri()
+            moved.append(json.dumps(record))
+        entry.write_text("\n".join([version, *moved]))
+        (entry.parent / f".{entry.name}.crc").unlink(missing_ok=True)
+
+
+def test_input_files_witness_the_file_sources_log(demo, tmp_path):
+    """A file taken out of an entry is older than files the log lists and listed by no
+    entry: read again (repeats). A file added to an entry after its batch committed: no
+    batch reads it (loses). An entry with no file: Spark never writes one (repeats)."""
+    _local_input(demo, tmp_path / "landing")
+    assert diagnose(open_checkpoint(str(demo)), fix=False).outcome == SAME
+    log = demo / "sources" / "0"
+    version, *lines = (log / "34").read_text().split("\n")
+    (log / "34").write_text(version)  # the entry lists nothing now
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    assert found.outcomes == (REPEATS,), found.headline
+    assert {p.what.split(" (")[0] for p in found.problems} >= {"entry 34 lists no file"}
+
+    (log / "34").write_text("\n".join([version, *lines]))
+    late = tmp_path / "landing" / "arrived-after.jsonl"
+    late.write_text("{}\n")
+    stamp = (demo / "commits" / "35").stat().st_mtime + 60
+    os.utime(late, (stamp, stamp))
+    version, *lines = (log / "35").read_text().split("\n")
+    extra = {"path": late.as_uri(), "timestamp": int(stamp * 1000), "batchId": 35}
+    (log / "35").write_text("\n".join([version, *lines, json.dumps(extra)]))
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    assert found.outcomes == (LOSES,), found.headline

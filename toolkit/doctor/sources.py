@@ -14,6 +14,7 @@ on restart Spark calls ``getBatch(offsets/L-1, offsets/L)``, which reads the ent
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from statekit.doctor.changed_files import changed_since_written, log_changed
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
+    LOSES,
     REPEATS,
     SPARK_CONCURRENT_LOG,
     WARNING,
@@ -259,6 +261,17 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 "again, and the ones it lists are skipped if they come again", None,
                 "roll back to a batch before it", outcome=REPEATS,
                 affects=f"the input files entry {batch} should list are read again"))
+    for batch, entries in plain.items():
+        if not entries:  # Spark logs an entry only for a batch that found new files
+            found.append(Problem(
+                "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
+                f"entry {batch} lists no file (Spark writes an entry only for new files: "
+                "its files were taken out of it)",
+                "Spark restarts; the files the entry listed look new and are read again",
+                None, "roll back to a batch before it", _batch_reading_up_to(
+                    ckpt, log, batch - 1), outcome=REPEATS,
+                affects=f"the input files of entry {batch} are read a second time"))
+    found += input_witnesses(ckpt, log, parsed)
     paths = {(b, e.path) for b, entries in plain.items() for e in entries}
     exists = {path: _exists(ckpt, path) for _, path in paths}
     if sum(exists.values()) * 2 <= len(exists):
@@ -274,6 +287,93 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 None, "roll back to a batch before it", outcome=REPEATS,
                 affects=f"{len(missing)} input file(s) of entry {batch} are read again"))
     return found
+
+
+def input_witnesses(ckpt: Checkpoint, log: SourceLog,
+                    parsed: dict[int, list[SourceFileEntry]]) -> list[Problem]:
+    """The input files against the entries that list them (local input only: elsewhere a
+    listing per input folder is not what a doctor's run should cost).
+
+    * A file source takes new files oldest first and logs each once, so an input file
+      beside the listed ones, older than the newest listed file and listed by no entry,
+      was taken out of an entry: the restart reads it again (``repeats``) — or it arrived
+      late with an old modification time, and is read once.
+    * An entry cannot list a file modified after the batch that read it committed: that
+      file was added to the entry afterwards, so no batch will ever read it (``loses``).
+    """
+    found: list[Problem] = []
+    listed = {e.path: (b, e) for b, entries in sorted(parsed.items()) for e in entries}
+    local = {path: _local(path) for path in listed}
+    if not listed or any(p is None for p in local.values()):
+        return found
+    newest = max(e.timestamp for _b, e in listed.values())
+    known = {p for p in local.values() if p is not None}
+    folders = {os.path.dirname(p) for p in known}
+    unlisted = []
+    for folder in sorted(folders)[:100]:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.startswith((".", "_")) or path in known or not os.path.isfile(path):
+                continue
+            if os.stat(path).st_mtime * 1000 < newest:
+                unlisted.append(path)
+    if unlisted:
+        found.append(Problem(
+            "source-log-mismatch", WARNING, ckpt.display(log.folder),
+            f"{len(unlisted)} input file(s) beside the logged ones, older than the newest "
+            f"logged file, are in no entry, first {unlisted[0]} (taken out of an entry?)",
+            "Spark restarts; the file source takes them for new files and reads them (again, "
+            "unless they arrived late with an old modification time)", None,
+            "roll back to a batch before the entry that listed them",
+            _batch_reading_up_to(ckpt, log, min(parsed) - 1), outcome=REPEATS,
+            affects=f"{len(unlisted)} input file(s) read a second time"))
+    commits = _commit_times(ckpt, log, parsed)
+    for path, (batch, entry) in listed.items():
+        committed = commits.get(batch)
+        if committed is not None and entry.timestamp > committed * 1000 + 1000:
+            found.append(Problem(
+                "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
+                f"entry {batch} lists {os.path.basename(local[path] or path)}, modified "
+                "after the batch that read the entry committed (added to the entry "
+                "afterwards?)", "Spark restarts and takes the file for one it has read: no "
+                "batch reads it", None, "roll back to a batch before the entry",
+                _batch_reading_up_to(ckpt, log, batch - 1), outcome=LOSES,
+                affects=f"the rows of {os.path.basename(local[path] or path)}"))
+            break
+    return found
+
+
+def _local(path: str) -> str | None:
+    from urllib.parse import unquote, urlparse
+
+    if path.startswith("file:"):
+        return unquote(urlparse(path).path)
+    return path if path.startswith("/") else None
+
+
+def _commit_times(ckpt: Checkpoint, log: SourceLog, parsed: dict[int, list[SourceFileEntry]]
+                  ) -> dict[int, float]:
+    """``{source batch: modification time of the commit of the query batch that read up to
+    it}`` for the entries given (plain ones only: a compact entry gathers older batches)."""
+    times: dict[int, float] = {}
+    for batch in parsed:
+        if batch in log.compacts:
+            continue
+        query_batch = _batch_reading_up_to(ckpt, log, batch)
+        if query_batch is None:
+            continue
+        try:
+            info = ckpt.fs.info(ckpt.location.path("commits", str(query_batch)))
+        except OSError:
+            continue
+        stamp = info.get("mtime")
+        if isinstance(stamp, int | float):
+            times[batch] = float(stamp)
+    return times
 
 
 def _exists(ckpt: Checkpoint, path: str) -> bool:
