@@ -141,14 +141,18 @@ def _records(progress_log: Path):  # type: ignore[no-untyped-def]
 
 def test_an_offsets_entry_the_querys_own_report_contradicts(demo):
     """offsets/L edited (its checksum gone with the edit): only the query's progress report
-    of batch L says it changed; the restart runs on the entry's watermark."""
+    of batch L says it changed. A committed batch's watermark is not read again (the commit
+    log's is): the same outcome. Run again, the batch runs with the entry's watermark."""
     log = DEMO.parent / "progress.jsonl"
     last = max(int(p.name) for p in (demo / "offsets").iterdir() if p.name.isdigit())
     _edit_offsets(demo, last, lambda meta: meta.update(
         batchWatermarkMs=meta["batchWatermarkMs"] + 3_600_000))
     ckpt = open_checkpoint(str(demo))
-    assert diagnose(ckpt, fix=False).outcome == SAME  # without the witness: nothing to see
-    found = diagnose(ckpt, progress_records=_records(log))
+    assert diagnose(ckpt, progress_records=_records(log), fix=False).outcome == SAME
+    _uncommit(demo)
+    ckpt = open_checkpoint(str(demo))
+    assert diagnose(ckpt, sink="file", fix=False).outcome == SAME  # no witness: unseen
+    found = diagnose(ckpt, sink="file", progress_records=_records(log))
     witness = [p for p in found.problems if p.code == "offsets-contradict-progress"]
     assert len(witness) == 1 and witness[0].outcome == DIFFERS
     assert found.outcome == DIFFERS and found.fix_batch == last - 1

@@ -25,6 +25,7 @@ from statekit.doctor.sources import SourceLog, entries_read, list_sources
 from statekit.doctor.state import StateCheck, join_problems
 from statekit.state.verify import Progress, first_damaged
 from statekit.support.errors import StatekitError
+from statekit.writes.file_sink import sink_log_after
 from statekit.writes.rollback import rollback_choices
 
 DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-files-disagree",
@@ -125,13 +126,12 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
     fix.files, fix.bytes = decodes.files, decodes.bytes
     if fix.batch is None:
         return fix
-    sink_end = sink_end_or_none(file_sink)
     new_id = any(p.code in ("metadata-missing", "metadata-corrupt") for p in wanted)
     fix.command = shlex.join([
         "statekit", "rollback", ckpt.location.url, "--to-batch", str(fix.batch),
         "--out", fix_target(ckpt, fix.batch),
-        *(["--file-sink", file_sink.url] if file_sink is not None and sink_end is not None
-          and sink_end > fix.batch else []),
+        *(["--file-sink", file_sink.url] if file_sink is not None and
+          _sink_cut_needed(file_sink, fix.batch) else []),
         *(["--new-query-id"] if new_id else [])])
     last = plan.last_planned if plan.last_planned is not None else fix.batch
     if file_sink is None and fix.batch < last:
@@ -143,6 +143,18 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
             "log already has without running them, so a stateful query writes no state for "
             "them and its next batch fails")
     return fix
+
+
+def _sink_cut_needed(sink: Location | None, batch: int) -> bool:
+    """Whether a rollback to ``batch`` must cut the file sink's log: entries after it, or
+    checksum files entries after it left behind."""
+    if sink is None:
+        return False
+    try:
+        return bool(sink_log_after(sink, batch))
+    except StatekitError:
+        end = sink_end_or_none(sink)
+        return end is not None and end > batch
 
 
 def _pinned_at(ckpt: Checkpoint, batch: int) -> int | None:

@@ -45,7 +45,13 @@ def progress_problems(ckpt: Checkpoint, files: QueryFiles,
         return [], [f"the offsets log against the query's progress reports: the progress log "
                     f"is another query's (id {other}, this checkpoint's {query_id})"]
     found: list[Problem] = []
-    for batch in (plan.last_planned, (plan.last_planned or 0) - 1):
+    last = plan.last_planned
+    rerun = last is not None and plan.last_committed != last
+    # what the restart reads of the entries: the newest one's source ends (where the next
+    # batch starts); a batch it runs again also its start (the entry before) and its
+    # watermark. A committed batch's watermark is not read again: the commit log's
+    # nextBatchWatermarkMs is.
+    for batch in (last, (last or 0) - 1 if rerun else None):
         if batch is None or batch < 0 or batch not in mine:
             continue
         entry = files.offsets_of(batch)
@@ -54,7 +60,8 @@ def progress_problems(ckpt: Checkpoint, files: QueryFiles,
         found += _offset_problems(files, batch, entry.sources, mine[batch])
         watermark = (entry.metadata or {}).get("batchWatermarkMs")
         reported = mine[batch].watermark_ms
-        if isinstance(watermark, int) and reported is not None and watermark != reported:
+        if batch == last and rerun and isinstance(watermark, int) and reported is not None \
+                and watermark != reported:
             found.append(_problem(
                 files, batch, f"batch {batch} ran with watermark {reported} (the query's "
                 f"progress report), the entry says {watermark}",

@@ -222,10 +222,11 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None
                 "CONCURRENT_STREAM_LOG_UPDATE",
                 "roll back to the newest batch planned and committed", last))
     outcome, affects, sink_does = rerun_outcome(sink, f"batch {last}")
-    if not commits_folder and ckpt.planned_batches:
+    if (not commits_folder or committed is None) and ckpt.planned_batches:
         found.append(Problem(
             "commits-missing", WARNING, ckpt.display(ckpt.location.path("commits")),
-            "the commit log is gone",
+            "the commit log is gone" if not commits_folder else
+            "the commit log holds no entry",
             f"Spark restarts: it runs batch {last} again with its logged offsets, on state "
             f"version {last}, then carries on ({sink_does})", None,
             "nothing needed for the restart; statekit's readers want the commit log back",

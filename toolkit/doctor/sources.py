@@ -185,16 +185,20 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
         return found
     newest = log.newest if log.newest is not None else -1
     committed = plan.last_committed == plan.last_planned
-    if not committed and start is not None and start < end:
+    if start is not None and start < end:
         gone = [b for b in range(start + 1, end + 1) if b not in log.entries]
-        if gone:  # the re-run batch reads these entries' files
+        if gone:  # the re-run batch, or getBatch(L-1, L) for a committed one, reads them
+            why = (f"the uncommitted batch {plan.last_planned} reads" if not committed else
+                   f"on restart Spark asks the file source for batch {plan.last_planned}'s "
+                   "files again (getBatch from the entry before the newest to the newest), "
+                   "which reads")
             found.append(Problem(
                 "source-log-gap", FATAL, shown_folder,
-                f"the uncommitted batch {plan.last_planned} reads the file source's entries "
-                f"{start + 1}…{end}, and entry {gone[0]} is gone",
-                f"Spark runs batch {plan.last_planned} again and fails listing its files",
-                f"{_name(gone[0], log)} doesn't exist", "roll back to the batch before it",
-                plan.last_committed))
+                f"{why} the file source's entries {start + 1}…{end}, and entry {gone[0]} is "
+                "gone (lost, or the offsets entry points past the log)",
+                f"Spark fails listing batch {plan.last_planned}'s files",
+                f"batch {gone[0]} doesn't exist", "roll back to the batch before it",
+                (plan.last_planned or 0) - 1))
     if newest < end - 1:
         found.append(Problem(
             "source-log-behind", FATAL, shown_folder,

@@ -24,6 +24,7 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
 from statekit.checkpoint.operators import JOIN_STORES, OperatorMetadata
 from statekit.doctor.copies import copy_problems
+from statekit.doctor.lineage import lineage_problems
 from statekit.doctor.plan import RestartPlan, hidden_checksum
 from statekit.doctor.problems import (
     FATAL,
@@ -178,6 +179,7 @@ def state_problems(ckpt: Checkpoint, check: StateCheck, *, decode: bool,
             chains = [check.files_at(key, version) or [] for key in check.expected()]
             found += twin_problems(ckpt, chains)
             found += copy_problems(ckpt, chains)
+            found += lineage_problems(ckpt, chains)
     found += _extra_partitions(ckpt, check)
     return found, verification
 

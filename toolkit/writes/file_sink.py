@@ -79,19 +79,38 @@ def write_entry(sink: Location, relative: str, data: bytes) -> None:
     sink.fs.pipe(path, data)
 
 
-def _log_batches(sink: Location) -> dict[int, str]:
+def _log_names(sink: Location) -> list[str]:
     log = posixpath.join(sink.root, "_spark_metadata")
     try:
-        names = [posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)]
+        return [posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)]
     except FileNotFoundError:
         raise BadInput("has no _spark_metadata folder: not a file sink's output",
                        path=sink.url) from None
-    return {b: n for n in names if (b := _batch_of(n)) is not None}
+
+
+def _log_batches(sink: Location) -> dict[int, str]:
+    return {b: n for n in _log_names(sink) if (b := _batch_of(n)) is not None}
+
+
+def _stale_checksums(sink: Location) -> dict[int, str]:
+    """Hidden checksum files of entries that are gone (``.7.crc`` without ``7``): the
+    re-run batch's rename of its entry fails on one (``Multiple streaming queries …``)."""
+    names = _log_names(sink)
+    present = set(names)
+    stale = {}
+    for name in names:
+        if name.startswith(".") and name.endswith(".crc"):
+            entry = name[1:].removesuffix(".crc")
+            batch = _batch_of(entry)
+            if batch is not None and entry not in present:
+                stale[batch] = name
+    return stale
 
 
 def sink_log_after(sink: Location, batch: int) -> list[str]:
     """The entries of the sink's log after ``batch`` (names in ``_spark_metadata``) that a
-    rollback to ``batch`` must take out of the log.
+    rollback to ``batch`` must take out of the log — with the checksum files left behind by
+    entries after it that are gone.
 
     Why: a file sink *skips* every batch its log already has — without running it, so a
     stateful query writes no state version for it — and the first batch after the skipped
@@ -110,7 +129,8 @@ def sink_log_after(sink: Location, batch: int) -> list[str]:
             f"its log was compacted after batch {batch} and the entries of batch(es) "
             f"{', '.join(map(str, lost[:5]))} are gone: it cannot be cut back to batch {batch}",
             path=sink.url)
-    return [batches[b] for b in after]
+    stale = [name for b, name in sorted(_stale_checksums(sink).items()) if b > batch]
+    return [batches[b] for b in after] + stale
 
 
 def cut_sink_log(sink: Location, names: list[str], backup: str) -> str:
