@@ -266,3 +266,67 @@ def test_input_files_witness_the_file_sources_log(demo, tmp_path):
     (log / "35").write_text("\n".join([version, *lines, json.dumps(extra)]))
     found = diagnose(open_checkpoint(str(demo)), fix=False)
     assert found.outcomes == (LOSES,), found.headline
+
+
+def _flip(path: Path, needle: bytes, bit: int = 0) -> None:
+    """Flip one bit of ``path``'s first ``needle`` byte, its checksum file left as written:
+    bit rot."""
+    data = bytearray(path.read_bytes())
+    at = data.index(needle)
+    data[at] ^= 1 << bit
+    path.write_bytes(bytes(data))
+
+
+def _flip_digit(path: Path, field: bytes, odd: bool | None = None) -> None:
+    """Flip bit 0 of one digit of a number field of ``path`` (its checksum file left as
+    written: bit rot): an even digit goes up by one, an odd one down. ``odd``: pick a digit
+    of that parity (the last one otherwise)."""
+    data = bytearray(path.read_bytes())
+    start = data.index(field) + len(field)
+    end = start
+    while chr(data[end]).isdigit():
+        end += 1
+    candidates = [i for i in range(start + 1, end)
+                  if odd is None or (data[i] - 0x30) % 2 == int(odd)]
+    data[candidates[-1]] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_one_flipped_bit_is_undone_to_say_what_the_entry_changed(demo):
+    """Bit rot flips one bit: the checksum file finds the entry as written, and the doctor
+    says what the change does. A committed batch's offsets entry is read for where its
+    sources ended: its watermark changed does nothing; its source moved back repeats."""
+    from statekit.formats.checksum_files import single_flip
+
+    entry = demo / "offsets" / "36"
+    written = entry.read_bytes()
+    crc = (demo / "offsets" / ".36.crc").read_bytes()
+    _flip_digit(entry, b'"batchWatermarkMs":')
+    assert single_flip(entry.read_bytes(), crc) == ("data", written)
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    changed = [p for p in found.problems if p.code == "log-changed"]
+    assert changed and changed[0].outcome is None and found.outcome == SAME
+    entry.write_bytes(written)
+    _flip_digit(entry, b'{"logOffset":')  # 35 -> 34: the next batch reads entry 35 again
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    changed = [p for p in found.problems if p.code == "log-changed"]
+    assert changed and changed[0].outcome == REPEATS, found.problems
+
+
+def test_a_rotted_checksum_file_is_not_a_changed_entry(demo):
+    crc = demo / "commits" / ".36.crc"
+    data = bytearray(crc.read_bytes())
+    data[-1] ^= 0x04  # one bit of the stored CRC
+    crc.write_bytes(bytes(data))
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    assert [p.code for p in found.problems] == ["checksum-mismatch"]
+    assert found.outcome == SAME and found.exit_code == 0
+
+
+@pytest.mark.parametrize(("odd", "outcome"), [(False, DIFFERS), (True, SAME)])
+def test_a_commits_watermark_changed_by_one_bit(demo, odd, outcome):
+    """Moved on, the next batch emits windows early and drops rows as late; moved back, it
+    evicts later and the batch after catches up."""
+    _flip_digit(demo / "commits" / "36", b'"nextBatchWatermarkMs":', odd=odd)
+    found = diagnose(open_checkpoint(str(demo)), fix=False)
+    assert "log-changed" in found.codes and found.outcome == outcome, found.problems

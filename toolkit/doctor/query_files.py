@@ -20,7 +20,8 @@ from statekit.checkpoint.spark_reads import (
     offsets_entry,
     query_id,
 )
-from statekit.doctor.changed_files import changed_since_written, log_changed
+from statekit.doctor.changed_files import Change, changed_since_written, log_changed
+from statekit.doctor.entry_changes import commit_outcome, offsets_outcome
 from statekit.doctor.outcomes import rerun_outcome
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
@@ -56,8 +57,10 @@ class QueryFiles:
         self.offsets: dict[int, SparkOffsets] = {}
         self.offset_errors: dict[int, str] = {}
         self.commit_errors: dict[int, str] = {}
-        self.changed: dict[tuple[str, int], str] = {}
+        self.changed: dict[tuple[str, int], Change] = {}
         """``{(folder, batch): how}`` for entries whose checksum file disagrees with them."""
+        self.raw: dict[tuple[str, int], bytes] = {}
+        """The bytes of those entries as they are now."""
         wanted = [b for b in (plan.last_planned, (plan.last_planned or 0) - 1)
                   if b is not None and b >= 0]
         for batch in dict.fromkeys(wanted):
@@ -81,6 +84,7 @@ class QueryFiles:
         changed = changed_since_written(self.ckpt, entry["name"], data, entries)
         if changed is not None:
             self.changed[(folder, batch)] = changed
+            self.raw[(folder, batch)] = data
         return data
 
     def _read_offsets(self, batch: int) -> SparkOffsets | None:
@@ -162,9 +166,10 @@ def metadata_problems(ckpt: Checkpoint) -> list[Problem]:
             "(dashboards keyed by query id see a new query); nothing else changes")]
     changed = changed_since_written(ckpt, entry["name"], data, ckpt.root_entries)
     if changed is not None:
+        # another id, same state and output: the restart runs as another query
         return [log_changed(ckpt, entry["name"], changed,
                             reads="the query runs under the query id it reads now",
-                            rollback_to=None)]
+                            rollback_to=None, outcome=None)]
     return []
 
 
@@ -272,8 +277,19 @@ def _changed_entries(files: QueryFiles) -> list[Problem]:
             continue
         reads = ("the sources' positions and the confs it logs" if folder == "offsets" else
                  "the watermark it logs for the next batch")
+        now = files.raw[(folder, batch)]
+        plan = files.plan
+        if folder == "offsets":
+            outcome, affects = offsets_outcome(
+                how.original, now, rerun=batch == plan.last_planned and
+                plan.last_committed != plan.last_planned)
+            if batch != plan.last_planned and plan.last_committed == plan.last_planned:
+                outcome, affects = None, None  # read only to prepare the sources
+        else:
+            outcome, affects = commit_outcome(how.original, now)
         found.append(log_changed(files.ckpt, files.ckpt.location.path(folder, str(batch)),
-                                 how, reads=reads, rollback_to=batch - 1 if batch else None))
+                                 how, reads=reads, rollback_to=batch - 1 if batch else None,
+                                 outcome=outcome, affects=affects))
     return found
 
 

@@ -26,7 +26,8 @@ from statekit.checkpoint.spark_reads import (
     file_source_offset,
     source_log_entry,
 )
-from statekit.doctor.changed_files import changed_since_written, log_changed
+from statekit.doctor.changed_files import Change, changed_since_written, log_changed
+from statekit.doctor.entry_changes import source_entry_outcome
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
@@ -154,7 +155,8 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     shown_folder = ckpt.display(log.folder)
     found: list[Problem] = []
     parsed: dict[int, list[SourceFileEntry]] = {}
-    changed: dict[int, tuple[str, str]] = {}
+    changed: dict[int, tuple[str, Change]] = {}
+    changed_bytes: dict[int, bytes] = {}
     read = entries_read(log)
     for batch in read:
         path = log.entries.get(batch)
@@ -174,6 +176,7 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             how = changed_since_written(ckpt, path, data, log.others)
             if how is not None:
                 changed[batch] = (path, how)
+                changed_bytes[batch] = data
         except (SparkReadError, StatekitError) as error:
             message = error.message if isinstance(error, StatekitError) else str(error)
             found.append(Problem(
@@ -230,8 +233,10 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     named = {p.path for p in found[warned:]}
     for batch, (path, how) in sorted(changed.items()):
         if ckpt.display(path) not in named:
+            outcome, affects = source_entry_outcome(how.original, changed_bytes[batch])
             found.append(log_changed(ckpt, path, how, reads="the input files it lists",
-                                     rollback_to=_query_batch_before(plan, batch)))
+                                     rollback_to=_query_batch_before(plan, batch),
+                                     outcome=outcome, affects=affects))
     next_batch = newest + 1
     for name in (str(next_batch), f"{next_batch}.compact"):
         if f".{name}.crc" in log.others and name not in log.others:

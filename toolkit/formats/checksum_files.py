@@ -85,6 +85,39 @@ def check_hadoop_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch
     return None
 
 
+def single_flip(data: bytes, crc: bytes) -> tuple[str, bytes | None] | None:
+    """Which side of a Hadoop ``.crc`` mismatch one flipped bit explains (bit rot flips
+    one): ``("checksum", None)`` when one stored CRC is one bit off the data's own — the
+    checksum file rotted, the data is as written; ``("data", original)`` when flipping one
+    bit of the data makes it match — and that is the data as written. ``None``: neither
+    (more damage, or the sizes differ)."""
+    if len(crc) < 8 or crc[:4] != HADOOP_CRC_MAGIC:
+        return None
+    (per_chunk,) = struct.unpack(">i", crc[4:8])
+    if per_chunk <= 0 or (len(crc) - 8) % 4:
+        return None
+    expected = [v for (v,) in struct.iter_unpack(">I", crc[8:])]
+    if (len(data) + per_chunk - 1) // per_chunk != len(expected):
+        return None
+    bad = [i for i, want in enumerate(expected)
+           if zlib.crc32(data[i * per_chunk:(i + 1) * per_chunk]) != want]
+    if len(bad) != 1:
+        return None
+    index = bad[0]
+    start = index * per_chunk
+    chunk = bytearray(data[start:start + per_chunk])
+    want = expected[index]
+    if bin(zlib.crc32(bytes(chunk)) ^ want).count("1") == 1:
+        return "checksum", None
+    for position in range(len(chunk)):
+        for bit in range(8):
+            chunk[position] ^= 1 << bit
+            if zlib.crc32(bytes(chunk)) == want:
+                return "data", data[:start] + bytes(chunk) + data[start + per_chunk:]
+            chunk[position] ^= 1 << bit
+    return None
+
+
 def check_spark_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch | None:
     """Compare ``data`` with Spark's JSON ``<name>.crc`` (CRC32C and ``mainFileSize``)."""
     try:
