@@ -330,3 +330,22 @@ def test_a_commits_watermark_changed_by_one_bit(demo, odd, outcome):
     _flip_digit(demo / "commits" / "36", b'"nextBatchWatermarkMs":', odd=odd)
     found = diagnose(open_checkpoint(str(demo)), fix=False)
     assert "log-changed" in found.codes and found.outcome == outcome, found.problems
+
+
+def test_the_querys_row_counts_witness_a_delta_from_elsewhere(demo):
+    """Another partition's delta copied over one on the restart path: no retained file of
+    the partition has its bytes, but the query's report of the batch that wrote the
+    version no longer adds up to the change files' records."""
+    from statekit.doctor.count_witness import _count
+
+    records = _records(DEMO.parent / "progress.jsonl")
+    ckpt = open_checkpoint(str(demo))
+    assert diagnose(ckpt, progress_records=records, fix=False).outcome == SAME
+    ours, theirs = demo / "state/0/0/36.delta", demo / "state/0/1/36.delta"
+    counts = [_count(ckpt, next(f for f in ckpt.inventory.all_files() if f.path == str(p)))
+              for p in (ours, theirs)]
+    assert counts[0] != counts[1]  # the witness can see it
+    shutil.copyfile(theirs, ours)
+    found = diagnose(open_checkpoint(str(demo)), progress_records=records)
+    assert "state-counts-contradict-progress" in found.codes, found.problems
+    assert found.outcome == DIFFERS and found.fix_batch == 34

@@ -197,6 +197,8 @@ class BatchRecord:
     """Each source's ``endOffset`` as parsed JSON (``None`` where it has none)."""
     watermark_ms: int | None
     """``eventTime.watermark``: the watermark the batch ran with."""
+    operators: tuple[tuple[str, int | None, int | None], ...] = ()
+    """Each stateful operator's ``(operatorName, numRowsUpdated, numRowsRemoved)``."""
 
 
 def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
@@ -209,9 +211,13 @@ def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
         event = obj.get("eventTime")
         event = event if isinstance(event, dict) else {}
         query, run = obj.get("id"), obj.get("runId")
+        operators = tuple(
+            (str(op.get("operatorName") or ""), _int(op.get("numRowsUpdated")),
+             _int(op.get("numRowsRemoved")))
+            for op in obj["stateOperators"] if isinstance(op, dict))
         records[batch] = BatchRecord(batch, query if isinstance(query, str) else None,
                                      run if isinstance(run, str) else None, ends,
-                                     _timestamp_ms(event.get("watermark")))
+                                     _timestamp_ms(event.get("watermark")), operators)
     return records
 
 

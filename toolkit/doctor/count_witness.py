@@ -1,0 +1,125 @@
+"""The query's own row counts as a witness of the change files on the restart path.
+
+Each batch the query ran reported, per stateful operator, how many rows it updated and
+removed (``numRowsUpdated``, ``numRowsRemoved``). For the operators that write one record per
+update and per removal — aggregations, deduplication, ``[flatMap|applyInPandas]GroupsWithState``
+— those are exactly the put and remove records of the batch's change files (HDFS deltas,
+RocksDB changelogs) summed over the partitions (measured with pyspark 4.3 on every such
+operator, both providers, checkpoint format 1 and 2). A change file with another version's
+bytes — copied from a version no longer retained, from another run, or in from a newer
+batch — no longer sums to the query's report of its batch. Joins (four stores, each counted
+its own way), session windows and transformWithState count otherwise and are not checked.
+
+Only versions on the restart path are held against the report (every partition's change
+file of that version is counted; each count is remembered in the decode cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.progress_log import BatchRecord
+from statekit.checkpoint.state_data import file_records
+from statekit.doctor.problems import DIFFERS, WARNING, Problem
+from statekit.doctor.state import StateCheck
+from statekit.state.decode_cache import remembered
+from statekit.support.errors import StatekitError
+
+COUNTED_OPERATORS = frozenset({"stateStoreSave", "dedupe", "dedupeWithinWatermark",
+                               "applyInPandasWithState", "flatMapGroupsWithState"})
+"""Operators whose reported updates and removals are their change files' records."""
+CHANGE_KINDS = ("delta", "changelog")
+
+
+def count_problems(ckpt: Checkpoint, check: StateCheck,
+                   records: Mapping[int, BatchRecord]) -> list[Problem]:
+    """A warning for the oldest version on the restart path whose change files do not sum
+    to the query's report of the batch that wrote them, per operator."""
+    version = check.plan.version
+    if version is None or not records:
+        return []
+    found = []
+    for op_id, name in sorted(check.names.items()):
+        if name not in COUNTED_OPERATORS:
+            continue
+        keys = [k for k in check.expected() if k[0] == op_id]
+        if not keys or {k[1] for k in keys} != {"default"}:
+            continue
+        chains = {key: check.files_at(key, version) or [] for key in keys}
+        versions = sorted({f.version for chain in chains.values() for f in chain
+                           if f.kind in CHANGE_KINDS and f.version is not None})
+        for v in versions:
+            reported = _reported(records.get(v - 1), op_id, name)
+            if reported is None:
+                continue
+            files = [_change_file(check, key, v) for key in keys]
+            if any(f is None for f in files):
+                continue
+            counts = [_counts(ckpt, f) for f in files if f is not None]
+            if any(c is None for c in counts):
+                continue
+            puts = sum(c[0] for c in counts if c is not None)
+            removes = sum(c[1] for c in counts if c is not None)
+            if (puts, removes) != reported:
+                found.append(_problem(ckpt, op_id, v, (puts, removes), reported, len(keys)))
+                break
+    return found
+
+
+def _reported(record: BatchRecord | None, op_id: int, name: str) -> tuple[int, int] | None:
+    if record is None or op_id >= len(record.operators):
+        return None
+    op_name, updated, removed = record.operators[op_id]
+    if op_name != name or updated is None or removed is None:
+        return None
+    return updated, removed
+
+
+def _change_file(check: StateCheck, key: tuple[int, str, int], version: int
+                 ) -> StateFile | None:
+    """The change file that version ``version`` of the instance loads (format v2: the one
+    its chain names)."""
+    chain = check.files_at(key, version) or []
+    last = chain[-1] if chain else None
+    return last if last is not None and last.kind in CHANGE_KINDS and \
+        last.version == version else None
+
+
+def _counts(ckpt: Checkpoint, file: StateFile) -> tuple[int, int] | None:
+    result = remembered(ckpt, "record-counts", [file], partial(_count, ckpt, file))
+    return (int(result[0]), int(result[1])) if result is not None else None
+
+
+def _count(ckpt: Checkpoint, file: StateFile) -> list[int] | None:
+    puts = removes = 0
+    try:
+        for record in file_records(ckpt, file, check_end=False):
+            if record.op == "put":
+                puts += 1
+            else:
+                removes += 1
+    except StatekitError:  # the verification names a file that does not decode
+        return None
+    return [puts, removes]
+
+
+def _problem(ckpt: Checkpoint, op_id: int, version: int, counted: tuple[int, int],
+             reported: tuple[int, int], partitions: int) -> Problem:
+    before = version - 2
+    return Problem(
+        "state-counts-contradict-progress", WARNING,
+        ckpt.display(ckpt.location.path("state", str(op_id))),
+        f"operator {op_id}: the change files of version {version} hold {counted[0]} updates "
+        f"and {counted[1]} removals over its {partitions} partitions; the query reported "
+        f"{reported[0]} and {reported[1]} for batch {version - 1}: a change file of that "
+        "version is another version's (copied over it?)",
+        "Spark loads it and restarts on other state, silently", None,
+        "roll back to a batch before that version: the new checkpoint plans the batches "
+        "after it again from the sources" if before >= 0 else
+        "compare with a backup of the checkpoint", before if before >= 0 else None,
+        outcome=DIFFERS,
+        affects=f"operator {op_id}: version {version} of one or more of its {partitions} "
+                "partitions")
