@@ -1,19 +1,24 @@
 """The doctor campaign: every generated fault of every checkpoint kind, judged by Spark.
 
-For each kind of ``tests/oracle/kinds.py`` (operators × providers × formats) a real query
-writes a checkpoint; ``tests/oracle/fault_space.py`` enumerates its faults (every file and
-folder a restart reads or writes next × every fault family, plus conf and operator-metadata
-edits); for each one ``statekit doctor`` predicts the restart, its printed fix is run as
-printed, and Spark restarts both the damaged checkpoint and the fix's result
-(``tests/oracle/campaign.py``). The table says, per family × kind, how many faults were tried,
-how often the doctor agreed with Spark, how many fixes restarted into the healthy state, and
-the time it took.
+For each kind of ``tests/oracle/kinds.py`` (operators × providers × formats × sinks) a real
+query writes a checkpoint; ``tests/oracle/fault_space.py`` enumerates its faults (every file
+and folder a restart reads or writes next × every fault family, plus conf and
+operator-metadata edits, rewritten logs and the file sink's log); for each one ``statekit
+doctor`` predicts the restart and its outcome, its printed fix is run as printed, and Spark
+restarts both the damaged checkpoint and the fix's result (``tests/oracle/campaign.py``).
 
-Run (about an hour for the whole space on 2 cores)::
+Two tables: per family × kind, how many faults were tried, how often the doctor agreed with
+Spark on whether the query restarts, and how many fixes restarted into the healthy state;
+then, per family, the *outcome* of the restarts that ran — how often the doctor's outcome
+(same / loses / repeats / differs) agreed with the one measured, how many restarts silently
+ended elsewhere than the healthy restart, how many of those the doctor called the same, and
+how many of their fixes restarted into the healthy state.
+
+Run (about two hours for the whole space on 2 cores)::
 
     .venv/bin/python benchmarks/doctor_campaign.py [--kinds agg-hdfs,join-hdfs]
-        [--select SUBSTRING] [--sample N --seed S] [--out results.jsonl] [--resume]
-        [--docs docs/doctor-campaign.md]
+        [--select SUBSTRING] [--sample N --seed S] [--pristine] [--out results.jsonl]
+        [--resume] [--docs docs/doctor-campaign.md]
 
 ``--report-only`` turns an existing results file into the table without running anything.
 """
@@ -41,7 +46,7 @@ def _session():
 
 def run(args: argparse.Namespace) -> list[dict]:
     from tests.oracle.campaign import KindCampaign
-    from tests.oracle.fault_space import sample_faults
+    from tests.oracle.fault_space import pristine_fault, sample_faults
     from tests.oracle.kinds import KINDS
 
     kinds = args.kinds.split(",") if args.kinds else list(KINDS)
@@ -55,7 +60,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.redo_from:  # judge again only what went wrong in an earlier run
         for line in Path(args.redo_from).read_text().splitlines():
             record = upgraded(json.loads(line))
-            if record["agrees"] and record["fix_ok"] is not False:
+            if record["agrees"] and record["fix_ok"] is not False \
+                    and record.get("outcome_agrees") is not False:
                 done[record["id"]] = record
         redo = set()
         kinds = [k for k in kinds if any(r.startswith(f"{k}:") for r in _bad_ids(
@@ -76,11 +82,14 @@ def run(args: argparse.Namespace) -> list[dict]:
         for index, (name, campaign) in enumerate(campaigns.items()):
             other = campaigns[kinds[(index + 1) % len(kinds)]].pristine / "checkpoint" \
                 if len(kinds) > 1 else None
-            faults = [f for f in campaign.faults(other) if args.select in f.id]
+            wanted = args.select.split("|")
+            faults = [f for f in campaign.faults(other) if any(w in f.id for w in wanted)]
             if redo is not None:
                 faults = [f for f in faults if f.id not in done]
             if args.sample:
                 faults = sample_faults(faults, args.sample, args.seed)
+            if args.pristine:
+                faults.insert(0, pristine_fault(name))
             print(f"{name}: {len(faults)} faults", flush=True)
             for number, fault in enumerate(faults, 1):
                 if fault.id in done:
@@ -91,10 +100,11 @@ def run(args: argparse.Namespace) -> list[dict]:
                 sink.flush()
                 results.append(record)
                 bad = not record["agrees"] or record["fix_ok"] is False
+                mark = "BAD" if bad else "out" if record["outcome_agrees"] is False else "ok "
                 fix = record["fix"]
-                print(f"  [{number}/{len(faults)}] {'BAD' if bad else 'ok '} "
+                print(f"  [{number}/{len(faults)}] {mark} "
                       f"{record['seconds']:5.1f}s {fault.id}: doctor {record['doctor_exit']} "
-                      f"{record['doctor_codes']} spark "
+                      f"{record['doctor_codes']} {_doctor_outcome(record)} spark "
                       f"{spark_outcome(record)}"
                       + (f" | fix exit {fix['exit_code']} restarted {fix['restarted']} "
                          f"same {fix['same_state']} {fix['stderr'][:200]} "
@@ -106,11 +116,43 @@ def spark_outcome(record: dict) -> str:
     """What Spark did, in a few words."""
     if not record["spark_restarted"]:
         return str(record["spark_error"])[:160]
+    outcomes = record.get("spark_outcomes")
+    detail = _detail(record)
+    if outcomes:
+        return f"restarts, {','.join(outcomes)}" + (f" ({detail})" if detail else "")
     if record.get("spark_state_error"):
         return f"restarts, but its state does not read back: {record['spark_state_error'][:120]}"
     if record.get("restart_state_same") is False:
         return "restarts into another state than the healthy restart's"
-    return "restarts"
+    return "restarts, same" if outcomes == [] else "restarts"
+
+
+def _detail(record: dict) -> str:
+    """The measured differences, in counts."""
+    parts = []
+    for name, key in (("loaded", "loaded_state_diff"), ("end", "end_state_diff")):
+        diff = record.get(key) or {}
+        found = [f"{k.replace('_keys', '').replace('_values', '')} {v}"
+                 for k, v in diff.items() if v]
+        if found:
+            parts.append(f"{name} state: {', '.join(found)}")
+    sink = record.get("sink_diff") or {}
+    found = [f"{k} {v}" for k, v in sink.items() if v]
+    if found:
+        parts.append(f"sink rows: {', '.join(found)}")
+    if record.get("rerun_batches"):
+        parts.append(f"re-ran {record['rerun_batches']}")
+    for key in ("loaded_state_error", "spark_state_error", "sink_error"):
+        if record.get(key):
+            parts.append(f"{key.replace('_', ' ')}: {record[key][:100]}")
+    return "; ".join(parts)
+
+
+def _doctor_outcome(record: dict) -> str:
+    expects = record.get("doctor_expects")
+    if expects is None:
+        return "-"
+    return ",".join(expects) or "same"
 
 
 def upgraded(record: dict) -> dict:
@@ -122,8 +164,10 @@ def upgraded(record: dict) -> dict:
 
 
 def _bad_ids(path: Path) -> set[str]:
+    """Faults an earlier run got wrong: the restart verdict, a fix, or the outcome."""
     records = [upgraded(json.loads(line)) for line in path.read_text().splitlines()]
-    return {r["id"] for r in records if not r["agrees"] or r["fix_ok"] is False}
+    return {r["id"] for r in records if not r["agrees"] or r["fix_ok"] is False
+            or r.get("outcome_agrees") is False}
 
 
 # ------------------------------------------------------------------------------ the table
@@ -156,23 +200,67 @@ def _cell(records: list[dict]) -> str:
     return text + (f" · {ok}/{len(fixes)}" if fixes else "")
 
 
+def outcome_table(results: list[dict], by: str = "family") -> str:
+    """The outcome axis, per family (or kind): of the faults whose restart ran, how often the
+    doctor's outcome agreed with Spark's (same or not), also on the kind of harm (a category
+    in common), and exactly; the silent ones (Spark's outcome not the same), the unwarned
+    ones (silent, the doctor said the same), and the silent ones' fixes that restarted into
+    the healthy state."""
+    groups = sorted({r[by] for r in results})
+    lines = [f"| {by} | ran | outcome agrees | kind of harm | exact | silent | unwarned | "
+             "silent fixed |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for group in groups:
+        lines.append(f"| {group} | " + _outcome_cells([r for r in results if r[by] == group])
+                     + " |")
+    lines.append("| **all** | " + _outcome_cells(results) + " |")
+    return "\n".join(lines)
+
+
+def _outcome_cells(records: list[dict]) -> str:
+    ran = [r for r in records if r["spark_restarted"]]
+    measured = [r for r in ran if r.get("outcome_agrees") is not None]
+    agree = sum(bool(r["outcome_agrees"]) for r in measured)
+    category = sum(bool(r.get("outcome_category_agrees")) for r in measured)
+    exact = sum(bool(r.get("outcome_exact")) for r in measured)
+    silent = [r for r in ran if r["spark_outcome"] == "changed"]
+    unwarned = sum(r["unwarned_change"] for r in silent)
+    fixes = [r for r in silent if r["fix"] is not None]
+    fixed = sum(bool(r["fix_ok"]) for r in fixes)
+    if not measured:
+        return f"{len(ran)} | — | — | — | {len(silent)} | {unwarned} | {fixed}/{len(fixes)}"
+    return (f"{len(ran)} | {100 * agree / len(measured):.0f}% | "
+            f"{100 * category / len(measured):.0f}% | "
+            f"{100 * exact / len(measured):.0f}% | {len(silent)} | {unwarned} | "
+            f"{fixed}/{len(fixes)}")
+
+
 def summary(results: list[dict]) -> str:
     total = len(results)
     agree = sum(r["agrees"] for r in results)
     fixes = [r for r in results if r["fix"] is not None]
     fixed = sum(bool(r["fix_ok"]) for r in fixes)
     fails = sum(r["spark_outcome"] == "fails" for r in results)
-    silent = sum(r["spark_outcome"] == "changed" for r in results)
+    ran = [r for r in results if r["spark_restarted"]]
+    measured = [r for r in ran if r.get("outcome_agrees") is not None]
+    outcome_agree = sum(bool(r["outcome_agrees"]) for r in measured)
+    silent = [r for r in results if r["spark_outcome"] == "changed"]
     unwarned = sum(r["unwarned_change"] for r in results)
+    silent_fixes = [r for r in silent if r["fix"] is not None]
+    silent_fixed = sum(bool(r["fix_ok"]) for r in silent_fixes)
     seconds = sum(r["seconds"] for r in results)
     return (f"{total} faults over {len({r['kind'] for r in results})} checkpoint kinds and "
             f"{len({r['family'] for r in results})} families: Spark refused to restart on "
             f"{fails}; the doctor agreed with Spark on {agree} "
             f"({100 * agree / max(total, 1):.1f} %); "
             f"{len(fixes)} fixes printed, {fixed} restarted into the healthy restart's state; "
-            f"{silent} restarts ran but ended in another state than the healthy restart "
-            f"(silent loss or duplicates), {unwarned} of them on a checkpoint the doctor "
-            f"called healthy; {seconds / 60:.1f} min of judging.")
+            f"of the {len(ran)} restarts that ran, the doctor's outcome agreed with Spark's on "
+            f"{outcome_agree} of {len(measured)} measured "
+            f"({100 * outcome_agree / max(len(measured), 1):.1f} %); "
+            f"{len(silent)} ended in another state or output than the healthy restart "
+            f"(silent loss, repeats or changes), {unwarned} of them on a checkpoint the "
+            f"doctor said restarts the same, {silent_fixed} of {len(silent_fixes)} of their "
+            f"printed fixes restarted into the healthy state; "
+            f"{seconds / 60:.1f} min of judging.")
 
 
 def disagreements(results: list[dict]) -> list[str]:
@@ -182,15 +270,22 @@ def disagreements(results: list[dict]) -> list[str]:
             for r in results if not r["agrees"] or r["fix_ok"] is False]
 
 
+def outcome_disagreements(results: list[dict]) -> list[str]:
+    return [f"{r['id']}: doctor {r['doctor_exit']} {_doctor_outcome(r)} "
+            f"{r.get('doctor_problem_outcomes') or ''}, Spark {spark_outcome(r)}"
+            for r in results if r["agrees"] and r.get("outcome_agrees") is False]
+
+
 def unwarned(results: list[dict]) -> list[str]:
-    return [f"{r['id']}: the doctor saw nothing; Spark {spark_outcome(r)}"
+    return [f"{r['id']}: the doctor said the same; Spark {spark_outcome(r)}"
             for r in results if r["unwarned_change"]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="", help="comma-separated kinds (default: all)")
-    parser.add_argument("--select", default="", help="only faults whose id contains this")
+    parser.add_argument("--select", default="",
+                        help="only faults whose id contains this (A|B: either)")
     parser.add_argument("--sample", type=int, default=0, help="faults per kind (0: all)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", default="doctor-campaign.jsonl")
@@ -199,6 +294,9 @@ def main() -> None:
     parser.add_argument("--redo-from", default="", metavar="RESULTS",
                         help="judge again the faults that went wrong in RESULTS (a results "
                              "file of an earlier run); --out gets all of them")
+    parser.add_argument("--pristine", action="store_true",
+                        help="judge each kind's undamaged checkpoint first (fault 'none': "
+                             "Spark's outcome must be the same, the doctor's too)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--docs", default="", help="write the table into this markdown file")
     args = parser.parse_args()
@@ -209,9 +307,15 @@ def main() -> None:
     print()
     print(table(results))
     print()
+    print(outcome_table(results))
+    print()
+    print(outcome_table(results, by="kind"))
+    print()
     print(summary(results))
     for line in disagreements(results):
         print("  disagreement:", line)
+    for line in outcome_disagreements(results):
+        print("  outcome disagreement:", line)
     for line in unwarned(results):
         print("  unwarned change:", line)
     if args.docs:
@@ -224,7 +328,8 @@ def write_docs(path: Path, results: list[dict]) -> None:
     text = path.read_text() if path.exists() else f"{start}\n{end}\n"
     head, _, rest = text.partition(start)
     _, _, tail = rest.partition(end)
-    block = f"{start}\n{summary(results)}\n\n{table(results)}\n{end}"
+    block = (f"{start}\n{summary(results)}\n\n{table(results)}\n\n"
+             f"{outcome_table(results)}\n{end}")
     path.write_text(head + block + tail)
 
 

@@ -15,17 +15,40 @@ Targets (relative to the checkpoint):
 * the Hadoop ``.crc`` and Spark JSON ``.crc`` files of all of those;
 * the partition, store, operator and log folders;
 * the confs the newest offsets entry pins (partitions, provider, codec, every state or
-  checkpoint format version), and the operator metadata's partition count and store names.
+  checkpoint format version), and the operator metadata's partition count and store names;
+* a file sink's log beside the checkpoint (``<work>/sink/_spark_metadata``): its newest
+  entry, the one before, the folder.
 
 Families per file: ``delete`` (the file and its hidden Hadoop checksum, as Hadoop deletes),
 ``delete-keep-crc`` (``rm`` of the file alone), ``truncate-0``, ``truncate-half`` and
 ``flip-bit`` with the checksum left as it was (bit rot, a partial overwrite), the same two
-with the checksum gone (``…-no-crc``, as on object stores that have none), and
-``replace-other`` (another valid file of the same kind: an older batch's, another query's).
-The partitions after the first get deletion and a flipped bit only (their files play the
-roles the first partition's already cover). Checksum files (of what a restart reads): delete,
-flip. Folders: delete, empty. The byte a flip hits is
-drawn from a seed made of the fault's id, so the space is the same on every run.
+with the checksum gone (``…-no-crc``, as on object stores that have none), ``replace-other``
+(another valid file of the same kind: an older batch's, another query's) and
+``replace-newer`` (the next newer file of the same kind: the store's own, else the one the
+query's next run writes — a file of a batch not committed here; only of the kinds every
+batch writes, so the space does not depend on when maintenance ran). A replacement carries
+the donor's checksum files with it (Hadoop's and checkpoint format v2's JSON ``.crc``), so
+the pair stays consistent and only the content is wrong. The partitions after the first get
+deletion and a flipped bit only (their files play the roles the first partition's already
+cover). Checksum files (of what a restart reads): delete, flip, and for v2's JSON ``.crc``
+another version's. Folders: delete, empty. The byte a flip hits is drawn from a seed made of
+the fault's id, so the space is the same on every run.
+
+The families that target a restart's *outcome* rather than whether it runs — damage that
+leaves every file valid but says something else:
+
+* ``flip-data-block`` (``-no-crc``): a bit flipped in the middle of the first data block of an
+  SST on the restart path (RocksDB opens the file without reading it);
+* ``source-extra-file`` / ``source-fewer-files``: a file source log entry read on restart
+  rewritten to list one more file (the input file the restart has not read yet) or one fewer
+  (its last);
+* ``offsets-earlier`` / ``offsets-later``: the file source's ``logOffset`` in the newest
+  offsets entry set to the newest earlier entry's lower value, or to one more than its own;
+  ``replace-previous``: the newest offsets entry replaced by the one before it, whole;
+* the file sink's log damaged (delete, truncate, flip, another entry's content, the folder).
+
+The rewritten source-log and offsets entries lose their hidden checksum, as after a hand edit
+(``replace-previous`` brings the previous entry's with it).
 """
 
 from __future__ import annotations
@@ -38,14 +61,28 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from statekit.checkpoint.inventory import StoreInstance
+    from statekit.checkpoint.layout import StateFile
 
 FILE_FAMILIES = ("delete", "delete-keep-crc", "truncate-0", "truncate-half",
                  "truncate-half-no-crc", "flip-bit", "flip-bit-no-crc", "replace-other")
+REPLACE_NEWER = "replace-newer"
 CHECKSUM_FAMILIES = ("delete", "flip-bit")
+SPARK_CRC_FAMILIES = (*CHECKSUM_FAMILIES, "replace-other")
 FOLDER_FAMILIES = ("delete-folder", "empty-folder")
 CONF_FAMILY = "conf-edit"
 OPERATOR_FAMILY = "operator-edit"
-FAMILIES = (*FILE_FAMILIES, *FOLDER_FAMILIES, CONF_FAMILY, OPERATOR_FAMILY)
+DATA_BLOCK_FAMILIES = ("flip-data-block", "flip-data-block-no-crc")
+SOURCE_ENTRY_FAMILIES = ("source-extra-file", "source-fewer-files")
+OFFSETS_FAMILIES = ("offsets-earlier", "offsets-later", "replace-previous")
+SINK_LOG_FAMILIES = ("delete", "delete-keep-crc", "truncate-0", "truncate-half", "flip-bit",
+                     "replace-other")
+FAMILIES = (*FILE_FAMILIES, REPLACE_NEWER, *FOLDER_FAMILIES, CONF_FAMILY, OPERATOR_FAMILY,
+            *DATA_BLOCK_FAMILIES, *SOURCE_ENTRY_FAMILIES, *OFFSETS_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -95,14 +132,31 @@ def _flip(path: Path, seed: int, drop_crc: bool) -> None:
         hidden_crc(path).unlink(missing_ok=True)
 
 
+def spark_crc(path: Path) -> Path:
+    """Checkpoint format v2's JSON checksum file beside a state file."""
+    return path.parent / f"{path.name}.crc"
+
+
 def _replace(path: Path, donor: Path) -> None:
-    """``donor``'s bytes (and its hidden checksum, so the pair stays consistent)."""
+    """``donor``'s bytes and its checksum files (Hadoop's hidden one; v2's JSON one when
+    both files have one), so the replacement is consistent and only its content is wrong."""
     path.write_bytes(donor.read_bytes())
     crc = hidden_crc(path)
     if hidden_crc(donor).exists():
         crc.write_bytes(hidden_crc(donor).read_bytes())
     else:
         crc.unlink(missing_ok=True)
+    if spark_crc(path).is_file() and spark_crc(donor).is_file() and \
+            not path.name.endswith(".crc"):
+        _replace(spark_crc(path), spark_crc(donor))
+    if path.suffix == ".zip" and (donor.parent / "SSTs").is_dir():
+        # a zip names SST files beside it: the ones a newer (or another) version uploaded
+        # come with it, as they would have been uploaded with it (orphans harm nothing)
+        ssts = path.parent / "SSTs"
+        ssts.mkdir(exist_ok=True)
+        for sst in (donor.parent / "SSTs").iterdir():
+            if not (ssts / sst.name).exists():
+                shutil.copyfile(sst, ssts / sst.name)
 
 
 def file_damage(family: str, rel: str, seed: int, donor: Path | None = None
@@ -117,11 +171,114 @@ def file_damage(family: str, rel: str, seed: int, donor: Path | None = None
             _truncate(path, 0.5, drop_crc=family.endswith("no-crc"))
         elif family.startswith("flip-bit"):
             _flip(path, seed, drop_crc=family.endswith("no-crc"))
-        elif family == "replace-other":
+        elif family in ("replace-other", REPLACE_NEWER, "replace-previous"):
             assert donor is not None
             _replace(path, donor)
         else:
             raise ValueError(family)
+    return apply
+
+
+def flip_in_block(rel: str, offset: int) -> Callable[[Path], None]:
+    """Flip the low bit of the byte at ``offset`` (inside an SST data block), the checksum
+    left as it was (:func:`without_crc` drops it)."""
+    def apply(ckpt: Path) -> None:
+        path = ckpt / rel
+        data = bytearray(path.read_bytes())
+        data[offset] ^= 0x01
+        path.write_bytes(bytes(data))
+    return apply
+
+
+def without_crc(rel: str, damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        damage(ckpt)
+        hidden_crc(ckpt / rel).unlink(missing_ok=True)
+    return apply
+
+
+def data_block_offset(sst: Path) -> int | None:
+    """The middle byte of the SST's first data block (``None``: no data block known)."""
+    from statekit.formats.rocksdb_sst import _Table
+
+    try:
+        with open(sst, "rb") as handle:
+            blocks = _Table(handle, str(sst)).data_handles()
+    except Exception:  # an SST statekit cannot walk gets no data-block fault
+        return None
+    return blocks[0].offset + blocks[0].size // 2 if blocks else None
+
+
+def _log_lines(path: Path) -> tuple[str, list[dict]]:
+    version, *lines = path.read_text().split("\n")
+    return version, [json.loads(line) for line in lines if line.strip()]
+
+
+def _write_log(path: Path, version: str, entries: list[dict]) -> None:
+    path.write_text("\n".join([version, *(json.dumps(e, separators=(",", ":"))
+                                          for e in entries)]))
+    hidden_crc(path).unlink(missing_ok=True)
+
+
+def unread_input_files(source_log: Path) -> list[Path]:
+    """The input files beside the ones a file source's log lists that no entry of the log
+    lists (the restart's new file): newest modification time last."""
+    listed: set[str] = set()
+    folders: set[Path] = set()
+    for entry in source_log.iterdir():
+        if not entry.name.removesuffix(".compact").isdigit():
+            continue
+        for line in _log_lines(entry)[1]:
+            listed.add(line["path"])
+            folders.add(Path(urlparse(line["path"]).path).parent)
+    found = [p for folder in folders if folder.is_dir() for p in folder.iterdir()
+             if p.is_file() and not p.name.startswith((".", "_"))
+             and p.as_uri() not in listed and f"file:{p}" not in listed]
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def edit_source_entry(rel: str, family: str) -> Callable[[Path], None]:
+    """Rewrite a file source log entry: list one more file (``source-extra-file``: the
+    first input file no entry lists, with this entry's batch id) or one fewer (the last)."""
+    def apply(ckpt: Path) -> None:
+        path = ckpt / rel
+        version, entries = _log_lines(path)
+        if family == "source-fewer-files":
+            entries = entries[:-1]
+        else:
+            extra = unread_input_files(path.parent)[0]
+            batch = int(path.name.removesuffix(".compact"))
+            entries.append({"path": extra.as_uri(),
+                            "timestamp": int(extra.stat().st_mtime * 1000), "batchId": batch})
+        _write_log(path, version, entries)
+    return apply
+
+
+def file_source_offsets(path: Path) -> dict[int, int]:
+    """``{line index: logOffset}`` of the file sources in an offsets entry."""
+    lines = path.read_text().split("\n")
+    found = {}
+    for index, line in enumerate(lines[2:], 2):
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offset, dict) and isinstance(offset.get("logOffset"), int):
+            found[index] = offset["logOffset"]
+    return found
+
+
+def set_log_offsets(rel: str, values: dict[int, int]) -> Callable[[Path], None]:
+    """Set the file sources' ``logOffset`` in an offsets entry (line index → value)."""
+    def apply(ckpt: Path) -> None:
+        path = ckpt / rel
+        lines = path.read_text().split("\n")
+        for index, value in values.items():
+            offset = json.loads(lines[index])
+            offset["logOffset"] = value
+            lines[index] = json.dumps(offset, separators=(",", ":"))
+        path.write_text("\n".join(lines))
+        hidden_crc(path).unlink(missing_ok=True)
     return apply
 
 
@@ -177,6 +334,9 @@ class Target:
     families: tuple[str, ...] = FILE_FAMILIES
     """The families applied: every one, or — for the partitions after the first, whose
     files play the same roles — deletion and a flipped bit only."""
+    newer: str | None = None
+    """The next newer file of the same kind (``replace-newer``; ``<next-run>/…``: of the
+    query's next run); ``None``: none."""
 
     @property
     def read_on_restart(self) -> bool:
@@ -224,12 +384,14 @@ def log_targets(ckpt: Path) -> list[Target]:
     return found
 
 
-def state_targets(ckpt: Path) -> list[Target]:
-    """Operator metadata, schema files and the state files of each load path."""
+def state_targets(ckpt: Path, next_run: Path | None = None) -> list[Target]:
+    """Operator metadata, schema files and the state files of each load path (``next_run``:
+    the checkpoint after the query ran one more batch, donor of newer files)."""
     from statekit.checkpoint import open_checkpoint
     from statekit.checkpoint.state_data import zip_metadata, zip_sst_paths
 
     model = open_checkpoint(str(ckpt))
+    later = open_checkpoint(str(next_run)).inventory.instances if next_run else {}
     version = model.last_committed_batch + 1
     rel = lambda p: os.path.relpath(p, ckpt)  # noqa: E731
     found: list[Target] = []
@@ -251,7 +413,9 @@ def state_targets(ckpt: Path) -> list[Target]:
                      and f.version < (file.version or 0)]
             found.append(Target(rel(file.path), file.kind,
                                 donor=rel(older[-1].path) if older else None,
-                                families=families))
+                                families=families,
+                                newer=_newer(ckpt, instance, later.get(key), file,
+                                             next_run)))
             if file.kind == "zip":
                 meta = zip_metadata(model, [file])[file.path]
                 ssts = zip_sst_paths(model, file, meta)
@@ -267,7 +431,29 @@ def state_targets(ckpt: Path) -> list[Target]:
     return found
 
 
-def checksum_targets(ckpt: Path, files: list[Target]) -> list[Target]:
+def _newer(ckpt: Path, instance: StoreInstance, later: StoreInstance | None,
+           file: StateFile, next_run: Path | None) -> str | None:
+    """The next newer file of ``file``'s kind: the store's own, else the next run's (change
+    files, and zips of a store without changelogs: every batch writes one)."""
+    def newer_in(files: tuple[StateFile, ...]) -> list[StateFile]:
+        return [f for f in files if f.kind == file.kind and f.version is not None
+                and f.version > (file.version or 0)]
+
+    own = newer_in(instance.files)
+    if own:
+        return os.path.relpath(own[0].path, ckpt)
+    if later is None or next_run is None:
+        return None
+    every_batch = file.kind in ("delta", "changelog") or (
+        file.kind == "zip" and not instance.of_kind("changelog"))
+    theirs = newer_in(later.files) if every_batch else []
+    if not theirs:
+        return None
+    return "<next-run>/" + os.path.relpath(theirs[0].path, next_run)
+
+
+def checksum_targets(ckpt: Path, files: list[Target], next_run: Path | None = None
+                     ) -> list[Target]:
     """The checksum files of the ``files`` a restart reads (of the first partition):
     Hadoop's hidden one, Spark's JSON one."""
     found = []
@@ -275,10 +461,41 @@ def checksum_targets(ckpt: Path, files: list[Target]) -> list[Target]:
         if not target.read_on_restart or target.families != FILE_FAMILIES:
             continue
         path = ckpt / target.rel
-        for crc, role in ((hidden_crc(path), "hadoop-crc"),
-                          (path.parent / f"{path.name}.crc", "spark-crc")):
-            if crc.exists():
-                found.append(Target(os.path.relpath(crc, ckpt), f"{role}:{target.role}"))
+        for crc, role in ((hidden_crc(path), "hadoop-crc"), (spark_crc(path), "spark-crc")):
+            if not crc.exists():
+                continue
+            donors = {}
+            if role == "spark-crc":  # another version's JSON checksum (v2)
+                for name, other in (("donor", target.donor), ("newer", target.newer)):
+                    if other is not None and _donor(ckpt, f"{other}.crc", None,
+                                                    next_run) is not None:
+                        donors[name] = f"{other}.crc"
+            found.append(Target(os.path.relpath(crc, ckpt), f"{role}:{target.role}",
+                                families=SPARK_CRC_FAMILIES if role == "spark-crc"
+                                else CHECKSUM_FAMILIES, **donors))
+    return found
+
+
+SINK_LOG = "../sink/_spark_metadata"
+"""A file sink's log, relative to the checkpoint (the sink lives beside it)."""
+
+
+def sink_targets(ckpt: Path) -> list[Target]:
+    """The file sink's log beside the checkpoint, when there is one: its newest entry and
+    the one before (each the other's donor)."""
+    log = ckpt / SINK_LOG
+    entries = _batches(log)
+    found: list[Target] = []
+    if not entries:
+        return found
+    newest = entries[-1]
+    for batch, role in ((newest, "sink-log-newest"), (newest - 1, "sink-log-previous")):
+        if batch not in entries:
+            continue
+        other = newest - 1 if batch == newest else newest
+        donor = f"{SINK_LOG}/{_entry(log, other).name}" if other in entries else None
+        found.append(Target(f"{SINK_LOG}/{_entry(log, batch).name}", role, donor=donor,
+                            families=SINK_LOG_FAMILIES))
     return found
 
 
@@ -286,6 +503,8 @@ def folder_targets(ckpt: Path) -> list[Target]:
     found = [Target(name, f"{name}-folder") for name in ("offsets", "commits", "sources",
                                                           "state")
              if (ckpt / name).is_dir()]
+    if (ckpt / SINK_LOG).is_dir():
+        found.append(Target(SINK_LOG, "sink-log-folder", families=("delete-folder",)))
     for source in sorted((ckpt / "sources").glob("*")):
         found.append(Target(os.path.relpath(source, ckpt), "source-folder"))
     for op in sorted((ckpt / "state").glob("[0-9]*")):
@@ -367,65 +586,159 @@ def operator_faults(kind: str, ckpt: Path) -> list[Fault]:
     return found
 
 
-def enumerate_faults(kind: str, ckpt: Path, other_query: Path | None = None) -> list[Fault]:
-    """Every fault of the checkpoint at ``ckpt`` (a pristine one; it is not changed).
+def enumerate_faults(kind: str, ckpt: Path, other_query: Path | None = None,
+                     next_run: Path | None = None) -> list[Fault]:
+    """Every fault of the checkpoint at ``ckpt`` (a pristine one; it is not changed), and of
+    the file sink's log beside it when there is one.
 
     ``other_query``: another query's checkpoint, donor of the "another query's file"
-    replacements (query id, operator metadata, schema).
+    replacements (query id, operator metadata, schema). ``next_run``: this checkpoint after
+    its query ran one more batch (a copy), donor of the ``replace-newer`` files.
     """
-    files = [*log_targets(ckpt), *state_targets(ckpt)]
+    files = [*log_targets(ckpt), *state_targets(ckpt, next_run)]
     found: list[Fault] = []
-    for target in files:
+    for target in [*files, *sink_targets(ckpt)]:
+        found += _file_faults(kind, ckpt, target, target.families, other_query, next_run)
+        if target.newer is not None and target.families == FILE_FAMILIES:
+            found += _file_faults(kind, ckpt, target, (REPLACE_NEWER,), other_query, next_run)
+    for target in checksum_targets(ckpt, files, next_run):
         for family in target.families:
-            donor = _donor(ckpt, target, other_query)
-            if family == "replace-other" and donor is None:
+            if family == "replace-other":
+                found += _file_faults(kind, ckpt, target, (family,), other_query, next_run)
+                if target.newer is not None:
+                    found += _file_faults(kind, ckpt, target, (REPLACE_NEWER,), other_query,
+                                          next_run)
                 continue
-            if family in ("delete-keep-crc", "truncate-half-no-crc", "flip-bit-no-crc") \
-                    and not hidden_crc(ckpt / target.rel).exists():
-                continue  # the same as its plain family here
-            fault = Fault(kind, family, target.rel, target.role, file_damage(
-                family, target.rel, 0, donor))
-            found.append(Fault(kind, family, target.rel, target.role, file_damage(
-                family, target.rel, fault.seed, donor)))
-    for target in checksum_targets(ckpt, files):
-        for family in CHECKSUM_FAMILIES:
             fault = Fault(kind, family, target.rel, target.role, lambda _: None)
             found.append(Fault(kind, family, target.rel, target.role, file_damage(
                 family if family != "delete" else "delete-keep-crc", target.rel,
                 fault.seed)))
     for target in folder_targets(ckpt):
-        for family in FOLDER_FAMILIES:
+        for family in target.families if target.families != FILE_FAMILIES \
+                else FOLDER_FAMILIES:
             found.append(Fault(kind, family, target.rel, target.role,
                                folder_damage(family, target.rel)))
     found += conf_faults(kind, ckpt)
     found += operator_faults(kind, ckpt)
+    found += outcome_faults(kind, ckpt, files)
     return found
 
 
-def _donor(ckpt: Path, target: Target, other_query: Path | None) -> Path | None:
-    if target.donor is None:
+def _file_faults(kind: str, ckpt: Path, target: Target, families: tuple[str, ...],
+                 other_query: Path | None, next_run: Path | None) -> list[Fault]:
+    found = []
+    for family in families:
+        donor = _donor(ckpt, target.newer if family == REPLACE_NEWER else target.donor,
+                       other_query, next_run)
+        if family in ("replace-other", REPLACE_NEWER) and donor is None:
+            continue
+        if family in ("delete-keep-crc", "truncate-half-no-crc", "flip-bit-no-crc") \
+                and not hidden_crc(ckpt / target.rel).exists():
+            continue  # the same as its plain family here
+        fault = Fault(kind, family, target.rel, target.role, file_damage(
+            family, target.rel, 0, donor))
+        found.append(Fault(kind, family, target.rel, target.role, file_damage(
+            family, target.rel, fault.seed, donor)))
+    return found
+
+
+def outcome_faults(kind: str, ckpt: Path, files: list[Target]) -> list[Fault]:
+    """The faults that leave every file valid but make it say something else (a restart's
+    outcome is what they change): SST data blocks flipped, source log entries and the
+    newest offsets entry rewritten."""
+    found: list[Fault] = []
+    for target in files:
+        if target.role == "sst" and target.families == FILE_FAMILIES:
+            offset = data_block_offset(ckpt / target.rel)
+            if offset is None:
+                continue
+            damage = flip_in_block(target.rel, offset)
+            found.append(Fault(kind, "flip-data-block", target.rel, target.role, damage))
+            if hidden_crc(ckpt / target.rel).exists():
+                found.append(Fault(kind, "flip-data-block-no-crc", target.rel, target.role,
+                                   without_crc(target.rel, damage)))
+        elif target.role in ("source-compact", "source-entry"):
+            path = ckpt / target.rel
+            if _log_lines(path)[1]:
+                found.append(Fault(kind, "source-fewer-files", target.rel, target.role,
+                                   edit_source_entry(target.rel, "source-fewer-files")))
+            if unread_input_files(path.parent):
+                found.append(Fault(kind, "source-extra-file", target.rel, target.role,
+                                   edit_source_entry(target.rel, "source-extra-file")))
+        elif target.role == "offsets-newest":
+            found += _offsets_faults(kind, ckpt, target.rel)
+    return found
+
+
+def _offsets_faults(kind: str, ckpt: Path, rel: str) -> list[Fault]:
+    """The newest offsets entry pointing the file sources at an earlier or a later batch of
+    their logs, or replaced whole by the entry before it."""
+    newest = int(rel.rsplit("/", 1)[-1])
+    offsets = file_source_offsets(ckpt / rel)
+    found = []
+    earlier: dict[int, int] = {}
+    for batch in reversed(_batches(ckpt / "offsets")):
+        if batch >= newest or len(earlier) == len(offsets):
+            continue
+        for index, value in file_source_offsets(ckpt / "offsets" / str(batch)).items():
+            if index in offsets and index not in earlier and value < offsets[index]:
+                earlier[index] = value  # the newest earlier entry with a lower offset
+    if earlier:
+        found.append(Fault(kind, "offsets-earlier", rel, "offsets-newest",
+                           set_log_offsets(rel, earlier)))
+    if offsets:
+        found.append(Fault(kind, "offsets-later", rel, "offsets-newest",
+                           set_log_offsets(rel, {i: v + 1 for i, v in offsets.items()})))
+    previous = ckpt / "offsets" / str(newest - 1)
+    if previous.is_file():
+        found.append(Fault(kind, "replace-previous", rel, "offsets-newest",
+                           file_damage("replace-previous", rel, 0, previous)))
+    return found
+
+
+def _donor(ckpt: Path, donor: str | None, other_query: Path | None,
+           next_run: Path | None = None) -> Path | None:
+    if donor is None:
         return None
-    if target.donor.startswith("<other-query>/"):
+    if donor.startswith("<next-run>/"):
+        if next_run is None:
+            return None
+        path = next_run / donor.removeprefix("<next-run>/")
+        return path if path.is_file() else None
+    if donor.startswith("<other-query>/"):
         if other_query is None:
             return None
-        path = other_query / target.donor.removeprefix("<other-query>/")
+        path = other_query / donor.removeprefix("<other-query>/")
         return path if path.is_file() else None
-    path = ckpt / target.donor
+    path = ckpt / donor
     return path if path.is_file() else None
 
 
-def sample_faults(faults: list[Fault], count: int, seed: int) -> list[Fault]:
+def pristine_fault(kind: str) -> Fault:
+    """No damage at all: the control every kind's judgement starts from (the doctor must say
+    it restarts with the same outcome, and Spark's restart must measure the same)."""
+    return Fault(kind, "none", "-", "pristine", lambda _: None)
+
+
+def sample_faults(faults: list[Fault], count: int, seed: int, *,
+                  shuffle_families: bool = False) -> list[Fault]:
     """``count`` faults drawn evenly over the families (fixed seed): every family is
-    represented before any gets a second draw."""
+    represented before any gets a second draw. The families take turns in name order, or —
+    ``shuffle_families`` — in an order drawn from the seed (fewer draws than families then
+    leave out others than the last names: samples of several kinds with several seeds
+    cover the families between them)."""
     by_family: dict[str, list[Fault]] = {}
     for fault in faults:
         by_family.setdefault(fault.family, []).append(fault)
     rng = random.Random(seed)
     for members in by_family.values():
         rng.shuffle(members)
+    order = sorted(by_family)
+    if shuffle_families:
+        rng.shuffle(order)
     chosen: list[Fault] = []
     while len(chosen) < count and any(by_family.values()):
-        for family in sorted(by_family):
+        for family in order:
             if by_family[family] and len(chosen) < count:
                 chosen.append(by_family[family].pop())
     return chosen

@@ -1,12 +1,16 @@
-"""The checkpoint kinds the oracle judges on: every stateful operator × provider × format.
+"""The checkpoint kinds the oracle judges on: every stateful operator × provider × format, and
+the three kinds of sink.
 
 Each kind is one real streaming query over small JSON files (one file per micro-batch,
-event time advancing ten minutes per file) into a Parquet file sink, so its checkpoint has
-everything a production one has: offsets and commits, a file source's log (with a compact
-file: the compact interval is lowered), operator metadata and schema files, state files of
-its provider on two shuffle partitions, Hadoop checksum files — and a sink with its own
-log. ``build`` runs the query over ``FILES`` files; ``restart`` (tests.oracle.restart) runs it
-again with one more.
+event time advancing ten minutes per file) into a sink, so its checkpoint has everything a
+production one has: offsets and commits, a file source's log (with a compact file: the
+compact interval is lowered), operator metadata and schema files, state files of its
+provider on two shuffle partitions, Hadoop checksum files. Most kinds write a Parquet file
+sink with its own log (``_spark_metadata``: exactly-once, it skips batches it already has);
+one writes through ``foreachBatch`` (at-least-once: a re-run batch reaches it again) and one
+into the ``noop`` sink (no output at all) — what a restart does to the output depends on the
+sink, so the outcome a restart has is judged on each. ``build`` runs the query over
+``FILES`` files; ``restart`` (tests.oracle.restart) runs it again with one more.
 
 The queries are deterministic: the same input files processed in the same order end in the
 same state whatever batch they were first processed in, so a checkpoint rolled back and
@@ -46,13 +50,17 @@ class Kind:
 
     name: str
     query: str
-    """``aggregation``, ``dedup``, ``join``, ``session``, ``pandas``, ``tws``, ``two-ops``."""
+    """``aggregation``, ``dedup``, ``dedup-rows``, ``join``, ``session``, ``pandas``, ``tws``,
+    ``two-ops``."""
     provider: str = "hdfs"
     changelog: bool = False
     format_version: int = 1
     description: str = ""
     deterministic: bool = True
     extra_confs: tuple[tuple[str, str], ...] = field(default=())
+    sink: str = "file"
+    """``file`` (Parquet with its ``_spark_metadata`` log), ``foreach-batch`` (a Python
+    function appends each batch's rows as Parquet under ``<sink>/batch=<id>/``) or ``noop``."""
 
     @property
     def confs(self) -> dict[str, str]:
@@ -88,7 +96,29 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
                      "+ changelog"),
     Kind("two-ops-hdfs", "two-ops",
          description="dropDuplicatesWithinWatermark then a windowed aggregation, HDFS"),
+    Kind("agg-foreach-hdfs", "aggregation", sink="foreach-batch",
+         description="windowed aggregation, HDFS, into a foreachBatch sink"),
+    Kind("dedup-noop-changelog", "dedup-rows", "rocksdb", changelog=True, sink="noop",
+         description="dropDuplicates of every event (keys evicted by the watermark), RocksDB "
+                     "+ changelog, noop sink"),
 )}
+
+SINKS = ("file", "foreach-batch", "noop")
+"""The values of :attr:`Kind.sink`."""
+
+OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
+    "aggregation": ("window", "key"),
+    "dedup": ("key", "bucket"),
+    "dedup-rows": ("key", "seq"),
+    "session": ("key",),
+    "two-ops": ("window", "key"),
+    "pandas": ("key",),
+    "tws": ("key",),
+    "join": ("left_seq", "right_seq"),
+}
+"""The output columns that name what a row is about, per query: a healthy row and a damaged
+restart's row with the same key are one row *changed* (``differs``), not one lost and one
+extra. Keys may repeat (a session, a timeout emits a key again): rows are paired per key."""
 
 
 def make_files(seed: int, count: int = FILES + 1) -> list[list[dict]]:
@@ -132,6 +162,11 @@ def stream(spark, kind: Kind, input_dir: Path):
     if query == "dedup":
         return (events().withWatermark("ts", "30 minutes")
                 .dropDuplicates(["key", "bucket"])), "append"
+    if query == "dedup-rows":
+        # every event is a key until the watermark passes it: with no output (a noop sink),
+        # the state alone shows an input file lost or read twice
+        return (events().withWatermark("ts", "30 minutes")
+                .dropDuplicates(["key", "seq", "ts"])), "append"
     if query == "session":
         return (events().withWatermark("ts", "10 minutes")
                 .groupBy(F.session_window("ts", "5 minutes"), "key")
@@ -203,5 +238,7 @@ def build(spark, kind: Kind, base: Path, seed: int = 17, run_in: Path | None = N
                         progress_log=root / "progress.jsonl")
     if outcome.error is not None:
         raise AssertionError(f"{kind.name}: the pristine run failed: {outcome.error}")
-    write_file(input_dir, FILES, files[FILES], start + FILES)
+    # the restart's file arrives after the run stopped, as new input does: modified after
+    # every commit of the run (the doctor tells a file added to an old log entry by that)
+    write_file(input_dir, FILES, files[FILES], max(start + FILES, time.time() + 1))
     return Pristine(kind, root, input_dir)

@@ -5,9 +5,16 @@ Each case damages a fresh copy of a checkpoint a real query wrote
 (:mod:`tests.oracle.campaign`), asks the doctor, runs the fix it prints exactly as printed,
 and restarts the query on both the damaged checkpoint and the fix's result. The doctor must
 agree with Spark on whether the query restarts; a fix must restart and, the queries being
-deterministic, end in the state a restart of the undamaged checkpoint ends in. The whole
-space runs in ``benchmarks/doctor_campaign.py``; this sample draws from every family on
-checkpoint kinds that cover both providers, changelogs, format v2 and a join.
+deterministic, end in the state a restart of the undamaged checkpoint ends in. When the
+restart runs, the doctor's *outcome* (same, or loses / repeats / differs) must agree with the
+one Spark's restart has, measured against a restart of the undamaged checkpoint, and no
+restart may silently end elsewhere on a checkpoint the doctor said restarts the same. The
+whole space runs in ``benchmarks/doctor_campaign.py``; this sample draws from the families on
+checkpoint kinds that cover both providers, changelogs, format v2 and a join; the kinds with a
+``foreachBatch`` and a ``noop`` sink are judged on the named cases of the outcome families.
+
+The outcome axis is judged in tests of its own, on the same verdicts (each fault is judged
+once per run), so a doctor without it (``outcomes`` missing from its JSON) fails only those.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from tests.oracle.fault_space import (
     edit_offsets_conf,
     file_damage,
     folder_damage,
+    pristine_fault,
     sample_faults,
 )
 from tests.oracle.kinds import KINDS
@@ -34,9 +42,17 @@ pytestmark = [pytest.mark.spark]
 
 SAMPLE_KINDS = tuple(KINDS) if full_oracle() else ("agg-hdfs", "agg-v2", "join-hdfs")
 """``make test``: three kinds that cover both providers, changelogs, format v2 and a join;
-``make test-oracle``: every kind of tests/oracle/kinds.py, every fault of each."""
+``make test-oracle``: every kind of tests/oracle/kinds.py (every sink), every fault of each."""
 SAMPLE_PER_KIND = int(os.environ.get("STATEKIT_CAMPAIGN_SAMPLE", "14"))
 SAMPLE_SEED = 35
+
+WARNED = (9, 14)
+"""A restart the doctor warns about: 9 (the outcome the same, or a doctor without outcomes),
+14 (an outcome other than the same)."""
+
+_VERDICTS: dict[tuple[str, str], Verdict] = {}
+"""Each fault judged once per run: the restart axis and the outcome axis are asserted in
+separate tests on the same verdict."""
 
 
 class _Campaigns(dict):
@@ -58,16 +74,46 @@ def campaigns(spark, tmp_path_factory) -> dict[str, KindCampaign]:
 
 def _explain(verdict: Verdict) -> str:
     fix = verdict.fix
+    measured = {k: v for k, v in (("loaded", verdict.loaded_state_diff),
+                                  ("end", verdict.end_state_diff), ("sink", verdict.sink_diff),
+                                  ("re-ran", verdict.rerun_batches),
+                                  ("sink error", verdict.sink_error)) if v}
     return (f"{verdict.id}: doctor exit {verdict.doctor_exit} {verdict.doctor_codes} "
-            f"{verdict.doctor_stderr}; Spark "
-            + (verdict.spark_outcome if verdict.spark_restarted else str(verdict.spark_error))
+            f"outcomes {verdict.doctor_expects} {verdict.doctor_stderr}; Spark "
+            + (f"{verdict.spark_outcome} {verdict.spark_outcomes} {measured}"
+               if verdict.spark_restarted else str(verdict.spark_error))
             + (f"; fix {fix.command!r} exit {fix.exit_code} {fix.stderr} restarted "
                f"{fix.restarted} {fix.error_line or ''} same state {fix.same_state}"
                if fix else ""))
 
 
+def _verdict(campaign: KindCampaign, fault: Fault) -> Verdict:
+    """The fault's verdict, judged the first time a test asks for it."""
+    key = (fault.id, fault.role)
+    if key not in _VERDICTS:
+        _VERDICTS[key] = campaign.judge(fault)
+    return _VERDICTS[key]
+
+
+def _outcome_wrong(verdict: Verdict) -> str | None:
+    """Why the doctor's outcome is wrong (``None``: it is right)."""
+    if verdict.outcome_agrees is False:
+        return f"outcome disagrees: {_explain(verdict)}"
+    if verdict.unwarned_change:
+        return f"unwarned change: {_explain(verdict)}"
+    return None
+
+
+def _sample(campaign: KindCampaign) -> list[Fault]:
+    every = campaign.faults()
+    if full_oracle():
+        return every
+    index = SAMPLE_KINDS.index(campaign.kind.name)
+    return sample_faults(every, SAMPLE_PER_KIND, SAMPLE_SEED + index, shuffle_families=True)
+
+
 def _judged(campaign: KindCampaign, fault: Fault) -> Verdict:
-    verdict = campaign.judge(fault)
+    verdict = _verdict(campaign, fault)
     assert verdict.agrees, _explain(verdict)
     assert not verdict.surfaces, f"{verdict.id}: {verdict.surfaces}"
     if verdict.fix is not None:
@@ -79,21 +125,33 @@ def _judged(campaign: KindCampaign, fault: Fault) -> Verdict:
 
 @pytest.mark.parametrize("kind", SAMPLE_KINDS)
 def test_a_fixed_sample_of_the_campaign(campaigns, kind):
-    """The fixed-seed sample: every family represented before any repeats; every
-    disagreement is reported, not only the first."""
+    """The fixed-seed sample: the families take turns in an order drawn from the seed, a
+    different one per kind (the three kinds' samples cover the families between them), none
+    repeats before every family had its turn; every disagreement is reported, not only the
+    first."""
     campaign = campaigns[kind]
-    every = campaign.faults()
-    faults = every if full_oracle() else sample_faults(every, SAMPLE_PER_KIND, SAMPLE_SEED)
-    assert len(faults) == (len(every) if full_oracle() else SAMPLE_PER_KIND)
+    faults = _sample(campaign)
+    assert full_oracle() or len(faults) == SAMPLE_PER_KIND
     wrong = []
     for fault in faults:
-        verdict = campaign.judge(fault)
+        verdict = _verdict(campaign, fault)
         if not verdict.agrees or (verdict.fix is not None and not verdict.fix.ok) or \
                 (verdict.doctor_exit == 11 and verdict.fix is None):
             wrong.append(_explain(verdict))
         if verdict.surfaces:  # every surface shows the assessment, on every kind
             wrong.append(f"{verdict.id}: surfaces contradict the assessment: "
                          f"{verdict.surfaces}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("kind", SAMPLE_KINDS)
+def test_the_sample_outcomes(campaigns, kind):
+    """The same sample's outcome axis: where the restart runs, the doctor's outcome agrees
+    with the one Spark's restart has; no restart silently ends elsewhere on a checkpoint the
+    doctor said restarts the same."""
+    campaign = campaigns[kind]
+    wrong = [w for fault in _sample(campaign)
+             if (w := _outcome_wrong(_verdict(campaign, fault))) is not None]
     assert not wrong, "\n".join(wrong)
 
 
@@ -218,8 +276,9 @@ def test_a_commit_changed_after_it_was_written(campaigns):
         (ckpt / rel).write_text(f"{version}\n{json.dumps(entry, separators=(',', ':'))}")
 
     verdict = _judged(campaign, _fault("agg-hdfs", "edit-keep-crc", rel, later_watermark))
-    assert verdict.doctor_exit == 14 and "log-changed" in verdict.doctor_codes
+    assert verdict.doctor_exit in WARNED and "log-changed" in verdict.doctor_codes
     assert verdict.spark_outcome == "changed", _explain(verdict)
+    assert "differs" in (verdict.spark_outcomes or ()), _explain(verdict)
     assert verdict.fix is not None and verdict.fix.same_state
 
 
@@ -232,8 +291,9 @@ def test_a_snapshot_overwritten_by_an_older_one(campaigns):
     fault = next(f for f in campaign.faults()
                  if f.family == "replace-other" and f.target.endswith(".snapshot"))
     verdict = _judged(campaign, fault)
-    assert verdict.doctor_exit == 14 and "state-files-disagree" in verdict.doctor_codes
+    assert verdict.doctor_exit in WARNED and "state-files-disagree" in verdict.doctor_codes
     assert verdict.spark_outcome == "changed", _explain(verdict)
+    assert "differs" in (verdict.spark_outcomes or ()), _explain(verdict)
     assert verdict.fix is not None and verdict.fix.same_state
 
 
@@ -273,10 +333,74 @@ def test_a_damaged_sst_data_block(campaigns):
     assert verdict.fix is not None and verdict.fix.same_state
 
 
+# ------------------------------------------------- the outcome of a restart that runs
+def _newest(folder: Path) -> int:
+    return max(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def _deleted_commit(campaign: KindCampaign) -> Fault:
+    rel = f"commits/{_newest(campaign.pristine / 'checkpoint/commits')}"
+    return _fault(campaign.kind.name, "delete", rel, file_damage("delete", rel, 0))
+
+
+def _older_delta(campaign: KindCampaign) -> Fault:
+    """The delta after the restart's snapshot replaced by the one before it (its ``.crc``
+    too): every file decodes and matches its checksum."""
+    return next(f for f in campaign.faults()
+                if f.family == "replace-other" and f.role == "delta")
+
+
+def test_a_delta_after_the_snapshot_replaced_by_an_older_one_runs_on_other_state(campaigns):
+    """Spark loads the snapshot and the older delta's changes as this version: it restarts,
+    on state the first run never had (the doctor's known limit before outcomes)."""
+    verdict = _judged(campaigns["agg-hdfs"], _older_delta(campaigns["agg-hdfs"]))
+    assert verdict.spark_restarted and "differs" in (verdict.spark_outcomes or ()), \
+        _explain(verdict)
+
+
+def test_the_doctor_says_a_delta_replaced_by_an_older_one_differs(campaigns):
+    verdict = _verdict(campaigns["agg-hdfs"], _older_delta(campaigns["agg-hdfs"]))
+    assert "differs" in (verdict.doctor_expects or ()), _explain(verdict)
+    assert verdict.outcome_agrees and not verdict.unwarned_change, _explain(verdict)
+
+
+def test_a_deleted_commit_reaches_a_foreach_batch_sink_again(campaigns):
+    """``commits/L`` deleted (with its checksum): Spark runs batch L again, and a
+    ``foreachBatch`` sink gets it a second time — the state ends where the healthy restart's
+    does, the output does not (at-least-once)."""
+    campaign = campaigns["agg-foreach-hdfs"]
+    verdict = _judged(campaign, _deleted_commit(campaign))
+    last = _newest(campaign.pristine / "checkpoint/commits")
+    assert verdict.spark_restarted and verdict.rerun_batches == [last], _explain(verdict)
+    assert verdict.spark_outcomes == ["repeats"], _explain(verdict)
+
+
+def test_the_doctor_says_a_deleted_commit_repeats_into_a_foreach_batch_sink(campaigns):
+    campaign = campaigns["agg-foreach-hdfs"]
+    verdict = _verdict(campaign, _deleted_commit(campaign))
+    assert verdict.doctor_exit == 14 and "repeats" in (verdict.doctor_expects or ()), \
+        _explain(verdict)
+
+
+@pytest.mark.parametrize("kind", ["agg-hdfs", "dedup-noop-changelog"])
+def test_a_deleted_commit_with_an_exactly_once_or_no_output_sink_is_the_same(campaigns, kind):
+    """The same re-run into a file sink (it skips the batch its log has) or a noop sink (no
+    output): the restart's outcome is the healthy one's, and the doctor says so."""
+    campaign = campaigns[kind]
+    verdict = _judged(campaign, _deleted_commit(campaign))
+    assert verdict.spark_restarted and verdict.rerun_batches, _explain(verdict)
+    assert verdict.spark_outcomes == [], _explain(verdict)
+    assert verdict.doctor_expects == [] and verdict.outcome_agrees, _explain(verdict)
+
+
 def test_the_pristine_checkpoints_restart(campaigns):
-    for campaign in campaigns.values():
-        campaign.fresh_copy()
-        verdict = _judged(campaign, _fault(campaign.kind.name, "none", "-", lambda _: None))
+    """No damage: the doctor says it restarts the same, and Spark's restart measures the
+    same — state loaded, state at the end, sink output (no noise in the measurement)."""
+    for campaign in list(campaigns.values()):
+        verdict = _judged(campaign, pristine_fault(campaign.kind.name))
         assert verdict.doctor_exit == 0 and verdict.spark_outcome == "clean", \
             _explain(verdict)
+        assert verdict.spark_outcomes == [] and verdict.loaded_state_diff is not None, \
+            _explain(verdict)
+        assert verdict.outcome_agrees and not verdict.unwarned_change, _explain(verdict)
         shutil.rmtree(campaign.work)
