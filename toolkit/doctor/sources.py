@@ -340,9 +340,9 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             "roll back to a batch before the entry that listed them",
             _batch_reading_up_to(ckpt, log, min(parsed) - 1), outcome=REPEATS,
             affects=f"{len(unlisted)} input file(s) read a second time"))
-    commits = _commit_times(ckpt, log, parsed)
+    commits = _commit_times(ckpt, log, {e.batch_id for _b, e in listed.values()})
     for path, (batch, entry) in listed.items():
-        committed = commits.get(batch)
+        committed = commits.get(entry.batch_id)
         if committed is not None and entry.timestamp > committed * 1000 + 1000:
             found.append(Problem(
                 "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
@@ -364,14 +364,12 @@ def _local(path: str) -> str | None:
     return path if path.startswith("/") else None
 
 
-def _commit_times(ckpt: Checkpoint, log: SourceLog, parsed: dict[int, list[SourceFileEntry]]
-                  ) -> dict[int, float]:
+def _commit_times(ckpt: Checkpoint, log: SourceLog, batches: set[int]) -> dict[int, float]:
     """``{source batch: modification time of the commit of the query batch that read up to
-    it}`` for the entries given (plain ones only: a compact entry gathers older batches)."""
+    it}`` for the source batches given (each file entry names its own, in a compact entry
+    too)."""
     times: dict[int, float] = {}
-    for batch in parsed:
-        if batch in log.compacts:
-            continue
+    for batch in batches:
         query_batch = _batch_reading_up_to(ckpt, log, batch)
         if query_batch is None:
             continue
