@@ -199,6 +199,8 @@ class BatchRecord:
     """``eventTime.watermark``: the watermark the batch ran with."""
     operators: tuple[tuple[str, int | None, int | None], ...] = ()
     """Each stateful operator's ``(operatorName, numRowsUpdated, numRowsRemoved)``."""
+    totals: tuple[int | None, ...] = ()
+    """Each stateful operator's ``numRowsTotal`` after the batch."""
 
 
 def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
@@ -217,7 +219,10 @@ def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
             for op in obj["stateOperators"] if isinstance(op, dict))
         records[batch] = BatchRecord(batch, query if isinstance(query, str) else None,
                                      run if isinstance(run, str) else None, ends,
-                                     _timestamp_ms(event.get("watermark")), operators)
+                                     _timestamp_ms(event.get("watermark")), operators,
+                                     tuple(_int(op.get("numRowsTotal"))
+                                           for op in obj["stateOperators"]
+                                           if isinstance(op, dict)))
     return records
 
 

@@ -25,7 +25,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.doctor.confs import conf_problems, partitions_before_edit
-from statekit.doctor.count_witness import count_problems
+from statekit.doctor.count_witness import count_problems, zip_problems
 from statekit.doctor.fix import find_fix
 from statekit.doctor.operators import (
     operator_metadata_problems,
@@ -115,6 +115,7 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     problems += found
     if decode and progress_records and verification is not None and not verification.fatal:
         problems += count_problems(ckpt, check, progress_records)
+        problems += zip_problems(ckpt, check, progress_records)
     problems += conf_problems(ckpt, files, check)
     problems += stale_metadata_checksums(ckpt)
     problems += operator_metadata_problems(ckpt)

@@ -12,6 +12,12 @@ its own way), session windows and transformWithState count otherwise and are not
 
 Only versions on the restart path are held against the report (every partition's change
 file of that version is counted; each count is remembered in the decode cache).
+
+A RocksDB zip records how many keys its version holds (``numKeys``); summed over the
+partitions it is the ``numRowsTotal`` the query reported for the batch that wrote the
+version (measured: aggregations, session windows, deduplication, transformWithState, with
+and without changelogs). A zip on the restart path from another version or run no longer
+adds up.
 """
 
 from __future__ import annotations
@@ -67,6 +73,60 @@ def count_problems(ckpt: Checkpoint, check: StateCheck,
                 found.append(_problem(ckpt, op_id, v, (puts, removes), reported, len(keys)))
                 break
     return found
+
+
+def zip_problems(ckpt: Checkpoint, check: StateCheck,
+                 records: Mapping[int, BatchRecord]) -> list[Problem]:
+    """A warning for a version whose zips on the restart path do not add up to the keys
+    the query reported for the batch that wrote it, per operator (joins are not checked)."""
+    from statekit.checkpoint.state_data import readable_zip_metadata
+
+    version = check.plan.version
+    if version is None or not records:
+        return []
+    found = []
+    for op_id, name in sorted(check.names.items()):
+        keys = [k for k in check.expected() if k[0] == op_id]
+        if not keys or {k[1] for k in keys} != {"default"}:
+            continue
+        chains = [check.files_at(key, version) or [] for key in keys]
+        for v in sorted({chain[0].version for chain in chains
+                         if chain and chain[0].kind == "zip" and chain[0].version is not None}):
+            record = records.get(v - 1)
+            if record is None or op_id >= len(record.totals) or \
+                    record.operators[op_id][0] != name or record.totals[op_id] is None:
+                continue
+            zips = [_zip_at(check, key, v) for key in keys]
+            if any(z is None for z in zips):
+                continue
+            metadata = readable_zip_metadata(ckpt, [z for z in zips if z is not None])
+            counts = [getattr(m, "num_keys", None) for m in metadata.values()]
+            if len(counts) != len(zips) or any(c is None for c in counts):
+                continue
+            total = sum(c for c in counts if c is not None)
+            if total != record.totals[op_id]:
+                before = v - 2
+                found.append(Problem(
+                    "state-counts-contradict-progress", WARNING,
+                    ckpt.display(ckpt.location.path("state", str(op_id))),
+                    f"operator {op_id}: the zips of version {v} hold {total} keys over its "
+                    f"{len(keys)} partitions; the query reported {record.totals[op_id]} for "
+                    f"batch {v - 1}: a zip of that version is another version's (copied over "
+                    "it?)", "Spark loads it and restarts on other state, silently", None,
+                    "roll back to a batch before that version: the new checkpoint plans the "
+                    "batches after it again from the sources" if before >= 0 else
+                    "compare with a backup of the checkpoint", before if before >= 0 else None,
+                    outcome=DIFFERS, affects=f"operator {op_id}: version {v} of one or more "
+                                             f"of its {len(keys)} partitions"))
+                break
+    return found
+
+
+def _zip_at(check: StateCheck, key: tuple[int, str, int], version: int) -> StateFile | None:
+    """The zip version ``version`` of the instance loads from, when it loads from one."""
+    chain = check.files_at(key, version) or []
+    return chain[0] if chain and chain[0].kind == "zip" and chain[0].version == version \
+        else None
 
 
 def _reported(record: BatchRecord | None, op_id: int, name: str) -> tuple[int, int] | None:
