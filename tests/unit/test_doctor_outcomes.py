@@ -349,3 +349,31 @@ def test_the_querys_row_counts_witness_a_delta_from_elsewhere(demo):
     found = diagnose(open_checkpoint(str(demo)), progress_records=records)
     assert "state-counts-contradict-progress" in found.codes, found.problems
     assert found.outcome == DIFFERS and found.fix_batch == 34
+
+
+def test_input_read_again_changes_nothing_behind_the_watermark(tmp_path):
+    """Re-read rows older than the restart's watermark are dropped as late by the
+    operators that drop late rows; deduplication drops rows it has seen. On a real
+    aggregation checkpoint (its commit's watermark set to 10 s), with the query's reports of
+    each batch's newest event time."""
+    from statekit.checkpoint.progress_log import BatchRecord
+    from statekit.doctor.plan import restart_plan
+    from statekit.doctor.rereads import Rereads
+
+    golden = DEMO.parents[1] / "golden" / "spark-4.1.4" / "aggregation_hdfs" / "checkpoint"
+    ckpt_path = tmp_path / "checkpoint"
+    shutil.copytree(golden, ckpt_path)
+    (ckpt_path / "commits" / "2").write_text('v1\n{"nextBatchWatermarkMs":10000}')
+    (ckpt_path / "commits" / ".2.crc").unlink(missing_ok=True)
+    ckpt = open_checkpoint(str(ckpt_path))
+    plan = restart_plan(ckpt)
+    records = {b: BatchRecord(b, None, None, (), None, event_max_ms=b * 6_000)
+               for b in range(3)}
+    late = Rereads(ckpt, plan, 0, {0: "stateStoreSave"}, records)
+    assert late.outcome([1]) is None  # batch 1's newest row (6 s) is behind 10 s
+    assert late.outcome([2]) == REPEATS  # batch 2's (12 s) is not
+    assert late.outcome(None) == REPEATS  # which batch read them: unknown
+    assert Rereads(ckpt, plan, 0, {0: "dedupe"}, {}).outcome([2]) is None
+    # [flatMap|applyInPandas]GroupsWithState drop late rows only with event-time timeouts
+    assert Rereads(ckpt, plan, 0, {0: "applyInPandasWithState"}, records).outcome([1]) == \
+        REPEATS

@@ -201,6 +201,8 @@ class BatchRecord:
     """Each stateful operator's ``(operatorName, numRowsUpdated, numRowsRemoved)``."""
     totals: tuple[int | None, ...] = ()
     """Each stateful operator's ``numRowsTotal`` after the batch."""
+    event_max_ms: int | None = None
+    """``eventTime.max``: the newest event time among the batch's input rows."""
 
 
 def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
@@ -222,7 +224,8 @@ def batch_records(text: str, *, shown: str) -> dict[int, BatchRecord]:
                                      _timestamp_ms(event.get("watermark")), operators,
                                      tuple(_int(op.get("numRowsTotal"))
                                            for op in obj["stateOperators"]
-                                           if isinstance(op, dict)))
+                                           if isinstance(op, dict)),
+                                     _timestamp_ms(event.get("max")))
     return records
 
 

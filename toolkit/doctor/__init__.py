@@ -102,7 +102,7 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
         sink = "file"
     problems += ledger_problems(ckpt, files, sink)
     problems += stale_checksum_problems(ckpt, plan)
-    problems += source_problems(ckpt, plan, files)
+    problems += source_problems(ckpt, plan, files, progress_records)
     unverified: list[str] = []
     if progress_records:
         contradicted, unchecked = progress_problems(ckpt, files, progress_records)

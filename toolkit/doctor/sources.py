@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import batch_id_of
+from statekit.checkpoint.progress_log import BatchRecord
 from statekit.checkpoint.spark_reads import (
     SourceFileEntry,
     SparkReadError,
@@ -38,6 +40,8 @@ from statekit.doctor.problems import (
     Problem,
 )
 from statekit.doctor.query_files import QueryFiles
+from statekit.doctor.rereads import Rereads
+from statekit.doctor.state import operator_names
 from statekit.support.errors import StatekitError
 
 DEFAULT_COMPACT_INTERVAL = 10
@@ -124,7 +128,10 @@ def _name(batch: int, log: SourceLog) -> str:
     return f"{batch}.compact" if (batch + 1) % interval == 0 and batch > 0 else str(batch)
 
 
-def source_problems(ckpt: Checkpoint, plan: RestartPlan, files: QueryFiles) -> list[Problem]:
+def source_problems(ckpt: Checkpoint, plan: RestartPlan, files: QueryFiles,
+                    records: Mapping[int, BatchRecord] | None = None) -> list[Problem]:
+    """``records``: the query's progress reports, which say whether input read again
+    changes anything (:mod:`statekit.doctor.rereads`)."""
     last = plan.last_planned
     newest = files.offsets_of(last) if last is not None else None
     previous = files.offsets_of(last - 1) if last is not None and last > 0 else None
@@ -146,12 +153,14 @@ def source_problems(ckpt: Checkpoint, plan: RestartPlan, files: QueryFiles) -> l
                 start = None
         log = logs.get(str(index)) or SourceLog(
             str(index), ckpt.location.path("sources", str(index)))
-        found += _log_problems(ckpt, plan, log, end, start)
+        names = operator_names(ckpt) if ckpt.has_state else {}
+        found += _log_problems(ckpt, plan, log, end, start,
+                               Rereads(ckpt, plan, index, names, records))
     return found
 
 
 def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
-                  start: int | None) -> list[Problem]:
+                  start: int | None, rereads: Rereads) -> list[Problem]:
     shown_folder = ckpt.display(log.folder)
     found: list[Problem] = []
     parsed: dict[int, list[SourceFileEntry]] = {}
@@ -226,14 +235,16 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             "first run (files read twice or skipped)", None,
             "roll back to the newest batch that read no further than the entries left: the "
             "query reads the lost entry's files again, once", _batch_reading_up_to(
-                ckpt, log, newest), outcome=REPEATS,
+                ckpt, log, newest), outcome=rereads.outcome([end]),
             affects=f"the input files of entry {end} are read a second time"))
     warned = len(found)
-    found += _entry_content_warnings(ckpt, log, parsed)
+    found += _entry_content_warnings(ckpt, log, parsed, rereads)
     named = {p.path for p in found[warned:]}
     for batch, (path, how) in sorted(changed.items()):
         if ckpt.display(path) not in named:
             outcome, affects = source_entry_outcome(how.original, changed_bytes[batch])
+            if outcome == REPEATS:
+                outcome = rereads.outcome([batch])
             found.append(log_changed(ckpt, path, how, reads="the input files it lists",
                                      rollback_to=_query_batch_before(plan, batch),
                                      outcome=outcome, affects=affects))
@@ -253,7 +264,8 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
 
 
 def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
-                            parsed: dict[int, list[SourceFileEntry]]) -> list[Problem]:
+                            parsed: dict[int, list[SourceFileEntry]], rereads: Rereads
+                            ) -> list[Problem]:
     """Entries that parse but do not say what they should: a plain entry listing another
     batch's files, or a path that no longer names a file while the others still do (a
     damaged path; input deleted by retention takes them all, and says nothing)."""
@@ -268,7 +280,7 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 "from another entry?)",
                 "Spark restarts; the files this entry should list look new and are read "
                 "again, and the ones it lists are skipped if they come again", None,
-                "roll back to a batch before it", outcome=REPEATS,
+                "roll back to a batch before it", outcome=rereads.outcome([batch]),
                 affects=f"the input files entry {batch} should list are read again"))
     for batch, entries in plain.items():
         if not entries:  # Spark logs an entry only for a batch that found new files
@@ -278,9 +290,9 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 "its files were taken out of it)",
                 "Spark restarts; the files the entry listed look new and are read again",
                 None, "roll back to a batch before it", _batch_reading_up_to(
-                    ckpt, log, batch - 1), outcome=REPEATS,
+                    ckpt, log, batch - 1), outcome=rereads.outcome([batch]),
                 affects=f"the input files of entry {batch} are read a second time"))
-    found += input_witnesses(ckpt, log, parsed)
+    found += input_witnesses(ckpt, log, parsed, rereads)
     paths = {(b, e.path) for b, entries in plain.items() for e in entries}
     exists = {path: _exists(ckpt, path) for _, path in paths}
     if sum(exists.values()) * 2 <= len(exists):
@@ -293,13 +305,14 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 f"entry {batch} names {len(missing)} file(s) that do not exist while the "
                 f"other entries' files do, first {missing[0]} (a damaged path?)",
                 "Spark restarts; the file the path should name looks new and is read again",
-                None, "roll back to a batch before it", outcome=REPEATS,
+                None, "roll back to a batch before it", outcome=rereads.outcome([batch]),
                 affects=f"{len(missing)} input file(s) of entry {batch} are read again"))
     return found
 
 
 def input_witnesses(ckpt: Checkpoint, log: SourceLog,
-                    parsed: dict[int, list[SourceFileEntry]]) -> list[Problem]:
+                    parsed: dict[int, list[SourceFileEntry]], rereads: Rereads | None = None
+                    ) -> list[Problem]:
     """The input files against the entries that list them (local input only: elsewhere a
     listing per input folder is not what a doctor's run should cost).
 
@@ -331,6 +344,12 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             if os.stat(path).st_mtime * 1000 < newest:
                 unlisted.append(path)
     if unlisted:
+        # the rows of a file are no newer than those of the next file the source read
+        stamps = [os.stat(p).st_mtime * 1000 for p in unlisted]
+        after = [e for _b, e in listed.values() if e.timestamp >= max(stamps)]
+        next_read = min(after, key=lambda e: e.timestamp).batch_id if after else None
+        outcome = (rereads.outcome([next_read] if next_read is not None else None)
+                   if rereads is not None else REPEATS)
         found.append(Problem(
             "source-log-mismatch", WARNING, ckpt.display(log.folder),
             f"{len(unlisted)} input file(s) beside the logged ones, older than the newest "
@@ -338,7 +357,7 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             "Spark restarts; the file source takes them for new files and reads them (again, "
             "unless they arrived late with an old modification time)", None,
             "roll back to a batch before the entry that listed them",
-            _batch_reading_up_to(ckpt, log, min(parsed) - 1), outcome=REPEATS,
+            _batch_reading_up_to(ckpt, log, min(parsed) - 1), outcome=outcome,
             affects=f"{len(unlisted)} input file(s) read a second time"))
     commits = _commit_times(ckpt, log, {e.batch_id for _b, e in listed.values()})
     for path, (batch, entry) in listed.items():

@@ -1,0 +1,90 @@
+"""Input read a second time: whether it changes what the restart ends in.
+
+A file source that loses track of files it read (an entry lost, emptied, rewritten) reads
+them again in the restart's first batch. Whether that changes the state and the output
+depends on the query (measured with pyspark 4.3 on every operator of the campaign):
+
+* deduplication drops rows it has seen: the same state and output;
+* rows older than the watermark the batch runs with are dropped as late by aggregations,
+  deduplication, joins and session windows before they reach the state. The query's
+  progress report of the batch that first read the files says how late they are: the
+  newest event time it saw (``eventTime.max``); when even that is behind the restart's
+  watermark (the commit log's ``nextBatchWatermarkMs``), every re-read row is dropped;
+* otherwise the rows count twice (``repeats``): aggregates move, joins emit again.
+
+``[flatMap|applyInPandas]GroupsWithState`` and transformWithState drop late rows only with
+event-time timeouts, which nothing in the checkpoint records: their re-read input counts as
+repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.progress_log import BatchRecord
+from statekit.checkpoint.spark_reads import SparkReadError, file_source_offset
+from statekit.doctor.plan import RestartPlan
+from statekit.doctor.problems import REPEATS
+from statekit.support.errors import StatekitError
+
+DEDUPLICATING = frozenset({"dedupe", "dedupeWithinWatermark"})
+DROPS_LATE_ROWS = frozenset({"stateStoreSave", "dedupe", "dedupeWithinWatermark",
+                             "symmetricHashJoin", "sessionWindowStateStoreSaveExec"})
+
+
+class Rereads:
+    """The outcome of input a restart reads again, for one file source."""
+
+    def __init__(self, ckpt: Checkpoint, plan: RestartPlan, source: int,
+                 names: Mapping[int, str], records: Mapping[int, BatchRecord] | None
+                 ) -> None:
+        self.ckpt, self.plan, self.source = ckpt, plan, source
+        self.names = dict(names)
+        self.records = records or {}
+
+    def outcome(self, source_batches: Iterable[int] | None) -> str | None:
+        """``REPEATS``, or ``None`` when re-reading the files of these source-log batches
+        leaves the state and the output as they were (``None`` batches: not known)."""
+        operators = set(self.names.values())
+        if operators and operators <= DEDUPLICATING:
+            return None
+        if not operators or not operators <= DROPS_LATE_ROWS or source_batches is None:
+            return REPEATS
+        watermark = self._restart_watermark()
+        newest = [self._newest_event_ms(b) for b in source_batches]
+        if watermark is None or not newest or any(n is None for n in newest):
+            return REPEATS
+        return None if max(n for n in newest if n is not None) < watermark else REPEATS
+
+    def _restart_watermark(self) -> int | None:
+        committed = self.plan.last_committed
+        if committed is None or committed != self.plan.last_planned:
+            return None
+        try:
+            return self.ckpt.commit(committed).next_watermark_ms
+        except StatekitError:
+            return None
+
+    def _newest_event_ms(self, source_batch: int) -> int | None:
+        """``eventTime.max`` of the query batch that first read ``source_batch``."""
+        reader = self._reading_batch(source_batch)
+        record = self.records.get(reader) if reader is not None else None
+        return record.event_max_ms if record is not None else None
+
+    def _reading_batch(self, source_batch: int) -> int | None:
+        try:
+            offsets = self.ckpt.ledger.offsets
+        except StatekitError:
+            return None
+        for batch, entry in sorted(offsets.items()):
+            if self.source >= len(entry.sources):
+                continue
+            raw = entry.sources[self.source].offset
+            try:
+                reached = file_source_offset(raw) if raw else -1
+            except SparkReadError:
+                continue
+            if reached >= source_batch:
+                return batch
+        return None
