@@ -344,12 +344,15 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             if os.stat(path).st_mtime * 1000 < newest:
                 unlisted.append(path)
     if unlisted:
-        # the rows of a file are no newer than those of the next file the source read
+        # which source batches read them: the ones no entry lists a file of any more (one
+        # file per batch taken out), else no later than the next file the source read
+        read = {e.batch_id for _b, e in listed.values()}
+        emptied = [b for b in range(min(read), max(read) + 1) if b not in read]
         stamps = [os.stat(p).st_mtime * 1000 for p in unlisted]
         after = [e for _b, e in listed.values() if e.timestamp >= max(stamps)]
-        next_read = min(after, key=lambda e: e.timestamp).batch_id if after else None
-        outcome = (rereads.outcome([next_read] if next_read is not None else None)
-                   if rereads is not None else REPEATS)
+        batches = emptied or ([min(after, key=lambda e: e.timestamp).batch_id]
+                              if after else None)
+        outcome = rereads.outcome(batches) if rereads is not None else REPEATS
         found.append(Problem(
             "source-log-mismatch", WARNING, ckpt.display(log.folder),
             f"{len(unlisted)} input file(s) beside the logged ones, older than the newest "
