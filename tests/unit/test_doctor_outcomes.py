@@ -374,6 +374,11 @@ def test_input_read_again_changes_nothing_behind_the_watermark(tmp_path):
     assert late.outcome([2]) == REPEATS  # batch 2's (12 s) is not
     assert late.outcome(None) == REPEATS  # which batch read them: unknown
     assert Rereads(ckpt, plan, 0, {0: "dedupe"}, {}).outcome([2]) is None
+    # deduplication first, then an aggregation (ids from the sink down): dropped first
+    assert Rereads(ckpt, plan, 0, {0: "stateStoreSave", 1: "dedupeWithinWatermark"},
+                   {}).outcome([2]) is None
+    assert Rereads(ckpt, plan, 0, {0: "dedupe", 1: "stateStoreSave"}, {}).outcome([2]) == \
+        REPEATS
     # [flatMap|applyInPandas]GroupsWithState drop late rows only with event-time timeouts
     assert Rereads(ckpt, plan, 0, {0: "applyInPandasWithState"}, records).outcome([1]) == \
         REPEATS

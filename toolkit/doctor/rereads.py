@@ -4,7 +4,9 @@ A file source that loses track of files it read (an entry lost, emptied, rewritt
 them again in the restart's first batch. Whether that changes the state and the output
 depends on the query (measured with pyspark 4.3 on every operator of the campaign):
 
-* deduplication drops rows it has seen: the same state and output;
+* deduplication drops rows it has seen: when it is the stateful operator nearest the
+  source (Spark numbers operators from the sink down: the highest id), the same state and
+  output;
 * rows older than the watermark the batch runs with are dropped as late by aggregations,
   deduplication, joins and session windows before they reach the state. The query's
   progress report of the batch that first read the files says how late they are: the
@@ -47,8 +49,8 @@ class Rereads:
         """``REPEATS``, or ``None`` when re-reading the files of these source-log batches
         leaves the state and the output as they were (``None`` batches: not known)."""
         operators = set(self.names.values())
-        if operators and operators <= DEDUPLICATING:
-            return None
+        if self.names and self.names[max(self.names)] in DEDUPLICATING:
+            return None  # the operator nearest the source (the highest id) drops them
         if not operators or not operators <= DROPS_LATE_ROWS or source_batches is None:
             return REPEATS
         watermark = self._restart_watermark()
