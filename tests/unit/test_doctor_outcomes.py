@@ -194,8 +194,9 @@ def _with_sink(ckpt: Path, sink: Path):  # type: ignore[no-untyped-def]
 def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, tmp_path,
                                                                          damage):
     """The restart runs (the sink only writes its log), but every reader of the sink reads
-    through ``_spark_metadata``: an entry that is gone or does not parse fails them, a file
-    listed twice is read twice, a listed file that is gone fails the read."""
+    through ``_spark_metadata``: an entry that is gone or does not parse fails them, an entry
+    listing another entry's file hides its own batch's files (the reader keeps one status per
+    path), a listed file that is gone fails the read."""
     last = max(int(p.name) for p in (demo / "commits").iterdir() if p.name.isdigit())
     sink = _file_sink(tmp_path / "sink", last + 1)
     assert _with_sink(demo, sink).outcome == SAME
@@ -214,7 +215,7 @@ def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, t
     assert found.restarts, found.headline
     wanted = {"truncated": (LOSES, "file-sink-log-damaged", 19),
               "gone-between": (LOSES, "file-sink-log-damaged", 19),
-              "duplicate": (REPEATS, "file-sink-log-duplicates", 19),
+              "duplicate": (LOSES, "file-sink-log-duplicates", 19),
               "file-gone": (LOSES, "file-sink-log-damaged", 19),
               "log-gone": (LOSES, "file-sink-log-missing", None)}[damage]
     assert found.outcomes == (wanted[0],) and wanted[1] in found.codes, found.headline

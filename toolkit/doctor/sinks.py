@@ -18,7 +18,6 @@ from statekit.doctor.problems import (
     FATAL,
     INFO,
     LOSES,
-    REPEATS,
     SPARK_CONCURRENT_LOG,
     SPARK_LOAD_MISSING_HDFS,
     SPARK_LOAD_MISSING_ROCKSDB,
@@ -173,12 +172,12 @@ def sink_log_problems(sink: Location, last_commit: int) -> list[Problem]:
                     "file-sink-log-duplicates", WARNING, sink.display(path),
                     f"entry {batch} of the file sink's log lists {posixpath.basename(file)}, "
                     f"which entry {seen[file]} lists too (an entry copied over another?)",
-                    "Spark restarts; every reader of the sink reads that file twice (and "
-                    "none of the files the entry should list)", None,
+                    "Spark restarts; every reader of the sink reads the file once (Spark's "
+                    "file index keeps one status per path) and none of the files the entry "
+                    "should list", None,
                     f"roll back to batch {batch - 1} with --file-sink: the batches after it "
                     "run again and the sink logs them afresh", batch - 1 if batch else None,
-                    outcome=REPEATS, affects=f"the rows of the files entry {batch} lists "
-                                             "are read twice"))
+                    outcome=LOSES, affects=f"the output of batch {batch}, for every reader"))
                 break
             seen[file] = batch
     if not found:
