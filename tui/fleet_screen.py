@@ -66,10 +66,10 @@ def health_text(row: FleetRow) -> Text:
         return Text("UNREADABLE", style=ERROR)
     if row.health == "will not restart":
         return Text("WILL NOT RESTART", style=ERROR)
-    if row.health == "restarts with warnings":
-        return Text("restarts, warnings", style=WARNING)
     if row.outcome not in (None, "same"):  # it restarts, into another outcome
         return Text(f"restarts, {str(row.outcome).upper()}", style=ERROR)
+    if row.health == "restarts with warnings":
+        return Text("restarts, warnings", style=WARNING)
     if row.health is None:  # the first step's row: the assessment is still to come
         return Text("checking…", style="dim")
     if row.health != "restarts":  # "not checked"

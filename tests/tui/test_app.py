@@ -390,7 +390,7 @@ def test_fix_tab_runs_the_doctors_rollback_through_the_rollback_action(reference
             assert str(pane.status.render()).startswith("will not restart; fix: roll back")
             assert pane.query_one("#fx-batch").value == str(diagnosis.fix_batch)
             assert pane.query_one("#fx-target").value.endswith(f"-at-{diagnosis.fix_batch}")
-            assert any(deltas[-1].name in str(row[1]) for row in cells(pane.table))
+            assert any(deltas[-1].name in str(row[2]) for row in cells(pane.table))  # file
             pane.query_one("#fx-target").value = str(target)
             pane.query_one("#fx-force").value = True
             await pilot.click("#fx-batch")

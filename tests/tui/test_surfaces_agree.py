@@ -62,7 +62,7 @@ def _json(args: list) -> dict:
     import json
 
     code, out, err = statekit(args)
-    assert code in (0, 9, 11, 12), (args, code, err)
+    assert code in (0, 9, 11, 12, 14), (args, code, err)
     return json.loads(out)
 
 
@@ -75,6 +75,7 @@ def _truth(ckpt: Path, rto: float) -> dict:
         growth = _json(["growth", ckpt, "--json"])["assessment"]
         assert growth["loaded"]["keys"] == assessment["loaded"]["keys"], ckpt
     return {"verdict": doctor["verdict"], "restarts": doctor["restarts"],
+            "outcome": doctor["outcome"],
             "keys": assessment["loaded"]["keys"] if doctor["restarts"] else None,
             "meets": assessment["rto"]["meets"] if assessment.get("rto") else None,
             "fix": doctor["fix_command"]}
@@ -112,8 +113,11 @@ async def _scenario(urls: list[str], truth: dict[str, dict], rto: float) -> None
         for url in urls:  # the fleet rows
             want = truth[url]
             cells = [" ".join(str(c).split()) for c in screen.table.get_row(url)]
-            if cells[1] != _HEALTH[want["verdict"]]:
-                wrong.append(f"{url}: fleet health {cells[1]!r}, the doctor {want['verdict']!r}")
+            health = _HEALTH[want["verdict"]] if want["outcome"] in (None, "same") else \
+                f"restarts, {want['outcome'].upper()}"
+            if cells[1] != health:
+                wrong.append(f"{url}: fleet health {cells[1]!r}, the doctor {want['verdict']!r}"
+                             f" ({want['outcome']})")
             if want["restarts"]:
                 keys = "" if want["keys"] is None else f"{want['keys']:,}"
                 if cells[6] != keys:
@@ -136,7 +140,10 @@ async def _scenario(urls: list[str], truth: dict[str, dict], rto: float) -> None
             fix = app.query_one(FixPane)
             await until(pilot, lambda f=fix: f.result is not None, "the Fix tab", 120)
             said = " ".join(str(fix.status.render()).split())
-            if not said.startswith(f"{truth[url]['verdict']};"):
+            outcome = truth[url]["outcome"]
+            verdict = truth[url]["verdict"] + ("" if outcome in (None, "same") else
+                                               f", but {outcome}")
+            if not said.startswith(f"{verdict};"):
                 wrong.append(f"{url}: the Fix tab says {said!r}, the doctor "
                              f"{truth[url]['verdict']!r}")
             await pilot.press("escape")
@@ -149,7 +156,9 @@ def _overview(app: StatekitApp, url: str, want: dict) -> list[str]:
     line = " ".join(str(overview.recovery_line.render()).split())
     wrong = []
     if want["restarts"]:
-        if f"restart: {want['verdict']} ·" not in line:
+        verdict = want["verdict"] + ("" if want["outcome"] in (None, "same") else
+                                     f", but {want['outcome'].upper()}")
+        if f"restart: {verdict}" not in line:
             wrong.append(f"{url}: the Overview says {line!r}, the doctor {want['verdict']!r}")
         if want["keys"] is not None:
             if f"{want['keys']:,} keys" not in line:
