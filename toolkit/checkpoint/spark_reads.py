@@ -211,15 +211,21 @@ class SourceFileEntry:
     batch_id: int
 
 
-def source_log_entry(data: bytes) -> list[SourceFileEntry]:
-    """A file source log entry or compact file (``FileStreamSourceLog``): a version line,
-    then one ``FileEntry`` JSON per line."""
+def _file_log_lines(data: bytes) -> list[str]:
+    """The lines after the version line of a ``CompactibleFileStreamLog`` entry (a file
+    source's or a file sink's: both are version 1)."""
     lines = java_lines(java_text(data))
     if not lines:
         raise SparkReadError("Incomplete log file")
     log_version(lines[0], SOURCE_LOG_VERSION)
+    return lines[1:]
+
+
+def source_log_entry(data: bytes) -> list[SourceFileEntry]:
+    """A file source log entry or compact file (``FileStreamSourceLog``): a version line,
+    then one ``FileEntry`` JSON per line."""
     entries = []
-    for line in lines[1:]:
+    for line in _file_log_lines(data):
         value = jackson_value(line)
         if not isinstance(value, dict) or not isinstance(value.get("path"), str):
             raise SparkReadError("a file entry without a path")
@@ -238,12 +244,8 @@ SINK_FIELDS = {"path": str, "size": int, "isDir": bool, "modificationTime": int,
 def sink_log_entry(data: bytes) -> list[str]:
     """A file sink's log entry or compact file (``FileStreamSinkLog``): a version line, then
     one ``SinkFileStatus`` JSON per line; the paths it adds."""
-    lines = java_lines(java_text(data))
-    if not lines:
-        raise SparkReadError("Incomplete log file")
-    log_version(lines[0], SOURCE_LOG_VERSION)
     paths = []
-    for line in lines[1:]:
+    for line in _file_log_lines(data):
         if not line.strip():
             continue
         value = jackson_value(line)

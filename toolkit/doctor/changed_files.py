@@ -27,6 +27,8 @@ class Change:
     """How a log entry differs from what its checksum file says was written."""
 
     message: str
+    current: bytes
+    """The entry as it is now (what Spark reads)."""
     original: bytes | None = None
     """The entry as Spark wrote it, when one flipped bit explains the difference (bit rot
     flips one): what the doctor compares the entry with to say what the restart changes."""
@@ -53,8 +55,8 @@ def changed_since_written(ckpt: Checkpoint, path: str, data: bytes,
         return None
     flip = single_flip(data, crc)
     if flip is not None and flip[0] == "checksum":
-        return Change(mismatch.message, data, checksum_only=True)
-    return Change(mismatch.message, flip[1] if flip is not None else None)
+        return Change(mismatch.message, data, data, checksum_only=True)
+    return Change(mismatch.message, data, flip[1] if flip is not None else None)
 
 
 def log_changed(ckpt: Checkpoint, path: str, change: Change, *, reads: str,

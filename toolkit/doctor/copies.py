@@ -27,10 +27,11 @@ from functools import partial
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.modified import modified_seconds
 from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import DIFFERS, WARNING, Problem
+from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
 from statekit.doctor.twins import partition_share
-from statekit.state.decode_cache import _seconds, remembered
+from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
 COMPARED_KINDS = ("delta", "changelog", "zip")
@@ -107,14 +108,15 @@ def _which_is_the_copy(ckpt: Checkpoint, file: StateFile, twin: StateFile,
     the one modified later. Without modification times nothing is said.
     """
     if file.kind == "zip":
-        mine, theirs = _modified(ckpt, file.path), _modified(ckpt, twin.path)
+        mine = modified_seconds(ckpt.fs, file.path)
+        theirs = modified_seconds(ckpt.fs, twin.path)
         if mine is None or theirs is None or mine == theirs:
             return None
         return (file, twin) if mine > theirs else (twin, file)
     late = [f for f in (file, twin) if _after_its_commit(ckpt, f)]
     if not late:
         return None
-    copy = max(late, key=lambda f: (_modified(ckpt, f.path) or 0.0, f.version or 0))
+    copy = max(late, key=lambda f: (modified_seconds(ckpt.fs, f.path) or 0.0, f.version or 0))
     return copy, (twin if copy is file else file)
 
 
@@ -122,34 +124,20 @@ def _after_its_commit(ckpt: Checkpoint, file: StateFile) -> bool:
     """Whether the change file of version V was modified after batch V-1's commit entry."""
     if file.version is None or file.version < 1:
         return False
-    modified = _modified(ckpt, file.path)
-    committed = _modified(ckpt, ckpt.location.path("commits", str(file.version - 1)))
+    modified = modified_seconds(ckpt.fs, file.path)
+    committed = modified_seconds(ckpt.fs,
+                                 ckpt.location.path("commits", str(file.version - 1)))
     return modified is not None and committed is not None and modified > committed
-
-
-def _modified(ckpt: Checkpoint, path: str) -> float | None:
-    try:
-        info = ckpt.fs.info(path)
-    except OSError:
-        return None
-    for key in ("mtime", "LastModified", "last_modified", "modificationTime", "updated"):
-        if key in info:
-            return _seconds(info[key])
-    return None
 
 
 def _problem(ckpt: Checkpoint, copy: StateFile, original: StateFile) -> Problem:
     version = copy.version or 0
-    before = version - 2  # a rollback to batch B loads version B + 1 < the copy's version
+    remedy, batch = rollback_before_version(version, "the copied version")
     return Problem(
         "state-file-copied", WARNING, ckpt.display(copy.path),
         f"has the same bytes as {original.name}, version {original.version}'s {original.kind} "
         f"of the same partition, and was written after it: a copy of another version's "
         "file (a restore from the wrong backup, a sync script?)",
         f"Spark loads it as version {version}'s and restarts on the state of another "
-        "version, silently", None,
-        "roll back to a batch before the copied version: the new checkpoint plans the "
-        "batches after it again from the sources" if before >= 0 else
-        "compare with a backup of the checkpoint",
-        before if before >= 0 else None, outcome=DIFFERS,
+        "version, silently", None, remedy, batch, outcome=DIFFERS,
         affects=partition_share(ckpt, copy))

@@ -29,7 +29,7 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import DIFFERS, WARNING, Problem
+from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
 from statekit.doctor.state import StateCheck
 from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
@@ -70,7 +70,12 @@ def count_problems(ckpt: Checkpoint, check: StateCheck,
             puts = sum(c[0] for c in counts if c is not None)
             removes = sum(c[1] for c in counts if c is not None)
             if (puts, removes) != reported:
-                found.append(_problem(ckpt, op_id, v, (puts, removes), reported, len(keys)))
+                found.append(_problem(
+                    ckpt, op_id, v, len(keys),
+                    f"the change files of version {v} hold {puts} updates and {removes} "
+                    f"removals over its {len(keys)} partitions; the query reported "
+                    f"{reported[0]} and {reported[1]} for batch {v - 1}: a change file of "
+                    "that version is another version's"))
                 break
     return found
 
@@ -105,19 +110,11 @@ def zip_problems(ckpt: Checkpoint, check: StateCheck,
                 continue
             total = sum(c for c in counts if c is not None)
             if total != record.totals[op_id]:
-                before = v - 2
-                found.append(Problem(
-                    "state-counts-contradict-progress", WARNING,
-                    ckpt.display(ckpt.location.path("state", str(op_id))),
-                    f"operator {op_id}: the zips of version {v} hold {total} keys over its "
-                    f"{len(keys)} partitions; the query reported {record.totals[op_id]} for "
-                    f"batch {v - 1}: a zip of that version is another version's (copied over "
-                    "it?)", "Spark loads it and restarts on other state, silently", None,
-                    "roll back to a batch before that version: the new checkpoint plans the "
-                    "batches after it again from the sources" if before >= 0 else
-                    "compare with a backup of the checkpoint", before if before >= 0 else None,
-                    outcome=DIFFERS, affects=f"operator {op_id}: version {v} of one or more "
-                                             f"of its {len(keys)} partitions"))
+                found.append(_problem(
+                    ckpt, op_id, v, len(keys),
+                    f"the zips of version {v} hold {total} keys over its {len(keys)} "
+                    f"partitions; the query reported {record.totals[op_id]} for batch "
+                    f"{v - 1}: a zip of that version is another version's"))
                 break
     return found
 
@@ -166,20 +163,14 @@ def _count(ckpt: Checkpoint, file: StateFile) -> list[int] | None:
     return [puts, removes]
 
 
-def _problem(ckpt: Checkpoint, op_id: int, version: int, counted: tuple[int, int],
-             reported: tuple[int, int], partitions: int) -> Problem:
-    before = version - 2
+def _problem(ckpt: Checkpoint, op_id: int, version: int, partitions: int, what: str
+             ) -> Problem:
+    remedy, batch = rollback_before_version(version, "that version")
     return Problem(
         "state-counts-contradict-progress", WARNING,
         ckpt.display(ckpt.location.path("state", str(op_id))),
-        f"operator {op_id}: the change files of version {version} hold {counted[0]} updates "
-        f"and {counted[1]} removals over its {partitions} partitions; the query reported "
-        f"{reported[0]} and {reported[1]} for batch {version - 1}: a change file of that "
-        "version is another version's (copied over it?)",
-        "Spark loads it and restarts on other state, silently", None,
-        "roll back to a batch before that version: the new checkpoint plans the batches "
-        "after it again from the sources" if before >= 0 else
-        "compare with a backup of the checkpoint", before if before >= 0 else None,
+        f"operator {op_id}: {what} (copied over it?)",
+        "Spark loads it and restarts on other state, silently", None, remedy, batch,
         outcome=DIFFERS,
         affects=f"operator {op_id}: version {version} of one or more of its {partitions} "
                 "partitions")

@@ -18,7 +18,14 @@ from functools import partial
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
-from statekit.doctor.problems import DIFFERS, FATAL, SPARK_LOAD_CORRUPT, WARNING, Problem
+from statekit.doctor.problems import (
+    DIFFERS,
+    FATAL,
+    SPARK_LOAD_CORRUPT,
+    WARNING,
+    Problem,
+    rollback_before_version,
+)
 from statekit.doctor.twins import partition_share
 from statekit.state.decode_cache import remembered
 from statekit.writes.rollback import changelog_lineage
@@ -40,6 +47,7 @@ def lineage_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]]) -> lis
                 continue
             before = file.version - 1
             ends = max(named, default=0)
+            remedy, batch = rollback_before_version(file.version, "the copied version")
             if before in named or (before == 0 and not named):
                 if ends <= before:
                     continue
@@ -48,9 +56,8 @@ def lineage_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]]) -> lis
                     f"its lineage names version {ends}, after its own ({file.version}): the "
                     f"bytes of version {ends + 1}'s changelog (copied over it?)",
                     "Spark follows the version before it and replays the newer version's "
-                    "changes: it restarts on other state, silently", None,
-                    "roll back to a batch before the copied version",
-                    file.version - 2 if file.version >= 2 else None, outcome=DIFFERS,
+                    "changes: it restarts on other state, silently", None, remedy, batch,
+                    outcome=DIFFERS,
                     affects=partition_share(ckpt, file)))
                 continue
             found.append(Problem(
@@ -58,8 +65,7 @@ def lineage_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]]) -> lis
                 f"its lineage ends at version {ends}, not {before}: the bytes of version "
                 f"{ends + 1}'s changelog, not version {file.version}'s (copied over it?)",
                 "Spark follows the lineage and refuses a chain that skips versions",
-                SPARK_LOAD_CORRUPT, "roll back to a batch before the copied version",
-                file.version - 2 if file.version >= 2 else None))
+                SPARK_LOAD_CORRUPT, remedy, batch))
     return found
 
 

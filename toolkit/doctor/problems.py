@@ -80,6 +80,17 @@ class Problem:
     """Which keys, partitions or batches the outcome touches, as a share of the whole."""
 
 
+def rollback_before_version(version: int, before_what: str) -> tuple[str, int | None]:
+    """``(remedy, batch)`` of a problem in state version ``version`` that a rollback leaves
+    behind: a rollback to batch B loads version B + 1, so the newest batch it may keep is
+    ``version - 2`` (none for the first versions: then only a backup helps)."""
+    batch = version - 2
+    if batch < 0:
+        return "compare with a backup of the checkpoint", None
+    return (f"roll back to a batch before {before_what}: the new checkpoint plans the "
+            "batches after it again from the sources", batch)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     checkpoint: str

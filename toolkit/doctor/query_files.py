@@ -59,8 +59,6 @@ class QueryFiles:
         self.commit_errors: dict[int, str] = {}
         self.changed: dict[tuple[str, int], Change] = {}
         """``{(folder, batch): how}`` for entries whose checksum file disagrees with them."""
-        self.raw: dict[tuple[str, int], bytes] = {}
-        """The bytes of those entries as they are now."""
         wanted = [b for b in (plan.last_planned, (plan.last_planned or 0) - 1)
                   if b is not None and b >= 0]
         for batch in dict.fromkeys(wanted):
@@ -84,7 +82,6 @@ class QueryFiles:
         changed = changed_since_written(self.ckpt, entry["name"], data, entries)
         if changed is not None:
             self.changed[(folder, batch)] = changed
-            self.raw[(folder, batch)] = data
         return data
 
     def _read_offsets(self, batch: int) -> SparkOffsets | None:
@@ -277,16 +274,15 @@ def _changed_entries(files: QueryFiles) -> list[Problem]:
             continue
         reads = ("the sources' positions and the confs it logs" if folder == "offsets" else
                  "the watermark it logs for the next batch")
-        now = files.raw[(folder, batch)]
         plan = files.plan
         if folder == "offsets":
             outcome, affects = offsets_outcome(
-                how.original, now, rerun=batch == plan.last_planned and
+                how.original, how.current, rerun=batch == plan.last_planned and
                 plan.last_committed != plan.last_planned)
             if batch != plan.last_planned and plan.last_committed == plan.last_planned:
                 outcome, affects = None, None  # read only to prepare the sources
         else:
-            outcome, affects = commit_outcome(how.original, now)
+            outcome, affects = commit_outcome(how.original, how.current)
         found.append(log_changed(files.ckpt, files.ckpt.location.path(folder, str(batch)),
                                  how, reads=reads, rollback_to=batch - 1 if batch else None,
                                  outcome=outcome, affects=affects))

@@ -75,18 +75,24 @@ class Rereads:
         return record.event_max_ms if record is not None else None
 
     def _reading_batch(self, source_batch: int) -> int | None:
+        return next((batch for batch, reached in file_source_positions(self.ckpt, self.source)
+                     if reached >= source_batch), None)
+
+
+def file_source_positions(ckpt: Checkpoint, source: int) -> list[tuple[int, int]]:
+    """``(query batch, the source log entry it read up to)`` of every planned batch, oldest
+    first (-1: none yet; batches whose offset for the source does not parse are left out)."""
+    try:
+        offsets = ckpt.ledger.offsets
+    except StatekitError:
+        return []
+    found = []
+    for batch, entry in sorted(offsets.items()):
+        if source < 0 or source >= len(entry.sources):
+            continue
+        raw = entry.sources[source].offset
         try:
-            offsets = self.ckpt.ledger.offsets
-        except StatekitError:
-            return None
-        for batch, entry in sorted(offsets.items()):
-            if self.source >= len(entry.sources):
-                continue
-            raw = entry.sources[self.source].offset
-            try:
-                reached = file_source_offset(raw) if raw else -1
-            except SparkReadError:
-                continue
-            if reached >= source_batch:
-                return batch
-        return None
+            found.append((batch, file_source_offset(raw) if raw else -1))
+        except SparkReadError:
+            continue
+    return found

@@ -94,7 +94,7 @@ def sink_problems(ckpt: Checkpoint, sink: Location, plan: RestartPlan) -> list[P
             "(already in its log): their new output is dropped, the old stays", None,
             "fine when the re-run reads the same input as before; otherwise write to a new "
             "output path")]
-    found += sink_log_problems(sink, last_commit)
+    found += sink_log_problems(sink)
     if newest > last_commit:
         return [*found, Problem(
             "file-sink-ahead", INFO, shown,
@@ -129,7 +129,7 @@ def _no_sink_log(sink: Location, plan: RestartPlan, shown: str) -> list[Problem]
                 "restart)")]
 
 
-def sink_log_problems(sink: Location, last_commit: int) -> list[Problem]:
+def sink_log_problems(sink: Location) -> list[Problem]:
     """The entries a reader of the sink reads (the newest compact file and every entry
     after it), read as Spark reads them: one that is gone or does not parse makes every
     reader fail; a file listed twice is read twice; a listed file that is gone fails the
@@ -181,26 +181,25 @@ def sink_log_problems(sink: Location, last_commit: int) -> list[Problem]:
                 break
             seen[file] = batch
     if not found:
-        found += _listed_files_gone(sink, seen, last_commit)
-    return found[:1] if found else []
+        found += _listed_files_gone(sink, seen)
+    return found[:1]
 
 
-def _listed_files_gone(sink: Location, listed: dict[str, int], last_commit: int
-                       ) -> list[Problem]:
-    """A listed output file that no longer exists fails every reader."""
-    folders: dict[str, list[str]] = {}
-    for path in listed:
+def _listed_files_gone(sink: Location, listed: dict[str, int]) -> list[Problem]:
+    """A listed output file that no longer exists fails every reader. ``listed``: ``{path:
+    the entry listing it}``."""
+    folders: dict[str, dict[str, int]] = {}
+    for path, entry in listed.items():
         plain = sink.fs._strip_protocol(path)
-        folders.setdefault(posixpath.dirname(plain), []).append(plain)
-    for folder, paths in sorted(folders.items())[:200]:
+        folders.setdefault(posixpath.dirname(plain), {})[plain] = entry
+    for folder, entries in sorted(folders.items())[:200]:
         try:
             present = {sink.fs._strip_protocol(p) for p in sink.fs.ls(folder, detail=False)}
         except (FileNotFoundError, NotADirectoryError):
             present = set()
-        gone = [p for p in paths if p not in present]
+        gone = [p for p in entries if p not in present]
         if gone:
-            batch = min(listed[next(k for k in listed if sink.fs._strip_protocol(k) == g)]
-                        for g in gone)
+            batch = min(entries[p] for p in gone)
             return [_sink_log_problem(
                 sink, posixpath.join(sink.root, "_spark_metadata", str(batch)),
                 f"{len(gone)} file(s) the file sink's log lists are gone, first {gone[0]} "

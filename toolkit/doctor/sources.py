@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.logs import batch_id_of
+from statekit.checkpoint.modified import modified_seconds
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.checkpoint.spark_reads import (
     SourceFileEntry,
@@ -40,7 +41,7 @@ from statekit.doctor.problems import (
     Problem,
 )
 from statekit.doctor.query_files import QueryFiles
-from statekit.doctor.rereads import Rereads
+from statekit.doctor.rereads import Rereads, file_source_positions
 from statekit.doctor.state import operator_names
 from statekit.support.errors import StatekitError
 
@@ -165,7 +166,6 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     found: list[Problem] = []
     parsed: dict[int, list[SourceFileEntry]] = {}
     changed: dict[int, tuple[str, Change]] = {}
-    changed_bytes: dict[int, bytes] = {}
     read = entries_read(log)
     for batch in read:
         path = log.entries.get(batch)
@@ -185,7 +185,6 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             how = changed_since_written(ckpt, path, data, log.others)
             if how is not None:
                 changed[batch] = (path, how)
-                changed_bytes[batch] = data
         except (SparkReadError, StatekitError) as error:
             message = error.message if isinstance(error, StatekitError) else str(error)
             found.append(Problem(
@@ -242,7 +241,7 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     named = {p.path for p in found[warned:]}
     for batch, (path, how) in sorted(changed.items()):
         if ckpt.display(path) not in named:
-            outcome, affects = source_entry_outcome(how.original, changed_bytes[batch])
+            outcome, affects = source_entry_outcome(how.original, how.current)
             if outcome == REPEATS:
                 outcome = rereads.outcome([batch])
             found.append(log_changed(ckpt, path, how, reads="the input files it lists",
@@ -395,13 +394,9 @@ def _commit_times(ckpt: Checkpoint, log: SourceLog, batches: set[int]) -> dict[i
         query_batch = _batch_reading_up_to(ckpt, log, batch)
         if query_batch is None:
             continue
-        try:
-            info = ckpt.fs.info(ckpt.location.path("commits", str(query_batch)))
-        except OSError:
-            continue
-        stamp = info.get("mtime")
-        if isinstance(stamp, int | float):
-            times[batch] = float(stamp)
+        stamp = modified_seconds(ckpt.fs, ckpt.location.path("commits", str(query_batch)))
+        if stamp is not None:
+            times[batch] = stamp
     return times
 
 
@@ -420,23 +415,9 @@ def _exists(ckpt: Checkpoint, path: str) -> bool:
 def _batch_reading_up_to(ckpt: Checkpoint, log: SourceLog, entry: int) -> int | None:
     """The newest planned batch whose offsets reach no further than ``entry`` of this
     source's log (``None``: none does)."""
-    try:
-        offsets = ckpt.ledger.offsets
-    except StatekitError:
-        return None
     index = int(log.index) if log.index.isdigit() else -1
-    best = None
-    for batch, entry_of in sorted(offsets.items()):
-        if index < 0 or index >= len(entry_of.sources):
-            continue
-        raw = entry_of.sources[index].offset
-        try:
-            reached = file_source_offset(raw) if raw else -1
-        except SparkReadError:
-            continue
-        if reached <= entry:
-            best = batch
-    return best
+    return max((batch for batch, reached in file_source_positions(ckpt, index)
+                if reached <= entry), default=None)
 
 
 def _query_batch_before(plan: RestartPlan, source_batch: int) -> int | None:

@@ -23,7 +23,7 @@ from functools import partial
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import DIFFERS, WARNING, Problem
+from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
 from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
@@ -82,18 +82,13 @@ def _difference(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile) -> str 
 
 def _problem(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile, difference: str
              ) -> Problem:
-    version = snapshot.version or 0
-    before = version - 2  # a rollback to batch B loads version B + 1
+    remedy, batch = rollback_before_version(snapshot.version or 0, "both files")
     return Problem(
         "state-files-disagree", WARNING, ckpt.display(snapshot.path),
         f"{difference} ({ckpt.display(delta.path)}): one of the two is not what Spark wrote "
         "(a file copied over another?)",
         "Spark restarts on the snapshot: if it is the wrong one, the query runs on other "
-        "state than its first run's, silently", None,
-        "roll back to a batch before both files: the new checkpoint plans the batches "
-        "after it again from the sources" if before >= 0 else
-        "compare with a backup of the checkpoint",
-        before if before >= 0 else None, outcome=DIFFERS,
+        "state than its first run's, silently", None, remedy, batch, outcome=DIFFERS,
         affects=partition_share(ckpt, snapshot))
 
 

@@ -35,13 +35,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from statekit import __version__
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
+from statekit.checkpoint.modified import info_seconds
 from statekit.support.cache import cache_dir
 
 CACHE_FORMAT = 1
@@ -68,7 +68,6 @@ clock is not this machine's."""
 FOLDER = "decode"
 _STRONG = ("ETag", "etag", "VersionId", "version_id", "generation", "md5Hash", "crc32c")
 """Object-store fields that change whenever an object's bytes do."""
-_STAMPS = ("mtime", "LastModified", "last_modified", "updated", "modificationTime")
 
 Identity = list[Any]
 """A file's identity, as JSON (compared for equality only)."""
@@ -190,8 +189,7 @@ class DecodeCache:
         strong = {k: str(info[k]) for k in _STRONG if info.get(k) not in (None, "")}
         if strong:
             return [size, strong]
-        stamp = next((s for s in map(_seconds, (info.get(k) for k in _STAMPS))
-                      if s is not None), None)
+        stamp = info_seconds(info)
         if stamp is None or stamp > time.time() - OBJECT_RACY_SECONDS:
             return None
         return [size, {"mtime": repr(stamp)}]
@@ -307,15 +305,6 @@ def _through(cache: DecodeCache, key: str, compute: Callable[[], _T],
 def _protocols(fs: Any) -> tuple[str, ...]:
     proto = fs.protocol
     return (proto,) if isinstance(proto, str) else tuple(proto)
-
-
-def _seconds(stamp: Any) -> float | None:
-    """A listing's modification time in seconds since the epoch (``None``: not one)."""
-    if isinstance(stamp, datetime):
-        return stamp.timestamp()
-    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and stamp > 0:
-        return stamp / 1000 if stamp > 1e11 else float(stamp)  # WebHDFS gives milliseconds
-    return None
 
 
 def _unlink(path: str | Path) -> None:
