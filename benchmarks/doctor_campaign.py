@@ -20,7 +20,9 @@ Run (about two hours for the whole space on 2 cores)::
         [--select SUBSTRING] [--sample N --seed S] [--pristine] [--out results.jsonl]
         [--resume] [--docs docs/doctor-campaign.md]
 
-``--report-only`` turns an existing results file into the table without running anything.
+``--report-only`` turns an existing results file into the table without running anything;
+``--rejudge RESULTS`` holds today's doctor to the restarts recorded in RESULTS (on the
+pristine checkpoints that run left in ``--work``), restarting only fixes that changed.
 """
 
 from __future__ import annotations
@@ -109,6 +111,46 @@ def run(args: argparse.Namespace) -> list[dict]:
                       + (f" | fix exit {fix['exit_code']} restarted {fix['restarted']} "
                          f"same {fix['same_state']} {fix['stderr'][:200]} "
                          f"{fix['error_line'] or ''}" if fix else ""), flush=True)
+    return results
+
+
+def rejudge(args: argparse.Namespace) -> list[dict]:
+    """Today's doctor on every fault of a results file, against the restarts recorded there
+    (the pristine checkpoints that run left in ``--work`` are reused: the same faults)."""
+    from tests.oracle.campaign import KindCampaign, Verdict
+
+    recorded = {r["id"]: Verdict.from_dict(r) for r in
+                (json.loads(line) for line in Path(args.rejudge).read_text().splitlines())}
+    kinds = args.kinds.split(",") if args.kinds else sorted({v.kind for v in recorded.values()})
+    spark = _session()
+    campaigns = {name: KindCampaign(spark, name, Path(args.work) / name, reuse=True)
+                 for name in kinds}
+    results = []
+    with Path(args.out).open("w") as sink:
+        for index, (name, campaign) in enumerate(campaigns.items()):
+            other = campaigns[kinds[(index + 1) % len(kinds)]].pristine / "checkpoint" \
+                if len(kinds) > 1 else None
+            faults = {f.id: f for f in campaign.faults(other, restart_first=False)}
+            wanted = [v for v in recorded.values() if v.kind == name]
+            missing = [v.id for v in wanted if v.id not in faults]
+            print(f"{name}: {len(wanted)} recorded faults, {len(missing)} not in today's "
+                  "space" + (f" (first {missing[0]})" if missing else ""), flush=True)
+            for verdict in wanted:
+                if verdict.id not in faults:
+                    continue
+                before = verdict.to_dict()
+                record = campaign.rejudge(faults[verdict.id], verdict).to_dict()
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                results.append(record)
+                if (before["agrees"], before.get("outcome_agrees"), before["fix_ok"]) != (
+                        record["agrees"], record.get("outcome_agrees"), record["fix_ok"]):
+                    print(f"  changed {verdict.id}: agrees {before['agrees']}->"
+                          f"{record['agrees']} outcome {before.get('outcome_agrees')}->"
+                          f"{record.get('outcome_agrees')} fix {before['fix_ok']}->"
+                          f"{record['fix_ok']}: doctor {record['doctor_exit']} "
+                          f"{record['doctor_codes']} {_doctor_outcome(record)} spark "
+                          f"{spark_outcome(record)}", flush=True)
     return results
 
 
@@ -297,11 +339,17 @@ def main() -> None:
     parser.add_argument("--pristine", action="store_true",
                         help="judge each kind's undamaged checkpoint first (fault 'none': "
                              "Spark's outcome must be the same, the doctor's too)")
+    parser.add_argument("--rejudge", default="", metavar="RESULTS",
+                        help="today's doctor on every fault of RESULTS against the restarts "
+                             "recorded there, on the pristine checkpoints left in --work "
+                             "(a changed fix is run and restarted again)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--docs", default="", help="write the table into this markdown file")
     args = parser.parse_args()
     if args.report_only:
         results = [upgraded(json.loads(line)) for line in Path(args.out).read_text().splitlines()]
+    elif args.rejudge:
+        results = rejudge(args)
     else:
         results = run(args)
     print()

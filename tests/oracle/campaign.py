@@ -80,6 +80,10 @@ FAILS_OR_LOSES = frozenset({"state-block-damaged"})
 OUTCOMES = ("loses", "repeats", "differs")
 """What a restart that runs can do besides ending where the healthy restart ends: lose keys,
 partitions or batches; write batches into the sink again; end in another state or output."""
+DOCTOR_FIELDS = ("doctor_exit", "doctor_verdict", "doctor_codes", "predicted_errors",
+                 "doctor_stderr", "doctor_outcome", "doctor_outcomes", "doctor_unverified",
+                 "doctor_problem_outcomes")
+"""The fields of a :class:`Verdict` the doctor fills (:meth:`KindCampaign.rejudge`)."""
 RESTARTS = (0, 9, 14)
 """Doctor exits that say the query restarts (14: with an outcome other than ``same``)."""
 WILL_NOT_RESTART = (11, 12)
@@ -336,7 +340,11 @@ def statekit(args: list[str]) -> tuple[int, str, str]:
 class KindCampaign:
     """One kind's pristine checkpoint, its healthy restart, and the faults judged on it."""
 
-    def __init__(self, spark, kind: Kind | str, base: Path, seed: int = 17) -> None:
+    def __init__(self, spark, kind: Kind | str, base: Path, seed: int = 17, *,
+                 reuse: bool = False) -> None:
+        """``reuse``: take the pristine checkpoint an earlier campaign left in ``base``
+        (and its healthy restart, donor of newer files) instead of writing one — the
+        checkpoint its recorded faults were made on (:meth:`rejudge`)."""
         self.spark = spark
         self.kind = KINDS[kind] if isinstance(kind, str) else kind
         self.base = base
@@ -344,12 +352,18 @@ class KindCampaign:
         self.pristine = base / "pristine"
         if self.work.exists():  # left by an interrupted run
             shutil.rmtree(self.work)
-        built = build(spark, self.kind, base, seed=seed, run_in=self.work)
-        self.input_dir = built.input_dir
-        age_offsets(self.work / "checkpoint", 86_400)
-        if self.pristine.exists():
-            shutil.rmtree(self.pristine)
-        self.work.rename(self.pristine)
+        if reuse:
+            if not (self.pristine / "checkpoint").is_dir() or not self.next_run.is_dir():
+                raise FileNotFoundError(f"{base}: no pristine checkpoint and healthy restart "
+                                        "of an earlier campaign to reuse")
+            self.input_dir = base / "input"
+        else:
+            built = build(spark, self.kind, base, seed=seed, run_in=self.work)
+            self.input_dir = built.input_dir
+            age_offsets(self.work / "checkpoint", 86_400)
+            if self.pristine.exists():
+                shutil.rmtree(self.pristine)
+            self.work.rename(self.pristine)
         self.pristine_batches = frozenset(progress_batches(self.pristine / "progress.jsonl"))
         """The batches the pristine run ran (its progress log)."""
         self._healthy: State | None = None
@@ -403,10 +417,12 @@ class KindCampaign:
             self._loaded = end_state(self.spark, self.checkpoint, self.pristine / "checkpoint")
         return self._loaded
 
-    def faults(self, other_query: Path | None = None) -> list[Fault]:
+    def faults(self, other_query: Path | None = None, *, restart_first: bool = True
+               ) -> list[Fault]:
         """Every fault of the kind's pristine checkpoint (the healthy restart runs first: its
-        checkpoint is the donor of newer files)."""
-        self.healthy_state()
+        checkpoint is the donor of newer files; ``restart_first=False``: an earlier one's)."""
+        if restart_first:
+            self.healthy_state()
         return enumerate_faults(self.kind.name, self.pristine / "checkpoint", other_query,
                                 self.next_run)
 
@@ -443,33 +459,8 @@ class KindCampaign:
         if self.sink.exists():
             shutil.copytree(self.sink, damaged_sink, symlinks=True)
 
-        code, out, err = statekit(self.doctor_args())
-        diagnosis = _json_or_none(out) if code in DIAGNOSED else None
-        problems = diagnosis["problems"] if diagnosis else []
-        fatal = [p for p in problems if p["severity"] == "fatal"]
-        verdict = Verdict(
-            id=fault.id, kind=fault.kind, family=fault.family, role=fault.role,
-            target=fault.target, doctor_exit=code,
-            doctor_verdict=diagnosis["verdict"] if diagnosis else None,
-            doctor_codes=[p["code"] for p in (fatal or problems)],
-            predicted_errors=[p["spark_error"] for p in fatal if p.get("spark_error")],
-            doctor_stderr=err.strip(), spark_restarted=False, spark_error=None,
-            surfaces=contradicted, sink_kind=self.kind.sink)
-        if diagnosis:
-            verdict.doctor_outcome = diagnosis.get("outcome")
-            outcomes = diagnosis.get("outcomes")
-            verdict.doctor_outcomes = list(outcomes) if isinstance(outcomes, list) else None
-            verdict.doctor_unverified = [str(u) for u in diagnosis.get("unverified") or ()]
-            verdict.doctor_problem_outcomes = [[p["code"], p["outcome"]] for p in problems
-                                               if p.get("outcome")]
-
-        fix_args = None
-        if diagnosis and diagnosis.get("fix_command") and fixes:
-            fix_args = shlex.split(diagnosis["fix_command"])
-            before = tree_hash(self.checkpoint)
-            fix_code, _fix_out, fix_err = statekit(fix_args[1:])
-            verdict.fix = FixResult(diagnosis["fix_command"], fix_code, fix_err.strip(),
-                                    tree_hash(self.checkpoint) == before)
+        verdict, diagnosis = self._diagnose(fault, contradicted)
+        fix_args = self._run_fix(verdict, diagnosis) if fixes else None
 
         if loaded is not None:
             self._compare_loaded(verdict, loaded)
@@ -497,20 +488,82 @@ class KindCampaign:
                 except Exception as error:  # Spark's error is the measurement
                     verdict.sink_error = " ".join(str(error).split())[:300]
 
-        if verdict.fix is not None and verdict.fix.exit_code == 0 and fix_args is not None:
-            fixed = Path(fix_args[fix_args.index("--out") + 1])
-            if fixed_sink.exists():
-                shutil.rmtree(self.sink, ignore_errors=True)
-                fixed_sink.rename(self.sink)
-            fixed_outcome = self.restart(fixed, self.sink)
-            verdict.fix.restarted = fixed_outcome.restarted
-            verdict.fix.error_line = fixed_outcome.error_line
-            if fixed_outcome.restarted:
-                state, verdict.fix.state_error = self._read_back(fixed)
-                if state is not None and self.kind.deterministic and healthy is not None:
-                    verdict.fix.same_state = state == healthy
+        if fixed_sink.exists():
+            shutil.rmtree(self.sink, ignore_errors=True)
+            fixed_sink.rename(self.sink)
+        self._restart_fix(verdict, fix_args, healthy)
         verdict.seconds = round(time.perf_counter() - started, 2)
         return verdict
+
+    def rejudge(self, fault: Fault, recorded: Verdict) -> Verdict:
+        """The doctor judged again on ``fault`` against the restart ``recorded`` measured on
+        the same pristine checkpoint (Spark's measurements kept, no restart of the damaged
+        copy): today's doctor held to yesterday's oracle. A fix whose command changed is run
+        and restarted again; an unchanged one keeps its recorded result."""
+        started = time.perf_counter()
+        self.fresh_copy()
+        fault.apply(self.checkpoint)
+        fresh, diagnosis = self._diagnose(fault, [])
+        verdict = Verdict.from_dict(recorded.to_dict())
+        for name in DOCTOR_FIELDS:
+            setattr(verdict, name, getattr(fresh, name))
+        command = diagnosis.get("fix_command") if diagnosis else None
+        if command != (recorded.fix.command if recorded.fix else None):
+            verdict.fix = None
+            fix_args = self._run_fix(verdict, diagnosis)
+            self._restart_fix(verdict, fix_args, self.healthy_state())
+            verdict.notes.append("the fix changed since the recorded run: run and restarted "
+                                 "again")
+        verdict.seconds = round(recorded.seconds + time.perf_counter() - started, 2)
+        return verdict
+
+    def _diagnose(self, fault: Fault, contradicted: list[str]) -> tuple[Verdict, dict | None]:
+        """The doctor on the damaged copy: a verdict holding its prediction only."""
+        code, out, err = statekit(self.doctor_args())
+        diagnosis = _json_or_none(out) if code in DIAGNOSED else None
+        problems = diagnosis["problems"] if diagnosis else []
+        fatal = [p for p in problems if p["severity"] == "fatal"]
+        verdict = Verdict(
+            id=fault.id, kind=fault.kind, family=fault.family, role=fault.role,
+            target=fault.target, doctor_exit=code,
+            doctor_verdict=diagnosis["verdict"] if diagnosis else None,
+            doctor_codes=[p["code"] for p in (fatal or problems)],
+            predicted_errors=[p["spark_error"] for p in fatal if p.get("spark_error")],
+            doctor_stderr=err.strip(), spark_restarted=False, spark_error=None,
+            surfaces=contradicted, sink_kind=self.kind.sink)
+        if diagnosis:
+            verdict.doctor_outcome = diagnosis.get("outcome")
+            outcomes = diagnosis.get("outcomes")
+            verdict.doctor_outcomes = list(outcomes) if isinstance(outcomes, list) else None
+            verdict.doctor_unverified = [str(u) for u in diagnosis.get("unverified") or ()]
+            verdict.doctor_problem_outcomes = [[p["code"], p["outcome"]] for p in problems
+                                               if p.get("outcome")]
+        return verdict, diagnosis
+
+    def _run_fix(self, verdict: Verdict, diagnosis: dict | None) -> list[str] | None:
+        """Run the printed fix exactly as printed (the damaged copy must not change)."""
+        if not diagnosis or not diagnosis.get("fix_command"):
+            return None
+        fix_args = shlex.split(diagnosis["fix_command"])
+        before = tree_hash(self.checkpoint)
+        fix_code, _fix_out, fix_err = statekit(fix_args[1:])
+        verdict.fix = FixResult(diagnosis["fix_command"], fix_code, fix_err.strip(),
+                                tree_hash(self.checkpoint) == before)
+        return fix_args
+
+    def _restart_fix(self, verdict: Verdict, fix_args: list[str] | None,
+                     healthy: State | None) -> None:
+        """Restart the query on the fix's new checkpoint (with the sink the fix left)."""
+        if verdict.fix is None or verdict.fix.exit_code != 0 or fix_args is None:
+            return
+        fixed = Path(fix_args[fix_args.index("--out") + 1])
+        fixed_outcome = self.restart(fixed, self.sink)
+        verdict.fix.restarted = fixed_outcome.restarted
+        verdict.fix.error_line = fixed_outcome.error_line
+        if fixed_outcome.restarted:
+            state, verdict.fix.state_error = self._read_back(fixed)
+            if state is not None and self.kind.deterministic and healthy is not None:
+                verdict.fix.same_state = state == healthy
 
     def _compare_loaded(self, verdict: Verdict, loaded: State) -> None:
         """The state the damaged copy's newest commit holds against the pristine one's, when

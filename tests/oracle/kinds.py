@@ -122,14 +122,18 @@ extra. Keys may repeat (a session, a timeout emits a key again): rows are paired
 
 
 def make_files(seed: int, count: int = FILES + 1) -> list[list[dict]]:
-    """``count`` files of rows with keys k00..k11, event time advancing per file."""
+    """``count`` files of rows with keys k00..k11 (buckets advancing every other file),
+    event time advancing per file."""
     rng = random.Random(seed)
     files = []
     for f in range(count):
         rows = []
         for i in range(ROWS_PER_FILE):
             ts = START + timedelta(minutes=10 * f, seconds=rng.randrange(600))
-            rows.append({"key": f"k{rng.randrange(12):02d}", "bucket": rng.randrange(2),
+            # the buckets move on every other file: deduplication on (key, bucket) keeps
+            # meeting new keys, so input lost or read again shows in its state and output
+            rows.append({"key": f"k{rng.randrange(12):02d}",
+                         "bucket": rng.randrange(2) + 2 * (f // 2),
                          "ts": ts.isoformat().replace("+00:00", "Z"),
                          "value": rng.randrange(-100, 100), "seq": f * ROWS_PER_FILE + i})
         files.append(rows)
@@ -190,8 +194,8 @@ def stream(spark, kind: Kind, input_dir: Path):
                     outputStructType="key string, n long", outputMode="Append",
                     timeMode="EventTime")), "append"
     if query == "join":
-        left = events().where("bucket = 0").withWatermark("ts", "30 minutes").alias("l")
-        right = events().where("bucket = 1").withWatermark("ts", "30 minutes").alias("r")
+        left = events().where("bucket % 2 = 0").withWatermark("ts", "30 minutes").alias("l")
+        right = events().where("bucket % 2 = 1").withWatermark("ts", "30 minutes").alias("r")
         joined = left.join(right, F.expr(
             "l.key = r.key AND r.ts BETWEEN l.ts - INTERVAL 20 MINUTES AND l.ts"))
         return joined.select(F.col("l.seq").alias("left_seq"),

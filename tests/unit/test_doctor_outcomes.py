@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,7 @@ def test_a_delta_with_another_versions_bytes_restarts_on_other_state(demo):
 def test_equal_deltas_spark_wrote_before_their_commits_are_no_copy(demo):
     """Two batches that made exactly the same changes wrote two equal files, each before its
     batch's commit: Spark's own, not a copy."""
+    _in_spark_order(demo)
     folder = demo / "state" / "0" / "0"
     shutil.copyfile(folder / "35.delta", folder / "36.delta")
     shutil.copyfile(folder / ".35.delta.crc", folder / ".36.delta.crc")
@@ -189,8 +191,8 @@ def _with_sink(ckpt: Path, sink: Path):  # type: ignore[no-untyped-def]
                     file_sink=resolve_folder(str(sink), {}, what=SINK_FOLDER))
 
 
-@pytest.mark.parametrize("damage", ["truncated", "gone-between", "duplicate", "file-gone",
-                                    "log-gone"])
+@pytest.mark.parametrize("damage", ["truncated", "gone-between", "duplicate",
+                                    "duplicate-of-empty", "file-gone", "log-gone"])
 def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, tmp_path,
                                                                          damage):
     """The restart runs (the sink only writes its log), but every reader of the sink reads
@@ -207,12 +209,18 @@ def test_a_damaged_file_sink_log_loses_or_repeats_output_for_its_readers(demo, t
         (log / "20").unlink()
     elif damage == "duplicate":
         shutil.copyfile(log / "19", log / "20")
+    elif damage == "duplicate-of-empty":  # batch 20 wrote nothing: its entry hid nothing
+        (sink / "part-00020.parquet").unlink()
+        shutil.copyfile(log / "19", log / "20")
     elif damage == "file-gone":
         (sink / "part-00020.parquet").unlink()
     else:
         shutil.rmtree(log)
     found = _with_sink(demo, sink)
     assert found.restarts, found.headline
+    if damage == "duplicate-of-empty":
+        assert found.outcome == SAME and "file-sink-log-duplicates" in found.codes
+        return
     wanted = {"truncated": (LOSES, "file-sink-log-damaged", 19),
               "gone-between": (LOSES, "file-sink-log-damaged", 19),
               "duplicate": (LOSES, "file-sink-log-duplicates", 19),
@@ -383,3 +391,81 @@ def test_input_read_again_changes_nothing_behind_the_watermark(tmp_path):
     # [flatMap|applyInPandas]GroupsWithState drop late rows only with event-time timeouts
     assert Rereads(ckpt, plan, 0, {0: "applyInPandasWithState"}, records).outcome([1]) == \
         REPEATS
+
+
+def _in_spark_order(ckpt: Path) -> float:
+    """Modification times as the query left them (the checkout's say nothing): batch B's
+    change files (version B + 1) just before its commit entry; snapshots later
+    (maintenance). Returns a time after all of them."""
+    start = time.time()
+    for path in ckpt.rglob("*"):
+        name = path.name.lstrip(".").removesuffix(".crc")
+        stem, _, kind = name.partition(".")
+        if path.is_file() and stem.isdigit():
+            version = int(stem)
+            if path.parent.name == "commits":
+                stamp = start + 10 * version + 5
+            elif kind in ("delta", "changelog"):
+                stamp = start + 10 * (version - 1) + 2
+            else:
+                stamp = start + 10 * version + 8
+            os.utime(path, (stamp, stamp))
+    return start + 100_000
+
+
+def _restart_delta(ckpt: Path) -> Path:
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    return next((ckpt / "state" / "0").glob(f"*/{last + 1}.delta"))
+
+
+def test_a_change_file_written_after_its_batchs_commit_was_put_there_later(demo):
+    """Spark writes a batch's delta before its commit entry: one written after it, in a
+    checkpoint whose other deltas keep the order, is another version's or run's (it decodes
+    and names no version): the restart runs on other state, and the fix rolls back before
+    it."""
+    later = _in_spark_order(demo)
+    assert "state-file-late" not in diagnose(open_checkpoint(str(demo))).codes
+    late = _restart_delta(demo)
+    os.utime(late, (later, later))
+    found = diagnose(open_checkpoint(str(demo)))
+    problem = next(p for p in found.problems if p.code == "state-file-late")
+    assert problem.path.endswith(f"{late.parent.name}/{late.name}")
+    version = int(late.name.split(".")[0])
+    assert problem.outcome == DIFFERS and DIFFERS in found.outcomes
+    assert problem.batch == version - 2 and found.fix_batch is not None
+
+
+def test_times_a_copy_set_anew_say_nothing_of_the_order(demo):
+    """A copy that gave every file a new time (``cp -r``, an object-store sync) puts many
+    change files after their commits: the times are no witness then."""
+    later = _in_spark_order(demo)
+    for number, path in enumerate(sorted((demo / "state").rglob("*.delta"))):
+        stamp = later + (number % 3)  # written in folder order, after every commit
+        os.utime(path, (stamp, stamp))
+    assert "state-file-late" not in diagnose(open_checkpoint(str(demo))).codes
+
+
+GOLDEN_JOIN = (Path(__file__).resolve().parents[1] / "data" / "golden" / "spark-4.0.5"
+               / "stream_stream_join_hdfs" / "checkpoint")
+
+
+def test_join_rows_no_key_counts_are_another_versions(tmp_path):
+    """Spark never leaves a row at an index its key does not count: a ``keyToNumValues``
+    delta from an older version leaves rows uncounted — the restart runs (it never reads
+    them) on another version's counts. The rollback goes before the first version whose
+    stores disagree."""
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(GOLDEN_JOIN, ckpt)
+    assert not diagnose(open_checkpoint(str(ckpt))).problems
+    side = ckpt / "state" / "0" / "0"
+    for store in ("left-keyToNumValues", "left-keyWithIndexToValue"):
+        for snapshot in (side / store).glob("*3.snapshot*"):
+            snapshot.unlink()  # the restart loads version 3 from its deltas
+    counts = side / "left-keyToNumValues"
+    shutil.copyfile(counts / "1.delta", counts / "3.delta")
+    shutil.copyfile(counts / ".1.delta.crc", counts / ".3.delta.crc")
+    found = diagnose(open_checkpoint(str(ckpt)))
+    assert found.restarts, found.headline
+    problem = next(p for p in found.problems if p.code == "join-rows-uncounted")
+    assert problem.outcome == DIFFERS and "left side" in problem.what
+    assert problem.batch == 1  # version 2 agrees: keep batch 1 (it loads version 2)

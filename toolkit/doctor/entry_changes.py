@@ -74,17 +74,22 @@ def commit_outcome(original: bytes | None, now: bytes) -> tuple[str | None, str 
                      "emitted early, rows dropped as late")
 
 
-def source_entry_outcome(original: bytes | None, now: bytes) -> tuple[str | None, str | None]:
-    """``(outcome, affects)`` of a file source log entry changed."""
+def source_entry_outcome(original: bytes | None, now: bytes
+                         ) -> tuple[str | None, str | None, list[int]]:
+    """``(outcome, affects, source batches read again)`` of a file source log entry changed
+    (the batches its lost files were first logged in: how late their rows are decides
+    whether reading them again changes anything, :mod:`.rereads`)."""
     try:
         if original is None:
-            return DIFFERS, None
-        was = {e.path for e in source_log_entry(original)}
+            return DIFFERS, None, []
+        was = {e.path: e.batch_id for e in source_log_entry(original)}
         is_ = {e.path for e in source_log_entry(now)}
     except SparkReadError:
-        return DIFFERS, None
-    if is_ - was and not was - is_:
-        return LOSES, f"{len(is_ - was)} input file(s) taken for read: never read"
-    if was - is_:
-        return REPEATS, f"{len(was - is_)} input file(s) read a second time"
-    return None, None
+        return DIFFERS, None, []
+    gone = sorted({batch for path, batch in was.items() if path not in is_})
+    if is_ - set(was) and not gone:
+        return LOSES, f"{len(is_ - set(was))} input file(s) taken for read: never read", []
+    if gone:
+        count = sum(path not in is_ for path in was)
+        return REPEATS, f"{count} input file(s) read a second time", gone
+    return None, None, []

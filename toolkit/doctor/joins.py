@@ -7,11 +7,19 @@ Each side of a join keeps ``keyToNumValues`` (join key → how many rows it hold
 key (old rows are evicted by a scan). Each store can load cleanly on its own: only replaying
 both at the same version shows it (one store restored from an older copy, or one of its
 files replaced by another version's).
+
+The other way round does not fail: a row at an index its key does not count (or of a key
+not counted at all) is never read — but Spark never leaves one (removing a row moves the
+last one into its place; a key whose count drops to zero loses its rows), so one is a file
+from another version, and the values at the counted indexes are that version's too: the
+restart runs on other state (measured: a ``keyWithIndexToValue`` delta replaced by a newer
+one restarts, loads changed and extra rows, and its sink misses joined rows).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
@@ -23,10 +31,22 @@ from statekit.support.errors import StatekitError
 Chain = Callable[[tuple[int, str, int]], list[StateFile] | None]
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    side: str
+    detail: str
+    """The first key the two stores disagree on, and how."""
+    fails: bool
+    """A counted row is missing (the batch reaching it fails); else rows are not counted
+    (the restart runs on another version's rows)."""
+
+
 def inconsistent_join_keys(ckpt: Checkpoint, op_id: int, partition: int, chain: Chain
-                           ) -> tuple[str, str] | None:
-    """``(side, first inconsistent key)`` of one join partition at the version ``chain``
-    loads, or ``None`` when both sides agree (or cannot be read: other rules say why)."""
+                           ) -> Disagreement | None:
+    """Where the two stores of a side of one join partition disagree at the version
+    ``chain`` loads (a missing row before an uncounted one), or ``None`` when both sides
+    agree (or cannot be read: other rules say why)."""
+    uncounted: Disagreement | None = None
     try:
         schemas = store_schemas(ckpt)
     except StatekitError:
@@ -51,24 +71,38 @@ def inconsistent_join_keys(ckpt: Checkpoint, op_id: int, partition: int, chain: 
         except StatekitError:
             continue
         try:
-            found = _first_missing_row(rows, counts, key_of, count_of, row_key_of)
+            missing, extra = _disagreements(rows, counts, key_of, count_of, row_key_of)
         except StatekitError:  # rows that do not fit the schema: the schema rules name it
             continue
-        if found is not None:
-            return side, found
-    return None
+        if missing is not None:
+            return Disagreement(side, missing, fails=True)
+        if extra is not None and uncounted is None:
+            uncounted = Disagreement(side, extra, fails=False)
+    return uncounted
 
 
-def _first_missing_row(rows: Mapping[bytes, Any], counts: Mapping[bytes, tuple[bytes, Any]],
-                       key_of: Callable[[bytes], Any], count_of: Callable[[bytes], Any],
-                       row_key_of: Callable[[bytes], Any]) -> str | None:
+def _disagreements(rows: Mapping[bytes, Any], counts: Mapping[bytes, tuple[bytes, Any]],
+                   key_of: Callable[[bytes], Any], count_of: Callable[[bytes], Any],
+                   row_key_of: Callable[[bytes], Any]) -> tuple[str | None, str | None]:
+    """``(first missing counted row, first uncounted row)``, each ``None`` when there is
+    none."""
     present = {tuple(row_key_of(key_bytes)) for key_bytes in rows}
+    counted: dict[tuple, int] = {}
+    missing = None
     for key_bytes, (value, _) in counts.items():
         key = tuple(key_of(key_bytes))
         (number, *_) = count_of(value)
         if not isinstance(number, int):
             continue
-        missing = next((i for i in range(number) if (*key, i) not in present), None)
-        if missing is not None:
-            return f"{key!r} counts {number} rows, row {missing} is missing"
-    return None
+        counted[key] = number
+        gap = next((i for i in range(number) if (*key, i) not in present), None)
+        if gap is not None and missing is None:
+            missing = f"{key!r} counts {number} rows, row {gap} is missing"
+    extra = None
+    for row_key in sorted(present, key=repr):
+        key, index = row_key[:-1], row_key[-1]
+        if isinstance(index, int) and index >= counted.get(key, 0):
+            extra = (f"{key!r} has a row at index {index}, but counts "
+                     f"{counted.get(key, 0)} rows")
+            break
+    return missing, extra

@@ -132,8 +132,8 @@ def _no_sink_log(sink: Location, plan: RestartPlan, shown: str) -> list[Problem]
 def sink_log_problems(sink: Location) -> list[Problem]:
     """The entries a reader of the sink reads (the newest compact file and every entry
     after it), read as Spark reads them: one that is gone or does not parse makes every
-    reader fail; a file listed twice is read twice; a listed file that is gone fails the
-    read."""
+    reader fail; a listed file that is gone fails the read; an entry listing another's
+    files hides its own (a file listed twice is read once)."""
     log = posixpath.join(sink.root, "_spark_metadata")
     names = {posixpath.basename(p.rstrip("/")) for p in sink.fs.ls(log, detail=False)}
     batches = sorted(int(n.removesuffix(".compact")) for n in names
@@ -142,6 +142,7 @@ def sink_log_problems(sink: Location) -> list[Problem]:
     start = compacts[-1] if compacts else 0
     found: list[Problem] = []
     seen: dict[str, int] = {}
+    duplicate: tuple[int, str, int, str] | None = None
     for batch in range(start, batches[-1] + 1):
         name = f"{batch}.compact" if batch in compacts else str(batch)
         path = posixpath.join(log, name)
@@ -167,22 +168,57 @@ def sink_log_problems(sink: Location) -> list[Problem]:
                 "every batch's output, for every reader"))
             continue
         for file in paths:
-            if file in seen and batch not in compacts:
-                found.append(Problem(
-                    "file-sink-log-duplicates", WARNING, sink.display(path),
-                    f"entry {batch} of the file sink's log lists {posixpath.basename(file)}, "
-                    f"which entry {seen[file]} lists too (an entry copied over another?)",
-                    "Spark restarts; every reader of the sink reads the file once (Spark's "
-                    "file index keeps one status per path) and none of the files the entry "
-                    "should list", None,
-                    f"roll back to batch {batch - 1} with --file-sink: the batches after it "
-                    "run again and the sink logs them afresh", batch - 1 if batch else None,
-                    outcome=LOSES, affects=f"the output of batch {batch}, for every reader"))
-                break
-            seen[file] = batch
+            if file in seen and batch not in compacts and duplicate is None:
+                duplicate = (batch, file, seen[file], path)
+            seen.setdefault(file, batch)
     if not found:
         found += _listed_files_gone(sink, seen)
+    if duplicate is not None and not found:
+        found += _duplicated_entry(sink, duplicate, seen)
     return found[:1]
+
+
+def _duplicated_entry(sink: Location, duplicate: tuple[int, str, int, str],
+                      listed: dict[str, int]) -> list[Problem]:
+    """An entry that lists a file an earlier entry lists: another entry's content copied
+    over it. Readers keep one status per path, so the file is not read twice; what is lost is
+    the output the entry should list — the data files on disk no entry lists. None: the
+    batch wrote no output (an empty batch's entry lists nothing), and readers read the same
+    rows as before."""
+    batch, file, first, path = duplicate
+    unlisted = _unlisted_output(sink, listed)
+    said = (f"entry {batch} of the file sink's log lists {posixpath.basename(file)}, which "
+            f"entry {first} lists too (an entry copied over another?)")
+    if not unlisted:
+        return [Problem(
+            "file-sink-log-duplicates", INFO, sink.display(path),
+            f"{said}; every output file on disk is listed, so the batch's own entry listed "
+            "none", "Spark restarts; every reader of the sink reads each file once (Spark's "
+            "file index keeps one status per path): the same rows as before", None,
+            "nothing to do", None)]
+    return [Problem(
+        "file-sink-log-duplicates", WARNING, sink.display(path),
+        f"{said}; {len(unlisted)} output file(s) on disk no entry lists, first "
+        f"{posixpath.basename(unlisted[0])}",
+        "Spark restarts; every reader of the sink reads the file once (Spark's file index "
+        "keeps one status per path) and none of the files the entry should list", None,
+        f"roll back to batch {batch - 1} with --file-sink: the batches after it run again "
+        "and the sink logs them afresh", batch - 1 if batch else None,
+        outcome=LOSES, affects=f"the output of batch {batch}, for every reader")]
+
+
+def _unlisted_output(sink: Location, listed: dict[str, int]) -> list[str]:
+    """The sink's data files (not hidden, not under ``_spark_metadata``) no entry lists."""
+    names = {sink.fs._strip_protocol(p) for p in listed}
+    root = sink.fs._strip_protocol(sink.root).rstrip("/")
+    found = []
+    for path in sorted(sink.fs.find(root)):
+        rel = path[len(root):].lstrip("/")
+        if any(part.startswith(("_", ".")) for part in rel.split("/")):
+            continue
+        if path not in names:
+            found.append(path)
+    return found
 
 
 def _listed_files_gone(sink: Location, listed: dict[str, int]) -> list[Problem]:

@@ -241,9 +241,9 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
     named = {p.path for p in found[warned:]}
     for batch, (path, how) in sorted(changed.items()):
         if ckpt.display(path) not in named:
-            outcome, affects = source_entry_outcome(how.original, how.current)
+            outcome, affects, again = source_entry_outcome(how.original, how.current)
             if outcome == REPEATS:
-                outcome = rereads.outcome([batch])
+                outcome = rereads.outcome(again or [batch])
             found.append(log_changed(ckpt, path, how, reads="the input files it lists",
                                      rollback_to=_query_batch_before(plan, batch),
                                      outcome=outcome, affects=affects))

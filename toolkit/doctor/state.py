@@ -16,7 +16,7 @@ brings it back, and the doctor says what is lost instead of printing a command t
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.inventory import StoreInstance
@@ -24,9 +24,11 @@ from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.logs import CONF_SHUFFLE_PARTITIONS
 from statekit.checkpoint.operators import JOIN_STORES, OperatorMetadata
 from statekit.doctor.copies import copy_problems
+from statekit.doctor.late_files import late_file_problems
 from statekit.doctor.lineage import lineage_problems
 from statekit.doctor.plan import RestartPlan, hidden_checksum
 from statekit.doctor.problems import (
+    DIFFERS,
     FATAL,
     INFO,
     LOSES,
@@ -37,6 +39,7 @@ from statekit.doctor.problems import (
     SPARK_RENAME_EXISTS,
     WARNING,
     Problem,
+    rollback_before_version,
 )
 from statekit.doctor.twins import twin_problems
 from statekit.state.verify import DamagedFile, Progress, Verification, verify_restart_path
@@ -180,32 +183,67 @@ def state_problems(ckpt: Checkpoint, check: StateCheck, *, decode: bool,
             found += twin_problems(ckpt, chains)
             found += copy_problems(ckpt, chains)
             found += lineage_problems(ckpt, chains)
+            found += late_file_problems(ckpt, chains, {p.path for p in found})
     found += _extra_partitions(ckpt, check)
     return found, verification
 
 
 def join_problems(ckpt: Checkpoint, check: StateCheck, version: int) -> list[Problem]:
-    """Joins whose two stores of a side disagree at ``version`` (:mod:`.joins`)."""
-    from statekit.doctor.joins import inconsistent_join_keys
+    """Joins whose two stores of a side disagree at ``version`` (:mod:`.joins`): a counted
+    row missing fails the restart; rows not counted restart on another version's rows. The
+    fix rolls back before the first version they disagree at."""
+    from statekit.doctor.joins import Disagreement, inconsistent_join_keys
 
     found: list[Problem] = []
     for op_id in check.join_operators():
         for partition in range(check.partitions or 0):
-            bad = inconsistent_join_keys(ckpt, op_id, partition,
-                                         lambda key: check.files_at(key, version))
+            def at(v: int, p: int = partition, op: int = op_id) -> Disagreement | None:
+                return inconsistent_join_keys(ckpt, op, p, lambda key: check.files_at(key, v))
+
+            bad = at(version)
             if bad is None:
                 continue
-            side, detail = bad
-            found.append(Problem(
-                "join-inconsistent", FATAL,
-                ckpt.display(ckpt.location.path("state", str(op_id), str(partition))),
-                f"operator {op_id} (stream-stream join) partition {partition}: the {side} "
-                f"side's two stores disagree at version {version}: {detail} (one store "
-                "restored from another version?)",
-                "the first batch that reaches the key fails (with a watermark, every batch "
-                "scans every key)", "STREAM_STREAM_JOIN_INCONSISTENT_STATE",
-                "roll back to the newest batch whose join state agrees", None))
+            first = _first_disagreeing(version, at)
+            remedy, batch = rollback_before_version(
+                first, f"version {first}, the first whose join stores disagree") \
+                if first is not None else ("compare with a backup of the checkpoint", None)
+            shown = ckpt.display(ckpt.location.path("state", str(op_id), str(partition)))
+            said = (f"operator {op_id} (stream-stream join) partition {partition}: the "
+                    f"{bad.side} side's two stores disagree at version {version}: "
+                    f"{bad.detail} (one store restored from another version?)")
+            if bad.fails:
+                found.append(Problem(
+                    "join-inconsistent", FATAL, shown, said,
+                    "the first batch that reaches the key fails (with a watermark, every "
+                    "batch scans every key)", "STREAM_STREAM_JOIN_INCONSISTENT_STATE",
+                    remedy, batch))
+            else:
+                found.append(Problem(
+                    "join-rows-uncounted", WARNING, shown,
+                    f"{said}: Spark never leaves a row its key does not count, so a file of "
+                    "one store holds another version's rows",
+                    "Spark restarts (it never reads an uncounted row) on the rows of another "
+                    "version at the counted indexes: joined output lost or changed, silently",
+                    None, remedy, batch, outcome=DIFFERS,
+                    affects=f"operator {op_id} partition {partition} (1 of "
+                            f"{check.partitions} partitions) of the join's {bad.side} side"))
     return found
+
+
+JOIN_WALK_BACK = 20
+"""How many versions back the join rule looks for the first one whose stores disagree."""
+
+
+def _first_disagreeing(version: int, disagree_at: Callable[[int], object | None]
+                       ) -> int | None:
+    """The oldest version of ``version``'s unbroken run back of disagreeing versions
+    (``None``: still disagreeing :data:`JOIN_WALK_BACK` versions back, or at version 1)."""
+    first = version
+    while first > 1 and version - first < JOIN_WALK_BACK:
+        if disagree_at(first - 1) is None:
+            return first
+        first -= 1
+    return None
 
 
 def _state_folder_missing(ckpt: Checkpoint, plan: RestartPlan) -> list[Problem]:
