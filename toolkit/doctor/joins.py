@@ -87,7 +87,7 @@ def _disagreements(rows: Mapping[bytes, Any], counts: Mapping[bytes, tuple[bytes
     """``(first missing counted row, first uncounted row)``, each ``None`` when there is
     none."""
     present = {tuple(row_key_of(key_bytes)) for key_bytes in rows}
-    counted: dict[tuple, int] = {}
+    counted: dict[tuple[Any, ...], int] = {}
     missing = None
     for key_bytes, (value, _) in counts.items():
         key = tuple(key_of(key_bytes))

@@ -62,8 +62,8 @@ def late_file_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]],
         for file in files:
             modified = times.get(file.name)
             if modified is not None:
-                late = modified > commits[str((file.version or 0) - 1)] + SLACK_SECONDS
-                judged.append((file, late))
+                judged.append((file, modified > commits[str((file.version or 0) - 1)]
+                               + SLACK_SECONDS))
     late = [f for f, is_late in judged if is_late]
     in_order = len(judged) - len(late)
     if not late or in_order < MIN_IN_ORDER or len(late) > MAX_SHARE_LATE * len(judged):
