@@ -63,7 +63,23 @@ def run_query(spark, kind, checkpoint: Path, sink: Path, input_dir: Path,
               timeout_s: float = RESTART_TIMEOUT_S, progress_log: Path | None = None
               ) -> Outcome:
     """Run ``kind``'s query on ``checkpoint`` to the end of ``input_dir`` into its sink at
-    ``sink`` (its progress reports, as JSON lines, into ``progress_log`` when given)."""
+    ``sink`` (its progress reports, as JSON lines, into ``progress_log`` when given).
+
+    An ``availableNow`` run stops at its first batch without new data: a restart whose
+    first planning re-logs files a lost source entry had (the entry id the query already
+    ran) stops there and leaves the newer files to the next run, which a query that keeps
+    running reaches on its next trigger. A run that ran no batch is therefore run once
+    more, and the two count as one restart."""
+    first = _run_once(spark, kind, checkpoint, sink, input_dir, timeout_s, progress_log)
+    if first.error is not None or first.batch_ids:
+        return first
+    again = _run_once(spark, kind, checkpoint, sink, input_dir, timeout_s, progress_log)
+    return Outcome(again.error, first.seconds + again.seconds,
+                   first.batches + again.batches, again.batch_ids)
+
+
+def _run_once(spark, kind, checkpoint: Path, sink: Path, input_dir: Path, timeout_s: float,
+              progress_log: Path | None) -> Outcome:
     from statekit.jobs.state_reader import session_confs
     from tests.oracle.kinds import stream
 
@@ -200,10 +216,30 @@ def end_state(spark, checkpoint: Path, layout: Path | None = None, batch: int | 
                         frame = frame.select(F.to_json(F.struct(key.alias("key"))),
                                              F.to_json(F.struct("value")))
                     for key_json, value_json in frame.collect():
-                        rows[(op_id, store, key_json, value_json)] += 1
+                        rows[(op_id, store, _unnamed(key_json), _unnamed(value_json))] += 1
     finally:
         unload_state_stores(spark)
     return rows
+
+
+def _unnamed(text: str | None) -> str | None:
+    """A row as JSON with its field names left out (values in field order): the reader
+    names fields after the checkpoint's schema file, which the query does not read its
+    state by — a name that rotted there is not other state."""
+    if text is None:
+        return None
+
+    def values(node: object) -> object:
+        if isinstance(node, dict):
+            return [values(v) for v in node.values()]
+        if isinstance(node, list):
+            return [values(v) for v in node]
+        return node
+
+    try:
+        return json.dumps(values(json.loads(text)), separators=(",", ":"))
+    except ValueError:
+        return text
 
 
 def newest_commit(checkpoint: Path) -> int | None:

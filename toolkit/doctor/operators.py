@@ -42,6 +42,8 @@ def _spark_names(ckpt: Checkpoint) -> list[Problem]:
             value = jackson_value("\n".join(lines[1:])) if len(lines) > 1 else None
         except (StatekitError, SparkReadError):
             continue
+        if not _extractable_v1(value):
+            continue  # json4s fails on it: Spark skips the file (and the id check)
         info = value.get("operatorInfo") if isinstance(value, dict) else None
         name = info.get("operatorName") if isinstance(info, dict) else None
         if isinstance(info, dict):
@@ -59,6 +61,28 @@ def _spark_names(ckpt: Checkpoint) -> list[Problem]:
                 "checkpoint, delete this file — Spark writes it again on restart",
                 rollback_fixes=False, lost="nothing once the file is rewritten"))
     return found + _ids_that_miss_an_operator(ckpt, named)
+
+
+def _extractable_v1(value: object) -> bool:
+    """Whether json4s extracts ``OperatorStateMetadataV1`` from ``value``: an
+    ``operatorInfo`` with a numeric ``operatorId`` and a string ``operatorName``, and a
+    ``stateStoreInfo`` list of stores with a string ``storeName`` and numeric
+    ``numColsPrefixKey`` and ``numPartitions`` (a key whose name rotted is a missing value:
+    ``MappingException``)."""
+    if not isinstance(value, dict):
+        return False
+    info, stores = value.get("operatorInfo"), value.get("stateStoreInfo")
+    if not isinstance(info, dict) or not isinstance(stores, list):
+        return False
+    if not _number(info.get("operatorId")) or not isinstance(info.get("operatorName"), str):
+        return False
+    return all(isinstance(store, dict) and isinstance(store.get("storeName"), str)
+               and _number(store.get("numColsPrefixKey"))
+               and _number(store.get("numPartitions")) for store in stores)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _ids_that_miss_an_operator(ckpt: Checkpoint, named: dict[str, object]) -> list[Problem]:

@@ -331,11 +331,13 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
     known = {p for p in local.values() if p is not None}
     folders = {os.path.dirname(p) for p in known}
     unlisted = []
+    present: set[str] = set()
     for folder in sorted(folders)[:100]:
         try:
             names = os.listdir(folder)
         except OSError:
             continue
+        present.update(os.path.join(folder, name) for name in names)
         for name in names:
             path = os.path.join(folder, name)
             if name.startswith((".", "_")) or path in known or not os.path.isfile(path):
@@ -349,8 +351,14 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
         emptied = [b for b in range(min(read), max(read) + 1) if b not in read]
         stamps = [os.stat(p).st_mtime * 1000 for p in unlisted]
         after = [e for _b, e in listed.values() if e.timestamp >= max(stamps)]
-        batches = emptied or ([min(after, key=lambda e: e.timestamp).batch_id]
-                              if after else None)
+        # an entry whose path changed (bit rot) lists a file that is not there with the
+        # time of the one that is: that entry's batch read it
+        renamed = sorted({e.batch_id for path, (_b, e) in listed.items()
+                          if os.path.dirname(local[path] or "") in folders
+                          and local[path] not in present
+                          and any(abs(e.timestamp - stamp) < 1000 for stamp in stamps)})
+        batches = renamed or emptied or ([min(after, key=lambda e: e.timestamp).batch_id]
+                                         if after else None)
         outcome = rereads.outcome(batches) if rereads is not None else REPEATS
         found.append(Problem(
             "source-log-mismatch", WARNING, ckpt.display(log.folder),

@@ -22,8 +22,14 @@ from functools import partial
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
-from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
+from statekit.checkpoint.state_data import file_records, replay_files
+from statekit.doctor.problems import (
+    DIFFERS,
+    INFO,
+    WARNING,
+    Problem,
+    rollback_before_version,
+)
 from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
@@ -46,9 +52,40 @@ def twin_problems(ckpt: Checkpoint, chains: list[list[StateFile]]) -> list[Probl
             continue
         difference = remembered(ckpt, "snapshot-delta-twins", [base, twin],
                                 partial(_difference, ckpt, base, twin))
-        if difference is not None:
+        if difference is None:
+            continue
+        older = next(instance.older_chains(chain[-1].version or 0, base.version), None) \
+            if instance is not None else None
+        if older is not None and remembered(
+                ckpt, "snapshot-masked", [*chain, *older[1]],
+                partial(_same_state, ckpt, chain, older[1])):
+            found.append(_masked(ckpt, base, twin, difference))
+        else:
             found.append(_problem(ckpt, base, twin, difference))
     return found
+
+
+def _same_state(ckpt: Checkpoint, chain: list[StateFile], other: list[StateFile]) -> bool:
+    """Whether the restart's chain and one that does without its snapshot load the same
+    keys and values (the deltas after the snapshot rewrite every key it got wrong)."""
+    try:
+        mine, theirs = replay_files(ckpt, chain), replay_files(ckpt, other)
+    except StatekitError:
+        return False
+    return mine.keys() == theirs.keys() and all(
+        value == theirs[key][0] for key, (value, _) in mine.items())
+
+
+def _masked(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile, difference: str
+            ) -> Problem:
+    return Problem(
+        "state-files-disagree", INFO, ckpt.display(snapshot.path),
+        f"{difference} ({ckpt.display(delta.path)}): one of the two is not what Spark wrote "
+        "(a file copied over another?); the deltas after the snapshot rewrite every key the "
+        "two disagree on",
+        "Spark restarts on the snapshot and loads the same keys and values as from an older "
+        "snapshot and every delta: the restart is not changed by it", None,
+        "replace the snapshot from a backup before the deltas after it are cleaned up", None)
 
 
 def _difference(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile) -> str | None:
