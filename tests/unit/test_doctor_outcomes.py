@@ -469,3 +469,46 @@ def test_join_rows_no_key_counts_are_another_versions(tmp_path):
     problem = next(p for p in found.problems if p.code == "join-rows-uncounted")
     assert problem.outcome == DIFFERS and "left side" in problem.what
     assert problem.batch == 1  # version 2 agrees: keep batch 1 (it loads version 2)
+
+
+def _input_timed(ckpt: Path, landing: Path, stamp) -> Path:  # type: ignore[no-untyped-def]
+    """Local input for ``ckpt``'s file source, each file (and its entry's record) modified at
+    ``stamp(source batch)``; returns the newest entry."""
+    _local_input(ckpt, landing)
+    entries = [p for p in (ckpt / "sources" / "0").iterdir()
+               if p.name.removesuffix(".compact").isdigit()]
+    for entry in entries:
+        version, *lines = entry.read_text().split("\n")
+        records = [json.loads(line) for line in lines if line]
+        for record in records:
+            when = stamp(record["batchId"])
+            record["timestamp"] = int(when * 1000)
+            path = Path(record["path"].removeprefix("file://"))
+            os.utime(path, (when, when))
+        entry.write_text("\n".join([version, *map(json.dumps, records)]))
+    return max(entries, key=lambda p: int(p.name.removesuffix(".compact")))
+
+
+@pytest.mark.parametrize("held_back", [True, False])
+def test_a_lost_newest_source_entry_is_logged_again_and_not_read(demo, tmp_path, held_back):
+    """The restart logs the unlisted files in the lost newest entry's place and reads none:
+    its own files were read once (the same outcome) — unless it takes more than it had: with
+    no sign of maxFilesPerTrigger (every file logged as soon as it came), a file that came
+    after the lost entry is logged with its files and never read."""
+    start = _in_spark_order(demo) - 100_000
+    # held back: every file there from the start, the query took one per batch
+    newest = _input_timed(demo, tmp_path / "landing",
+                          (lambda b: start - 50) if held_back else
+                          (lambda b: start + 10 * (b - 1) + 4))
+    newest.unlink()
+    (newest.parent / f".{newest.name}.crc").unlink(missing_ok=True)
+    later = tmp_path / "landing" / "arrived-later.json"
+    later.write_text("{}\n")
+    os.utime(later, (start + 100_000, start + 100_000))  # after every batch
+    found = diagnose(open_checkpoint(str(demo)))
+    problem = next(p for p in found.problems if p.code == "source-log-behind")
+    assert found.restarts, found.headline
+    if held_back:
+        assert problem.outcome is None and found.outcome == SAME, found.headline
+    else:
+        assert problem.outcome == LOSES and "1 input file(s)" in problem.affects

@@ -41,6 +41,7 @@ from statekit.doctor.problems import (
     Problem,
 )
 from statekit.doctor.query_files import QueryFiles
+from statekit.doctor.relogged import relogged_outcome
 from statekit.doctor.rereads import Rereads, file_source_positions
 from statekit.doctor.state import operator_names
 from statekit.support.errors import StatekitError
@@ -225,17 +226,7 @@ def _log_problems(ckpt: Checkpoint, plan: RestartPlan, log: SourceLog, end: int,
             rollback_fixes=newest >= 0,
             lost="" if newest >= 0 else "the record of which input files were read"))
     elif newest == end - 1:
-        found.append(Problem(
-            "source-log-behind", WARNING, shown_folder,
-            f"the file source's log ends at entry {newest}, but the offsets log says the "
-            f"query read up to entry {end}: entry {end} is lost",
-            f"Spark restarts; the files of entry {end} look new to the file source and are "
-            "logged again, and the query's input after the restart no longer matches its "
-            "first run (files read twice or skipped)", None,
-            "roll back to the newest batch that read no further than the entries left: the "
-            "query reads the lost entry's files again, once", _batch_reading_up_to(
-                ckpt, log, newest), outcome=rereads.outcome([end]),
-            affects=f"the input files of entry {end} are read a second time"))
+        found.append(_newest_entry_lost(ckpt, log, parsed, end))
     warned = len(found)
     found += _entry_content_warnings(ckpt, log, parsed, rereads)
     named = {p.path for p in found[warned:]}
@@ -383,6 +374,28 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
                 affects=f"the rows of {os.path.basename(local[path] or path)}"))
             break
     return found
+
+
+def _newest_entry_lost(ckpt: Checkpoint, log: SourceLog,
+                       parsed: dict[int, list[SourceFileEntry]], end: int) -> Problem:
+    """The newest entry, which the query ran, is gone: the restart logs the files no entry
+    lists in its place and reads none of them (:mod:`.relogged`)."""
+    local = {e.path: _local(e.path) for entries in parsed.values() for e in entries}
+    index = int(log.index) if log.index.isdigit() else -1
+    outcome, affects, known = relogged_outcome(ckpt, index, parsed, end, local)
+    return Problem(
+        "source-log-behind", WARNING, ckpt.display(log.folder),
+        f"the file source's log ends at entry {end - 1}, but the offsets log says the "
+        f"query read up to entry {end}: entry {end} is lost",
+        f"Spark restarts; its first planning logs the files no entry lists (oldest first, up "
+        f"to maxFilesPerTrigger) as entry {end} again, and no batch reads them: the lost "
+        "entry's files were read once; "
+        + ("files it takes beyond them are never read" if outcome == LOSES else
+           "it takes the same files" if known else
+           "whether it takes more than the lost entry had is not known (input not local)"),
+        None, "roll back to the newest batch that read no further than the entries left: "
+        "the query plans the lost entry's files again, once", _batch_reading_up_to(
+            ckpt, log, end - 1), outcome=outcome, affects=affects)
 
 
 def _local(path: str) -> str | None:
