@@ -512,3 +512,18 @@ def test_a_lost_newest_source_entry_is_logged_again_and_not_read(demo, tmp_path,
         assert problem.outcome is None and found.outcome == SAME, found.headline
     else:
         assert problem.outcome == LOSES and "1 input file(s)" in problem.affects
+
+
+def test_a_later_watermark_still_behind_the_newest_event_changes_no_input_in_order():
+    """A watermark moved later drops input rows between the two as late: behind the newest
+    event time the query saw, in-order input is not among them (windows closed early are
+    what the healthy restart emits too); past it, or with timers that fire early, the
+    restart's output differs."""
+    from statekit.doctor.entry_changes import commit_outcome
+
+    was, moved = b'v1\n{"nextBatchWatermarkMs":1000}', b'v1\n{"nextBatchWatermarkMs":1004}'
+    assert commit_outcome(was, moved, newest_event_ms=5000)[0] is None
+    assert commit_outcome(was, moved, newest_event_ms=1002)[0] == DIFFERS
+    assert commit_outcome(was, moved, newest_event_ms=5000, timers=True)[0] == DIFFERS
+    assert commit_outcome(was, moved)[0] == DIFFERS  # no progress report: not known
+    assert commit_outcome(moved, was, newest_event_ms=None)[0] is None  # moved back

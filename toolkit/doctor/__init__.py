@@ -100,7 +100,7 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
     problems += metadata_problems(ckpt)
     if file_sink is not None:
         sink = "file"
-    problems += ledger_problems(ckpt, files, sink)
+    problems += ledger_problems(ckpt, files, sink, progress_records)
     problems += stale_checksum_problems(ckpt, plan)
     problems += source_problems(ckpt, plan, files, progress_records)
     unverified: list[str] = []

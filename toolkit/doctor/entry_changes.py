@@ -29,6 +29,12 @@ from statekit.checkpoint.spark_reads import (
     source_log_entry,
 )
 from statekit.doctor.problems import DIFFERS, LOSES, REPEATS
+from statekit.state.timeouts import TIMEOUT_OPERATORS
+
+TIMER_OPERATORS = frozenset({*TIMEOUT_OPERATORS, "transformWithStateExec",
+                             "transformWithStateInPandasExec",
+                             "transformWithStateInPySparkExec"})
+"""Operators whose timers (event-time timeouts) fire when the watermark passes them."""
 
 
 def offsets_outcome(original: bytes | None, now: bytes, *, rerun: bool
@@ -59,8 +65,15 @@ def offsets_outcome(original: bytes | None, now: bytes, *, rerun: bool
     return None, None
 
 
-def commit_outcome(original: bytes | None, now: bytes) -> tuple[str | None, str | None]:
-    """``(outcome, affects)`` of ``commits/L`` changed."""
+def commit_outcome(original: bytes | None, now: bytes, *, newest_event_ms: int | None = None,
+                   timers: bool = False) -> tuple[str | None, str | None]:
+    """``(outcome, affects)`` of ``commits/L`` changed. A later watermark drops input rows
+    with event times between the two as late (windows closed, keys evicted early are what
+    the healthy restart emits too once its input moves the watermark past them): when it is
+    still behind the newest event time batch L saw (``newest_event_ms``, its progress
+    report), only rows arriving out of order that far behind are — input in order is not.
+    Operators with timers (``timers``: GroupsWithState, transformWithState) fire every
+    timer behind it early: other output."""
     try:
         if original is None:
             return DIFFERS, None
@@ -69,6 +82,8 @@ def commit_outcome(original: bytes | None, now: bytes) -> tuple[str | None, str 
     except SparkReadError:
         return DIFFERS, None
     if not isinstance(was, int) or not isinstance(is_, int) or is_ <= was:
+        return None, None
+    if not timers and newest_event_ms is not None and is_ <= newest_event_ms:
         return None, None
     return DIFFERS, (f"the next batch runs with a watermark {is_ - was} ms later: windows "
                      "emitted early, rows dropped as late")

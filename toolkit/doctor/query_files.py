@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.checkpoint.progress_log import BatchRecord
 from statekit.checkpoint.spark_reads import (
     SparkOffsets,
     SparkReadError,
@@ -21,7 +22,7 @@ from statekit.checkpoint.spark_reads import (
     query_id,
 )
 from statekit.doctor.changed_files import Change, changed_since_written, log_changed
-from statekit.doctor.entry_changes import commit_outcome, offsets_outcome
+from statekit.doctor.entry_changes import TIMER_OPERATORS, commit_outcome, offsets_outcome
 from statekit.doctor.outcomes import rerun_outcome
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
@@ -31,6 +32,7 @@ from statekit.doctor.problems import (
     WARNING,
     Problem,
 )
+from statekit.doctor.state import operator_names
 from statekit.support.errors import StatekitError
 
 LEGACY_DEFAULTS = {
@@ -170,11 +172,12 @@ def metadata_problems(ckpt: Checkpoint) -> list[Problem]:
     return []
 
 
-def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None
-                    ) -> list[Problem]:
+def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None,
+                    records: Mapping[int, BatchRecord] | None = None) -> list[Problem]:
     """The newest offsets and commit entries, the one before the newest offsets, the logs'
     folders and how they fit together. ``sink``: the query's sink kind, when known (what a
-    batch run again does to the output: :mod:`statekit.doctor.outcomes`)."""
+    batch run again does to the output: :mod:`statekit.doctor.outcomes`); ``records``: the
+    query's progress reports (how late a changed watermark is)."""
     plan = files.plan
     found: list[Problem] = []
     last, committed = plan.last_planned, plan.last_committed
@@ -240,7 +243,7 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None
             f"Spark runs batch {last} again on state version {last} (it warns that the "
             f"logs are inconsistent; {sink_does}); the batches in between are not run "
             "again", None, outcome=outcome, affects=affects))
-    found += _changed_entries(files)
+    found += _changed_entries(files, records or {})
     found += _offsets_source_problems(files)
     found += _unfinished_repartition(ckpt, files)
     if plan.batch == last and committed == last - 1 and _format_v2(ckpt) and \
@@ -264,7 +267,7 @@ def ledger_problems(ckpt: Checkpoint, files: QueryFiles, sink: str | None = None
     return found
 
 
-def _changed_entries(files: QueryFiles) -> list[Problem]:
+def _changed_entries(files: QueryFiles, records: Mapping[int, BatchRecord]) -> list[Problem]:
     """Entries the restart reads that parse but differ from their checksum files."""
     found = []
     for (folder, batch), how in sorted(files.changed.items()):
@@ -282,7 +285,12 @@ def _changed_entries(files: QueryFiles) -> list[Problem]:
             if batch != plan.last_planned and plan.last_committed == plan.last_planned:
                 outcome, affects = None, None  # read only to prepare the sources
         else:
-            outcome, affects = commit_outcome(how.original, how.current)
+            seen = [r.event_max_ms for b, r in records.items()
+                    if b <= batch and r.event_max_ms is not None]
+            outcome, affects = commit_outcome(
+                how.original, how.current, newest_event_ms=max(seen, default=None),
+                timers=bool(set(operator_names(files.ckpt).values()) & TIMER_OPERATORS)
+                if files.ckpt.has_state else False)
         found.append(log_changed(files.ckpt, files.ckpt.location.path(folder, str(batch)),
                                  how, reads=reads, rollback_to=batch - 1 if batch else None,
                                  outcome=outcome, affects=affects))
