@@ -121,15 +121,17 @@ def rejudge(args: argparse.Namespace) -> list[dict]:
 
     recorded = {r["id"]: Verdict.from_dict(r) for r in
                 (json.loads(line) for line in Path(args.rejudge).read_text().splitlines())}
+    # --kinds: the recording run's order (each kind's "other query" is the next one's)
     kinds = args.kinds.split(",") if args.kinds else sorted({v.kind for v in recorded.values()})
     spark = _session()
-    campaigns = {name: KindCampaign(spark, name, Path(args.work) / name, reuse=True)
-                 for name in kinds}
     results = []
     with Path(args.out).open("w") as sink:
-        for index, (name, campaign) in enumerate(campaigns.items()):
-            other = campaigns[kinds[(index + 1) % len(kinds)]].pristine / "checkpoint" \
-                if len(kinds) > 1 else None
+        for index, name in enumerate(kinds):
+            if not any(v.kind == name for v in recorded.values()):
+                continue
+            campaign = KindCampaign(spark, name, Path(args.work) / name, reuse=True)
+            other = Path(args.work) / kinds[(index + 1) % len(kinds)] / "pristine" / \
+                "checkpoint" if len(kinds) > 1 else None
             faults = {f.id: f for f in campaign.faults(other, restart_first=False)}
             wanted = [v for v in recorded.values() if v.kind == name]
             missing = [v.id for v in wanted if v.id not in faults]

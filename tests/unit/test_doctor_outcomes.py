@@ -527,3 +527,36 @@ def test_a_later_watermark_still_behind_the_newest_event_changes_no_input_in_ord
     assert commit_outcome(was, moved, newest_event_ms=5000, timers=True)[0] == DIFFERS
     assert commit_outcome(was, moved)[0] == DIFFERS  # no progress report: not known
     assert commit_outcome(moved, was, newest_event_ms=None)[0] is None  # moved back
+
+
+@pytest.mark.parametrize("changed_nothing", [True, False])
+def test_a_copy_of_the_previous_version_where_the_batch_changed_nothing(demo,
+                                                                        changed_nothing):
+    """A delta copied over by its partition's previous version replays that version's
+    changes on the state they made: the restart loads the previous state. When the query's
+    report says the batch changed nothing in that partition (the other partitions' deltas
+    alone add up to it), that is the state Spark's own delta made: the same."""
+    import dataclasses
+
+    from statekit.doctor.count_witness import _count
+
+    ckpt = open_checkpoint(str(demo))
+    restart = max(int(p.name) for p in (demo / "commits").iterdir() if p.name.isdigit()) + 1
+    others = [_count(ckpt, f) for f in ckpt.inventory.all_files()
+              if f.kind == "delta" and f.version == restart and f.partition != 0]
+    records = dict(_records(DEMO.parent / "progress.jsonl"))
+    if changed_nothing:  # the report of a batch that changed nothing in partition 0
+        record = records[restart - 1]
+        name = record.operators[0][0]
+        updated, removed = (sum(c[0] for c in others if c), sum(c[1] for c in others if c))
+        records[restart - 1] = dataclasses.replace(
+            record, operators=((name, updated, removed), *record.operators[1:]))
+    folder = demo / "state" / "0" / "0"
+    shutil.copyfile(folder / f"{restart - 1}.delta", folder / f"{restart}.delta")
+    shutil.copyfile(folder / f".{restart - 1}.delta.crc", folder / f".{restart}.delta.crc")
+    found = diagnose(open_checkpoint(str(demo)), progress_records=records, fix=False)
+    copied = next(p for p in found.problems if p.code == "state-file-copied")
+    if changed_nothing:
+        assert copied.severity == "info" and found.outcome == SAME, found.problems
+    else:
+        assert copied.outcome == DIFFERS and found.outcome == DIFFERS, found.problems

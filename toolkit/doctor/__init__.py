@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.doctor.confs import conf_problems, partitions_before_edit
-from statekit.doctor.count_witness import count_problems, zip_problems
+from statekit.doctor.count_witness import count_problems, harmless_repeats, zip_problems
 from statekit.doctor.fix import find_fix
 from statekit.doctor.operators import (
     operator_metadata_problems,
@@ -114,7 +115,9 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
                                          runner=runner)
     problems += found
     if decode and progress_records and verification is not None and not verification.fatal:
-        problems += count_problems(ckpt, check, progress_records)
+        harmless = harmless_repeats(ckpt, check, progress_records)
+        problems = [_harmless(p, harmless) for p in problems]
+        problems += count_problems(ckpt, check, progress_records, explained=harmless)
         problems += zip_problems(ckpt, check, progress_records)
     problems += conf_problems(ckpt, files, check)
     problems += stale_metadata_checksums(ckpt)
@@ -167,3 +170,13 @@ def _deduplicated(problems: list[Problem]) -> list[Problem]:
             seen.add(key)
             out.append(problem)
     return out
+
+
+def _harmless(problem: Problem, harmless: dict[str, str]) -> Problem:
+    """A copy the query's own report shows changes nothing, as information."""
+    why = harmless.get(problem.path)
+    if why is None or problem.code not in ("state-file-copied", "state-file-late"):
+        return problem
+    return replace(problem, severity=INFO, what=f"{problem.what}; {why}",
+                   spark="Spark loads it and restarts on the same state", remedy="", batch=None,
+                   outcome=None, affects="")
