@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     campaigns = {}
     for name in kinds:
         started = time.perf_counter()
-        campaigns[name] = KindCampaign(spark, name, work / name)
+        campaigns[name] = KindCampaign(spark, name, work / name, reuse=args.reuse)
         print(f"{name}: checkpoint written in {time.perf_counter() - started:.1f} s",
               flush=True)
     results = list(done.values())
@@ -335,6 +335,9 @@ def main() -> None:
     parser.add_argument("--out", default="doctor-campaign.jsonl")
     parser.add_argument("--work", default="/tmp/statekit-doctor-campaign")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="judge on the pristine checkpoints an earlier run left in --work "
+                             "(the faults it recorded) instead of writing new ones")
     parser.add_argument("--redo-from", default="", metavar="RESULTS",
                         help="judge again the faults that went wrong in RESULTS (a results "
                              "file of an earlier run); --out gets all of them")

@@ -348,6 +348,7 @@ class KindCampaign:
         self.spark = spark
         self.kind = KINDS[kind] if isinstance(kind, str) else kind
         self.base = base
+        self.reused = reuse
         self.work = base / "work"
         self.pristine = base / "pristine"
         if self.work.exists():  # left by an interrupted run
@@ -393,9 +394,10 @@ class KindCampaign:
                                           f"{outcome.error_line}"
             self._healthy = end_state(self.spark, self.checkpoint, self.pristine / "checkpoint")
             self._healthy_sink = sink_rows(self.spark, self.kind, self.sink, self.input_dir)
-            if self.next_run.exists():
-                shutil.rmtree(self.next_run)
-            shutil.copytree(self.checkpoint, self.next_run, symlinks=True)
+            if not (self.reused and self.next_run.exists()):  # the recorded faults' donor
+                if self.next_run.exists():
+                    shutil.rmtree(self.next_run)
+                shutil.copytree(self.checkpoint, self.next_run, symlinks=True)
         return self._healthy
 
     @property
