@@ -26,7 +26,12 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.doctor.confs import conf_problems, partitions_before_edit
-from statekit.doctor.count_witness import count_problems, harmless_repeats, zip_problems
+from statekit.doctor.count_witness import (
+    COUNTED_OPERATORS,
+    count_problems,
+    harmless_repeats,
+    zip_problems,
+)
 from statekit.doctor.fix import find_fix
 from statekit.doctor.operators import (
     operator_metadata_problems,
@@ -151,7 +156,11 @@ def diagnose(ckpt: Checkpoint, *, file_sink: Location | None = None, decode: boo
         bytes_read=bytes_read, elapsed_s=round(now() - started, 3),
         notes=tuple(remedy.notes) if remedy else (), decoded=decode,
         fix_searched=fix,
-        unverified=(*unverified, *unverified_parts(problems, decode=decode, sink=sink)),
+        unverified=(*unverified, *unverified_parts(
+            problems, decode=decode, sink=sink, progress=bool(progress_records),
+            uncounted=[f"operator {op} ({name})" for op, name in sorted(check.names.items())
+                       if name not in COUNTED_OPERATORS],
+            file_sink_given=file_sink is not None or sink != "file")),
         sink=sink, verification=verification)
 
 

@@ -35,14 +35,28 @@ def rerun_outcome(sink: str | None, batches: str) -> tuple[str | None, str, str]
     return REPEATS, f"{batches} reaches the sink again", who
 
 
-def unverified_parts(problems: Sequence[Problem], *, decode: bool, sink: str | None
-                     ) -> tuple[str, ...]:
-    """What the doctor could not check about the restart's outcome, each with why."""
+def unverified_parts(problems: Sequence[Problem], *, decode: bool, sink: str | None,
+                     progress: bool = True, uncounted: Sequence[str] = (),
+                     file_sink_given: bool = True) -> tuple[str, ...]:
+    """What the doctor could not check about the restart's outcome, each with why.
+    ``progress``: the query's progress log was given; ``uncounted``: the stateful operators
+    whose change files no row count witnesses (``"operator 0 (symmetricHashJoin)"``);
+    ``file_sink_given``: the file sink (when the query has one) was given."""
     if any(p.severity == FATAL for p in problems):
         return ()
     parts = []
     if not decode:
         parts.append("the state files' content (listed, not decoded: --no-decode)")
+    elif not progress:
+        parts.append("the state's change files and zips against the query's row counts, and "
+                     "the offsets log against its reports (no --progress-log)")
+    elif uncounted:
+        parts.append(f"the change files of {', '.join(uncounted)} against the query's row "
+                     "counts (it counts rows its own way; copies of retained versions, "
+                     "files written after their commit and a join's paired stores are "
+                     "checked)")
+    if not file_sink_given:
+        parts.append("the file sink's log (the query writes a file sink: give --file-sink)")
     if sink is None and any(p.outcome == REPEATS and p.code in RERUN_CODES
                             for p in problems):
         parts.append(UNKNOWN_SINK)
