@@ -20,12 +20,11 @@ twin, damage Spark skips) is left to it.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterable
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
-from statekit.checkpoint.modified import info_seconds
+from statekit.checkpoint.modified import modified_seconds
 from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
 from statekit.doctor.twins import partition_share
 
@@ -35,6 +34,9 @@ SLACK_SECONDS = 1.0
 seconds; clocks of the writers)."""
 MIN_IN_ORDER = 3
 """Change files that must keep the order before the ones that break it are believed."""
+ENOUGH = 40
+"""Change files on the restart paths that make a sample of the checkpoint's order on their
+own (fewer: their instances' other retained change files are judged too)."""
 MAX_SHARE_LATE = 0.25
 """At most this share of the judged change files may be late (else the times say nothing)."""
 
@@ -42,48 +44,42 @@ MAX_SHARE_LATE = 0.25
 def late_file_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]],
                        named: set[str]) -> list[Problem]:
     """A warning for each change file on a restart chain written after its batch's commit,
-    when the other change files of the chains' store instances keep the order. ``named``:
-    paths (as displayed) another rule already names."""
-    commits = _times(ckpt, ckpt.location.path("commits"))
-    if not commits:
-        return []
-    on_path = {f.path for chain in chains for f in chain}
-    instances = {(f.operator_id, f.store, f.partition) for chain in chains for f in chain}
+    when the other change files judged keep the order: the chains' own, and when they are
+    fewer than :data:`ENOUGH`, their instances' newest other ones up to that many.
+    ``named``: paths (as displayed) another rule already names."""
+    chains = list(chains)
+    on_path = [f for chain in chains for f in chain if _judged(f)]
+    files = list(on_path)
+    if len(files) < ENOUGH:  # the newest other change files of the chains' instances
+        instances = {(f.operator_id, f.store, f.partition) for chain in chains for f in chain}
+        seen = {f.path for f in files}
+        others = [f for key in sorted(instances)
+                  for instance in [ckpt.inventory.instances.get(key)] if instance is not None
+                  for kind in CHANGE_KINDS for f in instance.of_kind(kind)
+                  if _judged(f) and f.path not in seen]
+        others.sort(key=lambda f: -(f.version or 0))
+        files += others[:ENOUGH - len(files)]
+    commits: dict[int, float | None] = {}
     judged: list[tuple[StateFile, bool]] = []
-    for key in sorted(instances):
-        instance = ckpt.inventory.instances.get(key)
-        if instance is None:
-            continue
-        files = [f for kind in CHANGE_KINDS for f in instance.of_kind(kind)
-                 if f.version is not None and str(f.version - 1) in commits]
-        if not files:
-            continue
-        times = _times(ckpt, posixpath.dirname(files[0].path))
-        for file in files:
-            modified = times.get(file.name)
-            if modified is not None:
-                judged.append((file, modified > commits[str((file.version or 0) - 1)]
-                               + SLACK_SECONDS))
+    for file in files:
+        batch = (file.version or 0) - 1
+        if batch not in commits:
+            commits[batch] = modified_seconds(ckpt.fs, ckpt.location.path("commits", str(batch)))
+        committed = commits[batch]
+        modified = modified_seconds(ckpt.fs, file.path) if committed is not None else None
+        if modified is not None and committed is not None:
+            judged.append((file, modified > committed + SLACK_SECONDS))
     late = [f for f, is_late in judged if is_late]
     in_order = len(judged) - len(late)
     if not late or in_order < MIN_IN_ORDER or len(late) > MAX_SHARE_LATE * len(judged):
         return []
+    path_set = {f.path for f in on_path}
     return [_problem(ckpt, f, in_order) for f in sorted(late, key=lambda f: f.version or 0)
-            if f.path in on_path and ckpt.display(f.path) not in named]
+            if f.path in path_set and ckpt.display(f.path) not in named]
 
 
-def _times(ckpt: Checkpoint, folder: str) -> dict[str, float]:
-    """``{name: modified seconds}`` of a folder's files (one listing)."""
-    try:
-        entries = ckpt.fs.ls(folder, detail=True)
-    except OSError:
-        return {}
-    found = {}
-    for entry in entries:
-        seconds = info_seconds(entry)
-        if seconds is not None:
-            found[posixpath.basename(str(entry["name"]).rstrip("/"))] = seconds
-    return found
+def _judged(file: StateFile) -> bool:
+    return file.kind in CHANGE_KINDS and file.version is not None and file.version >= 1
 
 
 def _problem(ckpt: Checkpoint, file: StateFile, in_order: int) -> Problem:
