@@ -323,6 +323,7 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
     folders = {os.path.dirname(p) for p in known}
     unlisted = []
     present: set[str] = set()
+    candidates: list[tuple[str, float]] = []
     for folder in sorted(folders)[:100]:
         try:
             names = os.listdir(folder)
@@ -333,8 +334,13 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             path = os.path.join(folder, name)
             if name.startswith((".", "_")) or path in known or not os.path.isfile(path):
                 continue
-            if os.stat(path).st_mtime * 1000 < newest:
-                unlisted.append(path)
+            candidates.append((path, os.stat(path).st_mtime * 1000))
+    # a listed path that is not there, with the time of an unlisted file, rotted from its
+    # name: that file is in no entry, even the newest one
+    rotted = [e.timestamp for path, (_b, e) in listed.items() if local[path] not in present
+              and os.path.dirname(local[path] or "") in folders]
+    unlisted = [path for path, stamp in candidates
+                if stamp < newest or any(abs(stamp - t) < 1000 for t in rotted)]
     if unlisted:
         # which source batches read them: the ones no entry lists a file of any more (one
         # file per batch taken out), else no later than the next file the source read
@@ -354,7 +360,8 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
         found.append(Problem(
             "source-log-mismatch", WARNING, ckpt.display(log.folder),
             f"{len(unlisted)} input file(s) beside the logged ones, older than the newest "
-            f"logged file, are in no entry, first {unlisted[0]} (taken out of an entry?)",
+            f"logged file or with the time of a logged path that is not there, are in no "
+            f"entry, first {unlisted[0]} (taken out of an entry, or its path in one rotted?)",
             "Spark restarts; the file source takes them for new files and reads them (again, "
             "unless they arrived late with an old modification time)", None,
             "roll back to a batch before the entry that listed them",
