@@ -29,11 +29,10 @@ from statekit.checkpoint.spark_reads import (
     source_log_entry,
 )
 from statekit.doctor.problems import DIFFERS, LOSES, REPEATS
+from statekit.doctor.rereads import TRANSFORM_WITH_STATE
 from statekit.state.timeouts import TIMEOUT_OPERATORS
 
-TIMER_OPERATORS = frozenset({*TIMEOUT_OPERATORS, "transformWithStateExec",
-                             "transformWithStateInPandasExec",
-                             "transformWithStateInPySparkExec"})
+TIMER_OPERATORS = frozenset({*TIMEOUT_OPERATORS, *TRANSFORM_WITH_STATE})
 """Operators whose timers (event-time timeouts) fire when the watermark passes them."""
 
 

@@ -14,9 +14,9 @@ depends on the query (measured with pyspark 4.3 on every operator of the campaig
   watermark (the commit log's ``nextBatchWatermarkMs``), every re-read row is dropped;
 * otherwise the rows count twice (``repeats``): aggregates move, joins emit again.
 
-``[flatMap|applyInPandas]GroupsWithState`` and transformWithState drop late rows only with
-event-time timeouts, which nothing in the checkpoint records: their re-read input counts as
-repeated.
+transformWithState in ``timeMode`` EventTime drops them too (its operator metadata says so).
+``[flatMap|applyInPandas]GroupsWithState`` drop late rows only with event-time timeouts,
+which nothing in the checkpoint records: their re-read input counts as repeated.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from statekit.support.errors import StatekitError
 DEDUPLICATING = frozenset({"dedupe", "dedupeWithinWatermark"})
 DROPS_LATE_ROWS = frozenset({"stateStoreSave", "dedupe", "dedupeWithinWatermark",
                              "symmetricHashJoin", "sessionWindowStateStoreSaveExec"})
+TRANSFORM_WITH_STATE = frozenset({"transformWithStateExec", "transformWithStateInPandasExec",
+                                  "transformWithStateInPySparkExec"})
 
 
 class Rereads:
@@ -51,13 +53,24 @@ class Rereads:
         operators = set(self.names.values())
         if self.names and self.names[max(self.names)] in DEDUPLICATING:
             return None  # the operator nearest the source (the highest id) drops them
-        if not operators or not operators <= DROPS_LATE_ROWS or source_batches is None:
+        if not operators or not operators <= DROPS_LATE_ROWS | self._event_time_tws() \
+                or source_batches is None:
             return REPEATS
         watermark = self._restart_watermark()
         newest = [self._newest_event_ms(b) for b in source_batches]
         if watermark is None or not newest or any(n is None for n in newest):
             return REPEATS
         return None if max(n for n in newest if n is not None) < watermark else REPEATS
+
+    def _event_time_tws(self) -> set[str]:
+        """The transformWithState operators whose metadata says ``timeMode`` EventTime: they
+        drop input rows behind the watermark, as aggregations do."""
+        try:
+            operators = self.ckpt.operators
+        except StatekitError:
+            return set()
+        return {meta.name for meta in operators.values()
+                if meta.name in TRANSFORM_WITH_STATE and meta.time_mode == "EventTime"}
 
     def _restart_watermark(self) -> int | None:
         committed = self.plan.last_committed
