@@ -82,7 +82,10 @@ def _first_equal(ckpt: Checkpoint, file: StateFile, others: list[StateFile]) -> 
     try:
         digest = _digest(ckpt, file)
         for other in others:
-            if _digest(ckpt, other) == digest and _has_records(ckpt, file):
+            # two equal zips are a copy whatever they hold (each stamps its entries with
+            # the time it was made); two equal empty change files say nothing
+            if _digest(ckpt, other) == digest and (file.kind == "zip" or
+                                                    _has_records(ckpt, file)):
                 return other.path
     except StatekitError:  # unreadable: the verification names it
         return None
