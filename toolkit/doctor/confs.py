@@ -14,6 +14,8 @@ of checkpoint by the doctor campaign):
   schema no longer matches its schema file (``STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE``) —
   only for a query that has that operator;
 * ``…stateStore.encodingFormat``: RocksDB rows in the old encoding do not decode;
+  transformWithState keeps its encoding in its metadata and restarts, but writes new rows
+  in the pinned one: other state and output;
 * the rest (``rocksdb.formatVersion``, a ``checkpointFormatVersion`` added by hand, …) do not
   stop a restart.
 """
@@ -21,7 +23,7 @@ of checkpoint by the doctor campaign):
 from __future__ import annotations
 
 from statekit.checkpoint.checkpoint import Checkpoint
-from statekit.doctor.problems import FATAL, WARNING, Problem
+from statekit.doctor.problems import DIFFERS, FATAL, WARNING, Problem
 from statekit.doctor.query_files import QueryFiles
 from statekit.doctor.state import StateCheck
 
@@ -97,6 +99,8 @@ def conf_problems(ckpt: Checkpoint, files: QueryFiles, check: StateCheck) -> lis
             rocks = any(f.kind in ("zip", "changelog", "sst") and not
                         ckpt.inventory.meta("operator-metadata-v2", f.operator_id)
                         for f in ckpt.inventory.all_files()) if ckpt.has_state else False
+            tws = ckpt.has_state and any(ckpt.inventory.meta("operator-metadata-v2", op)
+                                         for op in check.names)
             if rocks:
                 found.append(Problem(
                     "conf-changed", FATAL, shown, what,
@@ -104,6 +108,15 @@ def conf_problems(ckpt: Checkpoint, files: QueryFiles, check: StateCheck) -> lis
                     "fails decoding them", "a task failure decoding state rows",
                     f"roll back to batch {last - 1}: the re-planned batch takes its confs",
                     last - 1))
+            elif tws:
+                found.append(Problem(
+                    "conf-changed", WARNING, shown, what,
+                    "Spark restarts (transformWithState's metadata keeps its encoding), but "
+                    "the rows it writes from now on are in the other one: the state it "
+                    "reads back and its output are not the first run's (measured)", None,
+                    f"roll back to batch {last - 1}: the re-planned batch takes its confs",
+                    last - 1, outcome=DIFFERS, affects="the transformWithState operator's "
+                    "state and output from the restart on"))
             continue
         if key in HARMLESS:
             continue

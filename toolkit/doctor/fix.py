@@ -31,13 +31,13 @@ from statekit.writes.rollback import rollback_choices
 DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-files-disagree",
              "state-file-copied", "offsets-contradict-progress", "file-sink-log-damaged",
              "file-sink-log-duplicates", "state-counts-contradict-progress", "state-file-late",
-             "join-rows-uncounted")
+             "join-rows-uncounted", "conf-changed")
 """Warnings whose restart runs but leaves the output or the state unlike the first run's: a
 rollback that takes them away is printed too."""
 ONLY_WITH_A_BATCH = ("log-changed", "state-files-disagree", "state-file-copied",
                      "offsets-contradict-progress", "file-sink-log-damaged",
                      "file-sink-log-duplicates", "state-counts-contradict-progress",
-                     "state-file-late", "join-rows-uncounted")
+                     "state-file-late", "join-rows-uncounted", "conf-changed")
 """Of those, the ones a rollback fixes only by dropping a batch they name (without one,
 every rollback keeps the damage: they are only reported)."""
 

@@ -61,7 +61,7 @@ def unverified_parts(problems: Sequence[Problem], *, decode: bool, sink: str | N
                             for p in problems):
         parts.append(UNKNOWN_SINK)
     for problem in problems:
-        if problem.code == "conf-changed":
+        if problem.code == "conf-changed" and problem.outcome is None:
             parts.append(f"what the edited conf changes ({problem.path}): statekit does "
                          "not model it")
     return tuple(parts)
