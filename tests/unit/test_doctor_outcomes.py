@@ -560,3 +560,24 @@ def test_a_copy_of_the_previous_version_where_the_batch_changed_nothing(demo,
         assert copied.severity == "info" and found.outcome == SAME, found.problems
     else:
         assert copied.outcome == DIFFERS and found.outcome == DIFFERS, found.problems
+
+
+def test_re_read_rows_behind_the_watermark_of_event_time_timeouts_change_nothing(demo,
+                                                                                  tmp_path):
+    """applyInPandasWithState drops late rows with event-time timeouts, which no conf in
+    the checkpoint records — its timeouts do (near the watermark, not near the batches'
+    wall-clock times). An emptied entry's files are read again, but the query's report says
+    their newest row is behind the restart's watermark: the same state and output."""
+    from statekit.doctor.plan import restart_plan
+    from statekit.doctor.rereads import Rereads
+
+    _local_input(demo, tmp_path / "landing")
+    records = _records(DEMO.parent / "progress.jsonl")
+    ckpt = open_checkpoint(str(demo))
+    rereads = Rereads(ckpt, restart_plan(ckpt), 0, {0: "applyInPandasWithState"}, records)
+    assert rereads._event_time_timeouts() == {"applyInPandasWithState"}
+    log = demo / "sources" / "0"
+    version, *_lines = (log / "34").read_text().split("\n")
+    (log / "34").write_text(version)  # the entry lists nothing now: its file is read again
+    found = diagnose(open_checkpoint(str(demo)), progress_records=records, fix=False)
+    assert "source-log-mismatch" in found.codes and found.outcome == SAME, found.headline

@@ -14,25 +14,32 @@ depends on the query (measured with pyspark 4.3 on every operator of the campaig
   watermark (the commit log's ``nextBatchWatermarkMs``), every re-read row is dropped;
 * otherwise the rows count twice (``repeats``): aggregates move, joins emit again.
 
-transformWithState in ``timeMode`` EventTime drops them too (its operator metadata says so).
-``[flatMap|applyInPandas]GroupsWithState`` drop late rows only with event-time timeouts,
-which nothing in the checkpoint records: their re-read input counts as repeated.
+transformWithState in ``timeMode`` EventTime drops them too (its operator metadata says so);
+``[flatMap|applyInPandas]GroupsWithState`` only with event-time timeouts, which no conf in the
+checkpoint records — but the timeouts in their state tell: event-time ones sit near the
+watermark, processing-time ones near the time the batches ran. Without timeouts set, their
+re-read input counts as repeated.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.progress_log import BatchRecord
 from statekit.checkpoint.spark_reads import SparkReadError, file_source_offset
+from statekit.checkpoint.state_data import file_records, store_schemas
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import REPEATS
+from statekit.state.timeouts import NO_TIMESTAMP, TIMEOUT_OPERATORS, TimeoutField, timeout_reader
 from statekit.support.errors import StatekitError
 
 DEDUPLICATING = frozenset({"dedupe", "dedupeWithinWatermark"})
 DROPS_LATE_ROWS = frozenset({"stateStoreSave", "dedupe", "dedupeWithinWatermark",
                              "symmetricHashJoin", "sessionWindowStateStoreSaveExec"})
+TIMEOUT_SAMPLE = 1000
+"""The most timeouts read to tell event-time ones from processing-time ones."""
 TRANSFORM_WITH_STATE = frozenset({"transformWithStateExec", "transformWithStateInPandasExec",
                                   "transformWithStateInPySparkExec"})
 
@@ -53,8 +60,8 @@ class Rereads:
         operators = set(self.names.values())
         if self.names and self.names[max(self.names)] in DEDUPLICATING:
             return None  # the operator nearest the source (the highest id) drops them
-        if not operators or not operators <= DROPS_LATE_ROWS | self._event_time_tws() \
-                or source_batches is None:
+        dropping = DROPS_LATE_ROWS | self._event_time_tws() | self._event_time_timeouts()
+        if not operators or not operators <= dropping or source_batches is None:
             return REPEATS
         watermark = self._restart_watermark()
         newest = [self._newest_event_ms(b) for b in source_batches]
@@ -71,6 +78,61 @@ class Rereads:
             return set()
         return {meta.name for meta in operators.values()
                 if meta.name in TRANSFORM_WITH_STATE and meta.time_mode == "EventTime"}
+
+    def _event_time_timeouts(self) -> set[str]:
+        """The GroupsWithState operators whose state holds event-time timeouts: with
+        ``EventTimeTimeout`` they drop input rows behind the watermark. The conf is recorded
+        nowhere, but the timeouts are: event-time ones sit near the watermark the query runs
+        with, processing-time ones near the wall-clock time its batches ran at (a sample of
+        the newest values, read in place)."""
+        names = {op: name for op, name in self.names.items() if name in TIMEOUT_OPERATORS}
+        if not names:
+            return set()
+        try:
+            entry = self.ckpt.ledger.offsets.get(self.plan.last_planned) \
+                if self.plan.last_planned is not None else None
+        except StatekitError:
+            return set()
+        watermark = self._restart_watermark()
+        if entry is None or entry.timestamp_ms is None or watermark is None:
+            return set()
+        try:
+            schemas = store_schemas(self.ckpt)
+        except StatekitError:
+            return set()
+        found = set()
+        for op_id, name in names.items():
+            _kind, where = timeout_reader(schemas.get((op_id, "default")), name)
+            stamps = self._timeouts(op_id, where) if where is not None else []
+            if stamps and statistics.median(abs(t - watermark) for t in stamps) < \
+                    statistics.median(abs(t - entry.timestamp_ms) for t in stamps):
+                found.add(name)
+        return found
+
+    def _timeouts(self, op_id: int, where: TimeoutField) -> list[int]:
+        """Up to :data:`TIMEOUT_SAMPLE` timeouts set in the newest change files (and snapshots)
+        of the operator's partitions."""
+        stamps: list[int] = []
+        version = self.plan.version or 0
+        for key, instance in sorted(self.ckpt.inventory.instances.items()):
+            if key[0] != op_id or len(stamps) >= TIMEOUT_SAMPLE:
+                continue
+            for file in reversed(instance.files_to_load(version)):
+                try:
+                    for record in file_records(self.ckpt, file, check_end=False):
+                        value = record.value
+                        if value is None or len(value) < where.offset + 8 or \
+                                value[where.byte] >> where.bit & 1:
+                            continue
+                        stamp = int.from_bytes(value[where.offset:where.offset + 8], "little",
+                                               signed=True)
+                        if stamp != NO_TIMESTAMP:
+                            stamps.append(stamp)
+                except StatekitError:
+                    break
+                if stamps:
+                    break
+        return stamps[:TIMEOUT_SAMPLE]
 
     def _restart_watermark(self) -> int | None:
         committed = self.plan.last_committed
