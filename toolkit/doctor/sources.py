@@ -261,9 +261,15 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
     damaged path; input deleted by retention takes them all, and says nothing)."""
     found: list[Problem] = []
     plain = {b: e for b, e in sorted(parsed.items()) if b not in log.compacts}
+    listings: dict[str, int] = {}
+    for entries in parsed.values():
+        for entry in {e.path for e in entries}:
+            listings[entry] = listings.get(entry, 0) + 1
     for batch, entries in plain.items():
         others = sorted({e.batch_id for e in entries if e.batch_id != batch})
-        if others:
+        # Spark reads an entry's files by the entry's name and knows files by path: a
+        # batch id that rotted in an entry whose files no other entry lists changes nothing
+        if others and any(listings.get(e.path, 0) > 1 for e in entries):
             found.append(Problem(
                 "source-log-mismatch", WARNING, ckpt.display(log.entries[batch]),
                 f"entry {batch} lists files of batch {', '.join(map(str, others))} (copied "
