@@ -322,10 +322,14 @@ def test_one_flipped_bit_is_undone_to_say_what_the_entry_changed(demo):
     assert changed and changed[0].outcome == REPEATS, found.problems
 
 
-def test_a_rotted_checksum_file_is_not_a_changed_entry(demo):
-    crc = demo / "commits" / ".36.crc"
+@pytest.mark.parametrize(("entry", "where"), [("commits", -1), ("offsets", 6)])
+def test_a_rotted_checksum_file_is_not_a_changed_entry(demo, entry, where):
+    """One bit of a stored CRC, or of the header's bytesPerChecksum (an offsets entry is
+    longer than one 512-byte chunk: the chunks split elsewhere), rotted: the entry is as
+    Spark wrote it."""
+    crc = demo / entry / ".36.crc"
     data = bytearray(crc.read_bytes())
-    data[-1] ^= 0x04  # one bit of the stored CRC
+    data[where] ^= 0x04 if where < 0 else 0x01
     crc.write_bytes(bytes(data))
     found = diagnose(open_checkpoint(str(demo)), fix=False)
     assert [p.code for p in found.problems] == ["checksum-mismatch"]

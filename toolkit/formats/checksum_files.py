@@ -88,16 +88,17 @@ def check_hadoop_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch
 def single_flip(data: bytes, crc: bytes) -> tuple[str, bytes | None] | None:
     """Which side of a Hadoop ``.crc`` mismatch one flipped bit explains (bit rot flips
     one): ``("checksum", None)`` when one stored CRC is one bit off the data's own — the
-    checksum file rotted, the data is as written; ``("data", original)`` when flipping one
+    checksum file rotted, the data is as written (or one bit of its ``bytesPerChecksum``
+    header, with every CRC matching once it is back); ``("data", original)`` when flipping one
     bit of the data makes it match — and that is the data as written. ``None``: neither
     (more damage, or the sizes differ)."""
-    if len(crc) < 8 or crc[:4] != HADOOP_CRC_MAGIC:
+    if len(crc) < 8 or crc[:4] != HADOOP_CRC_MAGIC or (len(crc) - 8) % 4:
         return None
     (per_chunk,) = struct.unpack(">i", crc[4:8])
-    if per_chunk <= 0 or (len(crc) - 8) % 4:
-        return None
     expected = [v for (v,) in struct.iter_unpack(">I", crc[8:])]
-    if (len(data) + per_chunk - 1) // per_chunk != len(expected):
+    if _header_rotted(data, crc, expected):
+        return "checksum", None
+    if per_chunk <= 0 or (len(data) + per_chunk - 1) // per_chunk != len(expected):
         return None
     bad = [i for i, want in enumerate(expected)
            if zlib.crc32(data[i * per_chunk:(i + 1) * per_chunk]) != want]
@@ -116,6 +117,24 @@ def single_flip(data: bytes, crc: bytes) -> tuple[str, bytes | None] | None:
                 return "data", data[:start] + bytes(chunk) + data[start + per_chunk:]
             chunk[position] ^= 1 << bit
     return None
+
+
+def _header_rotted(data: bytes, crc: bytes, expected: list[int]) -> bool:
+    """Whether one flipped bit of the header's ``bytesPerChecksum`` is all that is wrong:
+    with the bit back, every stored CRC matches the data."""
+    header = bytearray(crc[4:8])
+    for position in range(4):
+        for bit in range(8):
+            header[position] ^= 1 << bit
+            (per_chunk,) = struct.unpack(">i", bytes(header))
+            header[position] ^= 1 << bit
+            if per_chunk <= 0 or per_chunk == struct.unpack(">i", crc[4:8])[0] or \
+                    (len(data) + per_chunk - 1) // per_chunk != len(expected):
+                continue
+            if all(zlib.crc32(data[i * per_chunk:(i + 1) * per_chunk]) == want
+                   for i, want in enumerate(expected)):
+                return True
+    return False
 
 
 def check_spark_crc(data: bytes, crc: bytes, crc_path: str) -> ChecksumMismatch | None:
