@@ -512,8 +512,11 @@ class KindCampaign:
         command = diagnosis.get("fix_command") if diagnosis else None
         if command != (recorded.fix.command if recorded.fix else None):
             verdict.fix = None
+            healthy = self.healthy_state()  # first: a healthy restart starts from a fresh copy
+            self.fresh_copy()
+            fault.apply(self.checkpoint)
             fix_args = self._run_fix(verdict, diagnosis)
-            self._restart_fix(verdict, fix_args, self.healthy_state())
+            self._restart_fix(verdict, fix_args, healthy)
             verdict.notes.append("the fix changed since the recorded run: run and restarted "
                                  "again")
         verdict.seconds = round(recorded.seconds + time.perf_counter() - started, 2)

@@ -32,8 +32,9 @@ DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-file
              "state-file-copied", "offsets-contradict-progress", "file-sink-log-damaged",
              "file-sink-log-duplicates", "state-counts-contradict-progress", "state-file-late",
              "join-rows-uncounted", "conf-changed")
-"""Warnings whose restart runs but leaves the output or the state unlike the first run's: a
-rollback that takes them away is printed too."""
+"""Warnings whose restart runs but leaves the output or the state unlike the first run's (when
+the problem names an outcome: a change that leaves them the same needs no fix): a rollback
+that takes them away is printed too."""
 ONLY_WITH_A_BATCH = ("log-changed", "state-files-disagree", "state-file-copied",
                      "offsets-contradict-progress", "file-sink-log-damaged",
                      "file-sink-log-duplicates", "state-counts-contradict-progress",
@@ -98,7 +99,8 @@ def find_fix(ckpt: Checkpoint, plan: RestartPlan, check: StateCheck,
              good_files: set[str], progress: Progress | None = None) -> Fix:
     fix = Fix()
     wanted = [p for p in problems if p.severity == FATAL or (
-        p.code in DIVERGING and (p.batch is not None or p.code not in ONLY_WITH_A_BATCH))]
+        p.code in DIVERGING and p.outcome is not None
+        and (p.batch is not None or p.code not in ONLY_WITH_A_BATCH))]
     if not wanted or plan.last_committed is None:
         return fix
     if any(not p.rollback_fixes for p in wanted):
