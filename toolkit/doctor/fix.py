@@ -31,14 +31,15 @@ from statekit.writes.rollback import rollback_choices
 DIVERGING = ("file-sink-behind", "source-log-behind", "log-changed", "state-files-disagree",
              "state-file-copied", "offsets-contradict-progress", "file-sink-log-damaged",
              "file-sink-log-duplicates", "state-counts-contradict-progress", "state-file-late",
-             "join-rows-uncounted", "conf-changed")
+             "join-rows-uncounted", "conf-changed", "source-log-mismatch")
 """Warnings whose restart runs but leaves the output or the state unlike the first run's (when
 the problem names an outcome: a change that leaves them the same needs no fix): a rollback
 that takes them away is printed too."""
 ONLY_WITH_A_BATCH = ("log-changed", "state-files-disagree", "state-file-copied",
                      "offsets-contradict-progress", "file-sink-log-damaged",
                      "file-sink-log-duplicates", "state-counts-contradict-progress",
-                     "state-file-late", "join-rows-uncounted", "conf-changed")
+                     "state-file-late", "join-rows-uncounted", "conf-changed",
+                     "source-log-mismatch")
 """Of those, the ones a rollback fixes only by dropping a batch they name (without one,
 every rollback keeps the damage: they are only reported)."""
 

@@ -276,7 +276,8 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 "from another entry?)",
                 "Spark restarts; the files this entry should list look new and are read "
                 "again, and the ones it lists are skipped if they come again", None,
-                "roll back to a batch before it", outcome=rereads.outcome([batch]),
+                "roll back to a batch before it", _batch_reading_up_to(ckpt, log, batch - 1),
+                outcome=rereads.outcome([batch]),
                 affects=f"the input files entry {batch} should list are read again"))
     for batch, entries in plain.items():
         if not entries:  # Spark logs an entry only for a batch that found new files
@@ -301,7 +302,8 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 f"entry {batch} names {len(missing)} file(s) that do not exist while the "
                 f"other entries' files do, first {missing[0]} (a damaged path?)",
                 "Spark restarts; the file the path should name looks new and is read again",
-                None, "roll back to a batch before it", outcome=rereads.outcome([batch]),
+                None, "roll back to a batch before it", _batch_reading_up_to(
+                    ckpt, log, batch - 1), outcome=rereads.outcome([batch]),
                 affects=f"{len(missing)} input file(s) of entry {batch} are read again"))
     return found
 
@@ -371,7 +373,8 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
             "Spark restarts; the file source takes them for new files and reads them (again, "
             "unless they arrived late with an old modification time)", None,
             "roll back to a batch before the entry that listed them",
-            _batch_reading_up_to(ckpt, log, min(parsed) - 1), outcome=outcome,
+            _batch_reading_up_to(ckpt, log, min(batches or [min(parsed)]) - 1),
+            outcome=outcome,
             affects=f"{len(unlisted)} input file(s) read a second time"))
     commits = _commit_times(ckpt, log, {e.batch_id for _b, e in listed.values()})
     for path, (batch, entry) in listed.items():
