@@ -29,8 +29,8 @@ from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.modified import modified_seconds
 from statekit.checkpoint.state_data import file_records
-from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
-from statekit.doctor.twins import partition_share
+from statekit.doctor.problems import Problem
+from statekit.doctor.twins import other_state_warning
 from statekit.state.decode_cache import remembered
 from statekit.support.errors import StatekitError
 
@@ -134,13 +134,10 @@ def _after_its_commit(ckpt: Checkpoint, file: StateFile) -> bool:
 
 
 def _problem(ckpt: Checkpoint, copy: StateFile, original: StateFile) -> Problem:
-    version = copy.version or 0
-    remedy, batch = rollback_before_version(version, "the copied version")
-    return Problem(
-        "state-file-copied", WARNING, ckpt.display(copy.path),
+    return other_state_warning(
+        ckpt, "state-file-copied", copy,
         f"has the same bytes as {original.name}, version {original.version}'s {original.kind} "
         f"of the same partition, and was written after it: a copy of another version's "
         "file (a restore from the wrong backup, a sync script?)",
-        f"Spark loads it as version {version}'s and restarts on the state of another "
-        "version, silently", None, remedy, batch, outcome=DIFFERS,
-        affects=partition_share(ckpt, copy))
+        f"Spark loads it as version {copy.version or 0}'s and restarts on the state of "
+        "another version, silently", "the copied version")

@@ -22,7 +22,8 @@ adds up.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 from statekit.checkpoint.checkpoint import Checkpoint
@@ -40,47 +41,72 @@ COUNTED_OPERATORS = frozenset({"stateStoreSave", "dedupe", "dedupeWithinWatermar
 CHANGE_KINDS = ("delta", "changelog")
 
 
-def count_problems(ckpt: Checkpoint, check: StateCheck,
-                   records: Mapping[int, BatchRecord], explained: Container[str] = ()
-                   ) -> list[Problem]:
-    """A warning for the oldest version on the restart path whose change files do not sum
-    to the query's report of the batch that wrote them, per operator (``explained``: change
-    files, as displayed, whose extra records :func:`harmless_repeats` accounts for)."""
+@dataclass(frozen=True)
+class CountedVersion:
+    """A version on the restart path whose batch the query reported, with the change file
+    of each of its operator's partitions."""
+
+    op_id: int
+    version: int
+    reported: tuple[int, int]
+    """``(numRowsUpdated, numRowsRemoved)`` of the batch that wrote the version."""
+    files: tuple[StateFile, ...]
+
+
+def _counted_versions(check: StateCheck, records: Mapping[int, BatchRecord]
+                      ) -> Iterator[CountedVersion]:
+    """Every change version on the restart path of the operators whose reports count their
+    change files' records (oldest first, per operator)."""
     version = check.plan.version
     if version is None or not records:
-        return []
-    found = []
+        return
     for op_id, name in sorted(check.names.items()):
         if name not in COUNTED_OPERATORS:
             continue
         keys = [k for k in check.expected() if k[0] == op_id]
         if not keys or {k[1] for k in keys} != {"default"}:
             continue
-        chains = {key: check.files_at(key, version) or [] for key in keys}
-        versions = sorted({f.version for chain in chains.values() for f in chain
+        versions = sorted({f.version for key in keys for f in check.files_at(key, version) or []
                            if f.kind in CHANGE_KINDS and f.version is not None})
         for v in versions:
             reported = _reported(records.get(v - 1), op_id, name)
-            if reported is None:
-                continue
             files = [_change_file(check, key, v) for key in keys]
-            if any(f is None for f in files):
-                continue
-            counts = [_counts(ckpt, f) for f in files if f is not None]
-            if any(c is None for c in counts):
-                continue
-            puts = sum(c[0] for c in counts if c is not None)
-            removes = sum(c[1] for c in counts if c is not None)
-            if any(ckpt.display(f.path) in explained for f in files if f is not None):
-                continue
-            if (puts, removes) != reported:
-                found.append(_problem(
-                    ckpt, op_id, v, len(keys),
-                    f"the change files of version {v} hold {puts} updates and {removes} "
-                    f"removals over its {len(keys)} partitions; the query reported "
-                    f"{reported[0]} and {reported[1]} for batch {v - 1}: a change file of "
-                    "that version is another version's"))
-                break
+            if reported is not None and all(f is not None for f in files):
+                yield CountedVersion(op_id, v, reported,
+                                     tuple(f for f in files if f is not None))
+
+
+def _sum(counts: Iterable[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """The puts and removes of several files (``None``: one of them does not decode)."""
+    known = list(counts)
+    if any(c is None for c in known):
+        return None
+    return (sum(c[0] for c in known if c is not None), sum(c[1] for c in known if c is not None))
+
+
+def count_problems(ckpt: Checkpoint, check: StateCheck,
+                   records: Mapping[int, BatchRecord], explained: Container[str] = ()
+                   ) -> list[Problem]:
+    """A warning for the oldest version on the restart path whose change files do not sum
+    to the query's report of the batch that wrote them, per operator (``explained``: change
+    files, as displayed, whose extra records :func:`harmless_repeats` accounts for)."""
+    found = []
+    flagged: set[int] = set()
+    for counted in _counted_versions(check, records):
+        if counted.op_id in flagged or \
+                any(ckpt.display(f.path) in explained for f in counted.files):
+            continue
+        total = _sum(_counts(ckpt, f) for f in counted.files)
+        if total is None or total == counted.reported:
+            continue
+        (puts, removes), (updated, removed) = total, counted.reported
+        v, partitions = counted.version, len(counted.files)
+        found.append(_problem(
+            ckpt, counted.op_id, v, partitions,
+            f"the change files of version {v} hold {puts} updates and {removes} removals "
+            f"over its {partitions} partitions; the query reported {updated} and {removed} "
+            f"for batch {v - 1}: a change file of that version is another version's"))
+        flagged.add(counted.op_id)
     return found
 
 
@@ -94,34 +120,16 @@ def harmless_repeats(ckpt: Checkpoint, check: StateCheck,
     the value it already has, each removed key is already gone), so the restart loads
     version V-1's state — the same as Spark's own version V when the batch changed nothing
     there: the other partitions' change files alone add up to the batch's report."""
-    version = check.plan.version
     found: dict[str, str] = {}
-    if version is None or not records:
-        return found
-    for op_id, name in sorted(check.names.items()):
-        if name not in COUNTED_OPERATORS:
-            continue
-        keys = [k for k in check.expected() if k[0] == op_id]
-        if not keys or {k[1] for k in keys} != {"default"}:
-            continue
-        versions = sorted({f.version for key in keys for f in check.files_at(key, version) or []
-                           if f.kind in CHANGE_KINDS and f.version is not None})
-        for v in versions:
-            reported = _reported(records.get(v - 1), op_id, name)
-            files = [_change_file(check, key, v) for key in keys]
-            if reported is None or any(f is None for f in files):
-                continue
-            repeats = [f for f in files if f is not None and _repeats_previous(ckpt, f)]
-            counts = [_counts(ckpt, f) for f in files if f is not None and f not in repeats]
-            if not repeats or any(c is None for c in counts):
-                continue
-            if (sum(c[0] for c in counts if c is not None),
-                    sum(c[1] for c in counts if c is not None)) == reported:
-                for file in repeats:
-                    found[ckpt.display(file.path)] = (
-                        f"it repeats version {v - 1}'s changes on the state they made, and "
-                        f"the query reported no change in its partition for batch {v - 1}: "
-                        f"the restart loads the same state")
+    for counted in _counted_versions(check, records):
+        repeats = [f for f in counted.files if _repeats_previous(ckpt, f)]
+        if repeats and _sum(_counts(ckpt, f) for f in counted.files
+                            if f not in repeats) == counted.reported:
+            for file in repeats:
+                found[ckpt.display(file.path)] = (
+                    f"it repeats version {counted.version - 1}'s changes on the state they "
+                    f"made, and the query reported no change in its partition for batch "
+                    f"{counted.version - 1}: the restart loads the same state")
     return found
 
 

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.checkpoint.modified import modified_seconds
-from statekit.doctor.problems import DIFFERS, WARNING, Problem, rollback_before_version
-from statekit.doctor.twins import partition_share
+from statekit.doctor.problems import Problem
+from statekit.doctor.twins import other_state_warning
 
 CHANGE_KINDS = ("delta", "changelog")
 SLACK_SECONDS = 1.0
@@ -84,13 +84,11 @@ def _judged(file: StateFile) -> bool:
 
 def _problem(ckpt: Checkpoint, file: StateFile, in_order: int) -> Problem:
     version = file.version or 0
-    remedy, batch = rollback_before_version(version, "the late file's version")
-    return Problem(
-        "state-file-late", WARNING, ckpt.display(file.path),
+    return other_state_warning(
+        ckpt, "state-file-late", file,
         f"was written after the commit of batch {version - 1}, the batch that wrote it, "
         f"while the checkpoint's other {in_order} change files on the restart path were "
         "written before theirs: a file put there later (another version's or run's, "
         "restored or copied?)",
         f"Spark loads it as version {version}'s and restarts on whatever state it holds, "
-        "silently", None, remedy, batch, outcome=DIFFERS,
-        affects=partition_share(ckpt, file))
+        "silently", "the late file's version")

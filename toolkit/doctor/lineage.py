@@ -19,14 +19,12 @@ from functools import partial
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.layout import StateFile
 from statekit.doctor.problems import (
-    DIFFERS,
     FATAL,
     SPARK_LOAD_CORRUPT,
-    WARNING,
     Problem,
     rollback_before_version,
 )
-from statekit.doctor.twins import partition_share
+from statekit.doctor.twins import other_state_warning
 from statekit.state.decode_cache import remembered
 from statekit.writes.rollback import changelog_lineage
 
@@ -51,14 +49,12 @@ def lineage_problems(ckpt: Checkpoint, chains: Iterable[list[StateFile]]) -> lis
             if before in named or (before == 0 and not named):
                 if ends <= before:
                     continue
-                found.append(Problem(
-                    "state-file-copied", WARNING, ckpt.display(file.path),
+                found.append(other_state_warning(
+                    ckpt, "state-file-copied", file,
                     f"its lineage names version {ends}, after its own ({file.version}): the "
                     f"bytes of version {ends + 1}'s changelog (copied over it?)",
                     "Spark follows the version before it and replays the newer version's "
-                    "changes: it restarts on other state, silently", None, remedy, batch,
-                    outcome=DIFFERS,
-                    affects=partition_share(ckpt, file)))
+                    "changes: it restarts on other state, silently", "the copied version"))
                 continue
             found.append(Problem(
                 "state-file-copied", FATAL, ckpt.display(file.path),

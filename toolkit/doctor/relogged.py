@@ -15,19 +15,18 @@ in a later entry that was already there when an earlier entry was planned was he
 ``maxFilesPerTrigger``, the earlier entry's size. The lost entry took ``min(limit, files
 there)``; the new one takes ``min(limit, files unlisted now)``; more means input lost.
 
-Local input only (elsewhere a listing per input folder is not what a doctor's run should
-cost): otherwise the outcome is unknown, and said so.
+Local input only (:mod:`.input_files`): otherwise the outcome is unknown, and said so.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.modified import modified_seconds
 from statekit.checkpoint.spark_reads import SourceFileEntry
+from statekit.doctor.input_files import list_input
 from statekit.doctor.problems import LOSES
 from statekit.doctor.rereads import file_source_positions
 
@@ -41,19 +40,10 @@ def relogged_outcome(ckpt: Checkpoint, source: int, parsed: Mapping[int, list[So
     if not parsed or any(p is None for p in local.values()):
         return None, "", False
     planned = _planning_times(ckpt, source)
-    folders = {os.path.dirname(p) for p in local.values() if p is not None}
-    known = {p for p in local.values() if p is not None}
-    unlisted: list[float] = []
-    for folder in sorted(folders)[:100]:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return None, "", False
-        for name in names:
-            path = os.path.join(folder, name)
-            if name.startswith((".", "_")) or path in known or not os.path.isfile(path):
-                continue
-            unlisted.append(os.stat(path).st_mtime)
+    listing = list_input({p for p in local.values() if p is not None})
+    if not listing.complete:
+        return None, "", False
+    unlisted = [stamp for _path, stamp in listing.unlisted]
     when = planned.get(lost)
     if when is None:
         return None, "", False
@@ -89,13 +79,14 @@ def _limit(parsed: Mapping[int, list[SourceFileEntry]], planned: Mapping[int, fl
     for listed in parsed.values():
         for entry in listed:
             entries.setdefault(entry.batch_id, []).append(entry)
+    earliest_later: dict[int, float] = {}  # the oldest file logged after each batch
+    oldest = math.inf
+    for batch in sorted(entries, reverse=True):
+        earliest_later[batch] = oldest
+        oldest = min(oldest, *(e.timestamp for e in entries[batch]))
     limit = math.inf
     for batch, files in sorted(entries.items()):
         when = planned.get(batch)
-        if when is None:
-            continue
-        held = any(e.timestamp <= when * 1000 for later, others in entries.items()
-                   if later > batch for e in others)
-        if held:
+        if when is not None and earliest_later[batch] <= when * 1000:  # one was held back
             limit = min(limit, len(files))
     return limit

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.progress_log import BatchRecord
@@ -60,14 +61,19 @@ class Rereads:
         operators = set(self.names.values())
         if self.names and self.names[max(self.names)] in DEDUPLICATING:
             return None  # the operator nearest the source (the highest id) drops them
-        dropping = DROPS_LATE_ROWS | self._event_time_tws() | self._event_time_timeouts()
-        if not operators or not operators <= dropping or source_batches is None:
+        if not operators or not operators <= self._dropping or source_batches is None:
             return REPEATS
         watermark = self._restart_watermark()
         newest = [self._newest_event_ms(b) for b in source_batches]
         if watermark is None or not newest or any(n is None for n in newest):
             return REPEATS
         return None if max(n for n in newest if n is not None) < watermark else REPEATS
+
+    @cached_property
+    def _dropping(self) -> frozenset[str]:
+        """The query's operators that drop input rows behind the watermark (read once: the
+        timeouts come from state files)."""
+        return DROPS_LATE_ROWS | self._event_time_tws() | self._event_time_timeouts()
 
     def _event_time_tws(self) -> set[str]:
         """The transformWithState operators whose metadata says ``timeMode`` EventTime: they
@@ -150,8 +156,12 @@ class Rereads:
         return record.event_max_ms if record is not None else None
 
     def _reading_batch(self, source_batch: int) -> int | None:
-        return next((batch for batch, reached in file_source_positions(self.ckpt, self.source)
-                     if reached >= source_batch), None)
+        return next((batch for batch, reached in self._positions if reached >= source_batch),
+                    None)
+
+    @cached_property
+    def _positions(self) -> list[tuple[int, int]]:
+        return file_source_positions(self.ckpt, self.source)
 
 
 def file_source_positions(ckpt: Checkpoint, source: int) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ from statekit.checkpoint.spark_reads import (
 )
 from statekit.doctor.changed_files import Change, changed_since_written, log_changed
 from statekit.doctor.entry_changes import source_entry_outcome
+from statekit.doctor.input_files import list_input, local_path
 from statekit.doctor.plan import RestartPlan
 from statekit.doctor.problems import (
     FATAL,
@@ -291,7 +292,7 @@ def _entry_content_warnings(ckpt: Checkpoint, log: SourceLog,
                 affects=f"the input files of entry {batch} are read a second time"))
     found += input_witnesses(ckpt, log, parsed, rereads)
     paths = {(b, e.path) for b, entries in plain.items() for e in entries}
-    exists = {path: _exists(ckpt, path) for _, path in paths}
+    exists = {path: _exists(path) for _, path in paths}
     if sum(exists.values()) * 2 <= len(exists):
         return found  # the input is gone (retention, a move): nothing to compare with
     for batch, entries in plain.items():
@@ -323,38 +324,27 @@ def input_witnesses(ckpt: Checkpoint, log: SourceLog,
     """
     found: list[Problem] = []
     listed = {e.path: (b, e) for b, entries in sorted(parsed.items()) for e in entries}
-    local = {path: _local(path) for path in listed}
+    local = {path: local_path(path) for path in listed}
     if not listed or any(p is None for p in local.values()):
         return found
     newest = max(e.timestamp for _b, e in listed.values())
     known = {p for p in local.values() if p is not None}
     folders = {os.path.dirname(p) for p in known}
-    unlisted = []
-    present: set[str] = set()
-    candidates: list[tuple[str, float]] = []
-    for folder in sorted(folders)[:100]:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        present.update(os.path.join(folder, name) for name in names)
-        for name in names:
-            path = os.path.join(folder, name)
-            if name.startswith((".", "_")) or path in known or not os.path.isfile(path):
-                continue
-            candidates.append((path, os.stat(path).st_mtime * 1000))
+    listing = list_input(known)
+    present = listing.present
+    candidates = {path: stamp * 1000 for path, stamp in listing.unlisted}
     # a listed path that is not there, with the time of an unlisted file, rotted from its
     # name: that file is in no entry, even the newest one
     rotted = [e.timestamp for path, (_b, e) in listed.items() if local[path] not in present
               and os.path.dirname(local[path] or "") in folders]
-    unlisted = [path for path, stamp in candidates
+    unlisted = [path for path, stamp in candidates.items()
                 if stamp < newest or any(abs(stamp - t) < 1000 for t in rotted)]
     if unlisted:
         # which source batches read them: the ones no entry lists a file of any more (one
         # file per batch taken out), else no later than the next file the source read
         read = {e.batch_id for _b, e in listed.values()}
         emptied = [b for b in range(min(read), max(read) + 1) if b not in read]
-        stamps = [os.stat(p).st_mtime * 1000 for p in unlisted]
+        stamps = [candidates[p] for p in unlisted]
         after = [e for _b, e in listed.values() if e.timestamp >= max(stamps)]
         # an entry whose path changed (bit rot) lists a file that is not there with the
         # time of the one that is: that entry's batch read it
@@ -396,7 +386,7 @@ def _newest_entry_lost(ckpt: Checkpoint, log: SourceLog,
                        parsed: dict[int, list[SourceFileEntry]], end: int) -> Problem:
     """The newest entry, which the query ran, is gone: the restart logs the files no entry
     lists in its place and reads none of them (:mod:`.relogged`)."""
-    local = {e.path: _local(e.path) for entries in parsed.values() for e in entries}
+    local = {e.path: local_path(e.path) for entries in parsed.values() for e in entries}
     index = int(log.index) if log.index.isdigit() else -1
     outcome, affects, known = relogged_outcome(ckpt, index, parsed, end, local)
     return Problem(
@@ -414,14 +404,6 @@ def _newest_entry_lost(ckpt: Checkpoint, log: SourceLog,
             ckpt, log, end - 1), outcome=outcome, affects=affects)
 
 
-def _local(path: str) -> str | None:
-    from urllib.parse import unquote, urlparse
-
-    if path.startswith("file:"):
-        return unquote(urlparse(path).path)
-    return path if path.startswith("/") else None
-
-
 def _commit_times(ckpt: Checkpoint, log: SourceLog, batches: set[int]) -> dict[int, float]:
     """``{source batch: modification time of the commit of the query batch that read up to
     it}`` for the source batches given (each file entry names its own, in a compact entry
@@ -437,16 +419,11 @@ def _commit_times(ckpt: Checkpoint, log: SourceLog, batches: set[int]) -> dict[i
     return times
 
 
-def _exists(ckpt: Checkpoint, path: str) -> bool:
+def _exists(path: str) -> bool:
     """Whether an input file the source log names exists (local paths only: elsewhere the
     question costs a request per file, and the answer is assumed yes)."""
-    if not path.startswith("file:") and not path.startswith("/"):
-        return True
-    import os
-    from urllib.parse import unquote, urlparse
-
-    local = unquote(urlparse(path).path) if path.startswith("file:") else path
-    return os.path.exists(local)
+    local = local_path(path)
+    return local is None or os.path.exists(local)
 
 
 def _batch_reading_up_to(ckpt: Checkpoint, log: SourceLog, entry: int) -> int | None:

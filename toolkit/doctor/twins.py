@@ -119,14 +119,22 @@ def _difference(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile) -> str 
 
 def _problem(ckpt: Checkpoint, snapshot: StateFile, delta: StateFile, difference: str
              ) -> Problem:
-    remedy, batch = rollback_before_version(snapshot.version or 0, "both files")
-    return Problem(
-        "state-files-disagree", WARNING, ckpt.display(snapshot.path),
+    return other_state_warning(
+        ckpt, "state-files-disagree", snapshot,
         f"{difference} ({ckpt.display(delta.path)}): one of the two is not what Spark wrote "
         "(a file copied over another?)",
         "Spark restarts on the snapshot: if it is the wrong one, the query runs on other "
-        "state than its first run's, silently", None, remedy, batch, outcome=DIFFERS,
-        affects=partition_share(ckpt, snapshot))
+        "state than its first run's, silently", "both files")
+
+
+def other_state_warning(ckpt: Checkpoint, code: str, file: StateFile, what: str, spark: str,
+                        before_what: str) -> Problem:
+    """The warning for a state file on the restart path that holds another version's state:
+    Spark restarts on it (``differs``, the file's partition as its share), and the fix rolls
+    back to a batch before ``before_what`` (its version)."""
+    remedy, batch = rollback_before_version(file.version or 0, before_what)
+    return Problem(code, WARNING, ckpt.display(file.path), what, spark, None, remedy, batch,
+                   outcome=DIFFERS, affects=partition_share(ckpt, file))
 
 
 def partition_share(ckpt: Checkpoint, file: StateFile) -> str:
