@@ -69,12 +69,12 @@ configurations: factors on the load's replay and base parts, per row held on the
 core, garbage collection, per task on the busiest core, a fixed part of either sign — the
 variant (which of those terms) with the least leave-one-out error on the fit half is kept —
 then the fixed part moved by the median cold − warm fit of the fit half. Memory: Spark's
-``memoryUsedBytes`` of the restart's first batch against ``statekit.recovery.memory``. The
+``memoryUsedBytes`` of the restart's first batch against ``statekit.state.memory``. The
 held-out half and the unseen configurations are predicted with
 ``statekit.recovery.estimate.estimate_recovery`` — the code ``statekit recovery`` runs — then
 ``statekit recovery --json`` with the built-in constants is run on every configuration as a
 check. The script prints the constants to paste into ``statekit.recovery.cost_model`` and
-``statekit.recovery.memory``; ``--docs FILE`` writes the table there.
+``statekit.state.memory``; ``--docs FILE`` writes the table there.
 
 Caveats: the machine may be shared (CPU busy before each process is printed); the
 checkpoints are in the page cache (a cold disk or an object store pays more per file and per
@@ -1017,7 +1017,7 @@ def fit_memory(configs: list[Config], measured: dict[str, list[dict]],
     row = overhead + factor × decoded row bytes, on the rows Spark counted; RocksDB: bytes
     per instance + factor × the changelog bytes replayed into its memtables (capped)."""
     from statekit.recovery.estimate import sample_bytes_per_record
-    from statekit.recovery.memory import ROCKSDB_MEMTABLE_CAP_BYTES
+    from statekit.state.memory import ROCKSDB_MEMTABLE_CAP_BYTES
 
     out = {}
     for provider in ("hdfs", "rocksdb"):
@@ -1047,7 +1047,7 @@ def fit_memory(configs: list[Config], measured: dict[str, list[dict]],
 
 def use_memory_constants(memory: dict[str, tuple[float, float]]) -> None:
     """Put fitted memory constants into statekit's module (for the held-out check)."""
-    import statekit.recovery.memory as constants
+    import statekit.state.memory as constants
 
     if "hdfs" in memory:
         constants.HDFS_ROW_OVERHEAD_BYTES, constants.HDFS_ROW_BYTE_FACTOR = memory["hdfs"]

@@ -64,7 +64,8 @@ SAMPLE_LIST = (
            "statekit rollback demo/broken-checkpoint --to-batch 35 --out demo/fixed --dry-run"),
     Sample("growth", "statekit growth demo/checkpoint --progress-log demo/progress.jsonl"),
     Sample("growth-leaky",
-           "statekit growth demo/leaky-checkpoint --progress-log demo/leaky-progress.jsonl"),
+           "statekit growth demo/leaky-checkpoint --progress-log demo/leaky-progress.jsonl "
+           "--executor-memory 2g"),
     Sample("recovery",
            "statekit recovery demo/checkpoint --progress-log demo/progress.jsonl --rto 30s"),
     Sample("repartition-dry-run",

@@ -100,7 +100,7 @@ def wait_for(url: str, process: subprocess.Popen, log: Path, what: str,
 
 @contextmanager
 def served_metrics(folder: Path, checkpoints: Sequence[str],
-                   cache_seconds: int) -> Iterator[tuple[str, str]]:
+                   cache_seconds: int, options: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
     """``statekit metrics --serve`` on a free 127.0.0.1 port over ``checkpoints``; yields its
     address and the first exposition it served (that GET fills its cache, so a Prometheus
     started next is answered at once)."""
@@ -109,7 +109,7 @@ def served_metrics(folder: Path, checkpoints: Sequence[str],
     target = f"127.0.0.1:{free_port()}"
     log = folder / "statekit.log"
     with running([*statekit, "metrics", "--serve", target, "--cache-seconds",
-                  str(cache_seconds), *checkpoints], log) as server:
+                  str(cache_seconds), *options, *checkpoints], log) as server:
         yield target, wait_for(f"http://{target}/metrics", server, log,
                                "statekit metrics --serve")
 

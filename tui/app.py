@@ -24,6 +24,7 @@ from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 
+from statekit.state.memory import ONE_EXECUTOR, ExecutorSizing
 from statekit.support.machine import usable_cpus
 from statekit.tui.help import HelpScreen
 from statekit.tui.model import Snapshot, load_snapshot
@@ -93,7 +94,8 @@ class StatekitApp(Asks, App):
                  progress: str | None = None, rto_s: float | None = None,
                  fleet: Sequence[str] | None = None,
                  fleet_options: Mapping[str, dict[str, Any]] | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None,
+                 sizing: ExecutorSizing | None = None) -> None:
         """``first``: the first snapshot, already being built
         (:func:`statekit.tui.model.snapshot_in_background`); refreshes load afresh.
         ``progress``: a StreamingQueryProgress log for the Query tab; ``rto_s``: the restart
@@ -101,7 +103,8 @@ class StatekitApp(Asks, App):
         checkpoints — the app opens on their list (:mod:`statekit.tui.fleet_screen`), Enter
         shows one, Esc at its top level returns to the list; ``fleet_options``: each one's
         own storage options (a fleet file's lines), ``timeout_s``: each one's deadline in
-        the list."""
+        the list. ``sizing``: the executors the growth outlook and the restart's memory
+        check assume."""
         super().__init__()
         self.fleet = list(dict.fromkeys(fleet or ())) if fleet and len(fleet) > 1 else None
         self.progress_path = progress
@@ -114,6 +117,7 @@ class StatekitApp(Asks, App):
         self.timeout_s = timeout_s
         self.watch_seconds = watch
         self.cores = cores or usable_cpus()
+        self.sizing = sizing or ONE_EXECUTOR
         self.allow_write = allow_write
         self.snapshot: Snapshot | None = None
         self.refreshes = 0
@@ -302,10 +306,11 @@ def run_tui(url: str, *, storage_options: dict[str, Any] | None = None,
             progress: str | None = None, rto_s: float | None = None,
             fleet: Sequence[str] | None = None,
             fleet_options: Mapping[str, dict[str, Any]] | None = None,
-            timeout_s: float | None = None) -> None:
+            timeout_s: float | None = None, sizing: ExecutorSizing | None = None) -> None:
     app = StatekitApp(url, storage_options=storage_options, watch=watch, cores=cores,
                       allow_write=allow_write, first=first, progress=progress, rto_s=rto_s,
-                      fleet=fleet, fleet_options=fleet_options, timeout_s=timeout_s)
+                      fleet=fleet, fleet_options=fleet_options, timeout_s=timeout_s,
+                      sizing=sizing)
     _stop_on_signals(app)
     app.run()
     _leave(app.return_code or 0)

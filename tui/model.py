@@ -22,6 +22,7 @@ from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.report.batches import BatchTimeline, batch_timeline
 from statekit.report.checkpoint_report import CheckpointReport, build_report
+from statekit.state.memory import ONE_EXECUTOR, ExecutorSizing
 
 if TYPE_CHECKING:
     from statekit.assess.assessment import Assessment
@@ -59,11 +60,14 @@ class Snapshot:
             result: T = self._memo[name]
             return result
 
-    def growth(self) -> GrowthReport:
-        """``statekit growth`` on this snapshot's checkpoint (raises StatekitError)."""
+    def growth(self, sizing: ExecutorSizing | None = None) -> GrowthReport:
+        """``statekit growth`` on this snapshot's checkpoint, its outlook over ``sizing``'s
+        executors (raises StatekitError)."""
         from statekit.growth.analysis import analyse
 
-        return self._once("growth", lambda: analyse(self.ckpt))
+        size = sizing or ONE_EXECUTOR
+        return self._once(f"growth:{size}", lambda: analyse(
+            self.ckpt, executors=size.executors, executor_memory=size.memory))
 
     def health(self) -> Diagnosis:
         """``statekit doctor``'s diagnosis of this snapshot's checkpoint, the restart path
@@ -73,7 +77,8 @@ class Snapshot:
 
         return self._once("health", lambda: diagnose(self.ckpt, decode=True, fix=True))
 
-    def assessment(self, cores: int, rto_s: float | None = None) -> Assessment:
+    def assessment(self, cores: int, rto_s: float | None = None,
+                   sizing: ExecutorSizing | None = None) -> Assessment:
         """The :class:`~statekit.assess.assessment.Assessment` every screen renders, built
         from this snapshot's diagnosis and growth analysis (each computed once)."""
         from statekit.assess.assessment import EstimateOptions, assess
@@ -81,21 +86,25 @@ class Snapshot:
 
         def build() -> Assessment:
             try:
-                grown, error = self.growth(), None
+                grown, error = self.growth(sizing), None
             except StatekitError as failure:
                 grown, error = None, str(failure)
             return assess(self.ckpt, diagnosis=self.health(), growth_report=grown,
-                          growth_error=error, estimate=EstimateOptions(cores=cores),
+                          growth_error=error, estimate=EstimateOptions(
+                              cores=cores, executors=size.executors,
+                              memory_limit=size.memory),
                           rto_s=rto_s, listed_report=self.report)
 
-        return self._once(f"assessment:{cores}:{rto_s}", build)
+        size = sizing or ONE_EXECUTOR
+        return self._once(f"assessment:{cores}:{rto_s}:{size}", build)
 
-    def recovery(self, cores: int, rto_s: float | None = None) -> RecoveryEstimate:
+    def recovery(self, cores: int, rto_s: float | None = None,
+                 sizing: ExecutorSizing | None = None) -> RecoveryEstimate:
         """The assessment's restart estimate (raises StatekitError: a checkpoint that will
         not restart has none)."""
         from statekit.support.errors import StatekitError
 
-        assessment = self.assessment(cores, rto_s)
+        assessment = self.assessment(cores, rto_s, sizing)
         if not assessment.estimate_applies:
             health = assessment.diagnosis
             raise StatekitError(f"no restart estimate: the checkpoint will not restart "

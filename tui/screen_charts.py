@@ -13,6 +13,7 @@ from statekit.tui.chart_widget import Band, ChartSpec, Reference, Series
 if TYPE_CHECKING:
     from statekit.checkpoint.progress_log import QueryBatch
     from statekit.growth.analysis import GrowthReport, StoreGrowth
+    from statekit.growth.outlook import Outlook
     from statekit.recovery.estimate import RecoveryEstimate
 
 
@@ -29,7 +30,8 @@ class StoreSeries:
     keys: tuple[int, ...]
     bytes: tuple[int, ...]
     projection: Band | None = None
-    """A saturating store's way to its plateau (keys), with the plateau's range."""
+    """Where the store's keys go: a saturating store's way to its plateau with the plateau's
+    range; a growing one's at its rate (a leak's, or the trend's)."""
 
 
 PROJECTION_SPAN = 1.0
@@ -37,13 +39,23 @@ PROJECTION_SPAN = 1.0
 
 
 def _projection(label: str, store: StoreGrowth) -> Band | None:
-    """The discovery curve from the last version on: to the plateau, its low and high."""
+    """The discovery curve from the last version on: to the plateau, its low and high; or a
+    growing store's keys at the rate the outlook projects them."""
     from statekit.growth.population import curve
     from statekit.growth.trend import SATURATING
 
     sat = store.saturation
     versions = store.history.versions
-    if store.verdict != SATURATING or sat is None or not versions or \
+    if versions and store.key_verdict in ("growing", "accelerating"):
+        from statekit.growth.outlook import rising
+
+        _, rate = rising(store.key_verdict, store.keys, sat)
+        steps = max(4, int(PROJECTION_SPAN * len(versions)))
+        last = versions[-1]
+        xs = tuple(float(last.version + i) for i in range(steps + 1))
+        line = tuple(float(last.keys) + rate * i for i in range(steps + 1))
+        return Band(f"{label} projected", xs, line, line, line)
+    if store.key_verdict != SATURATING or sat is None or not versions or \
             sat.plateau is None or not sat.events_per_batch:
         return None
     last = versions[-1]
@@ -73,13 +85,29 @@ def store_series(report: GrowthReport) -> list[StoreSeries]:
     return out
 
 
-def keys_chart(stores: Sequence[StoreSeries]) -> ChartSpec:
+def keys_chart(stores: Sequence[StoreSeries], ahead: Outlook | None = None) -> ChartSpec:
+    """Live keys per version, each store's projection dashed, and the keys at which the
+    busiest executor's memory fills (``ahead``: the report's outlook, with
+    ``--executor-memory``) — drawn when near, named in the title when far above."""
     bands = tuple(s.projection for s in stores if s.projection is not None)
-    title = "live keys per state version" + (
-        " (dashed: where a saturating store levels off, dotted: its range)" if bands else "")
+    title = "live keys per state version" + (", dashed: projected" if bands else "")
+    references: tuple[Reference, ...] = ()
+    if ahead is not None and ahead.limit_bytes is not None:
+        from statekit.support.presentation import human_bytes, human_duration
+
+        limit = human_bytes(int(ahead.limit_bytes))
+        when = ("already full" if ahead.limit_days == 0 else
+                f"full in {human_duration(ahead.limit_days * 86400)}"
+                if ahead.limit_days is not None else ahead.limit_note or "")
+        title += f" — executor memory {limit}: {when}"
+        top = max((max(s.keys) for s in stores if s.keys), default=0.0)
+        top = max([top, *(max(b.high) for b in bands)])
+        if ahead.limit_keys is not None and ahead.limit_keys <= RTO_FAR * max(top, 1.0):
+            references = (Reference(f"executor memory {limit}", ahead.limit_keys),)
     return ChartSpec(title, "state version", "keys", tuple(
         Series(s.label, tuple(map(float, s.versions)), tuple(map(float, s.keys)))
-        for s in stores if s.keys), unit="keys", empty="no key history", bands=bands)
+        for s in stores if s.keys), unit="keys", empty="no key history", bands=bands,
+        references=references)
 
 
 def bytes_chart(stores: Sequence[StoreSeries]) -> ChartSpec:

@@ -41,3 +41,22 @@ def history_of(batches: list[np.ndarray], key_bytes: int = 40) -> StoreHistory:
 def finite(population: int, per_batch: int, batches: int = 16) -> list[np.ndarray]:
     rng = np.random.default_rng(7)
     return [rng.integers(0, population, per_batch) for _ in range(batches)]
+
+
+MINUTE_MS = 60_000
+
+
+def saturated_with_leak(leak: int, population: int = 100_000, batches: int = 16,
+                        per_batch: int = 60_000, seed: int = 58) -> list[np.ndarray]:
+    """A keyed aggregation whose keys never expire: a population all but fully seen within
+    a few batches, plus ``leak`` brand-new keys every batch."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in range(batches):
+        fresh = np.arange(10**9 + b * leak, 10**9 + (b + 1) * leak)
+        out.append(np.concatenate([rng.integers(0, population, per_batch), fresh]))
+    return out
+
+
+def one_a_minute(versions: int) -> dict[int, int | None]:
+    return {v: 1_700_000_000_000 + v * MINUTE_MS for v in range(1, versions + 1)}

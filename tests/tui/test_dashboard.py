@@ -52,8 +52,10 @@ def test_overview_holds_keys_growth_recovery_and_findings():
                 (table.virtual_size, table.size)
             # the rest of the screen: keys and bytes over versions, then the findings
             charts = list(overview.query(Chart))
+            # the store's keys saturate (its values grow): its projection is drawn
             assert [c.spec.title for c in charts] == [
-                "live keys per state version", "state size per version (key + value bytes)"]
+                "live keys per state version, dashed: projected",
+                "state size per version (key + value bytes)"]
             assert all(c.spec.has_data and c.size.height >= 10 for c in charts)
             recovery = " ".join(str(overview.recovery_line.render()).split())
             from statekit.assess.words import loaded_words, range_words, rto_words
@@ -235,3 +237,36 @@ def test_a_saturating_store_is_drawn_with_its_projection_and_range():
     ticks = next(line for line in reversed(drawn.splitlines()) if re.search(r"\d", line))
     last = max(int(t) for t in re.findall(r"\b(\d+)\b", ticks))
     assert last > series.versions[-1]
+
+
+def test_a_leaking_store_is_drawn_at_its_rate_up_to_the_executor_memory():
+    """The Growth chart of a leak behind a saturated population: the projection rises at the
+    leak's rate, and with --executor-memory the keys at which the busiest executor is full
+    are a line, the time to it in the title."""
+    from statekit.growth.analysis import GrowthReport, analyse_store
+    from statekit.growth.outlook import StorePath, outlook
+    from tests.support.histories import history_of, one_a_minute, saturated_with_leak
+
+    store = analyse_store(history_of(saturated_with_leak(2_000)), one_a_minute(16))
+    assert store.key_verdict == "growing" and store.saturation.outcome == "leak"
+    report = GrowthReport(None, store.verdict, None, None, (store,), (), (), ())
+    (series,) = store_series(report)
+    band = series.projection
+    assert band is not None and band.x[0] == series.versions[-1]
+    rate = (band.y[-1] - band.y[0]) / (band.x[-1] - band.x[0])
+    assert rate == pytest.approx(store.saturation.leak_keys_per_batch)
+    last = store.history.versions[-1]
+    path = StorePath(float(last.keys), store.key_verdict, store.keys, store.saturation,
+                     last.bytes / last.keys, 0.0, {0: float(last.keys)})
+    # a limit just above today's state: full within the chart's reach
+    ahead = outlook([path], provider="rocksdb", hours_per_batch=1 / 60, last_ms=0,
+                    limit_bytes=int(last.bytes * 1.2))
+    assert ahead is not None and ahead.limit_days is not None and ahead.limit_keys
+    spec = keys_chart([series], ahead)
+    assert "executor memory" in spec.title and "full in" in spec.title
+    assert [r.y for r in spec.references] == [pytest.approx(ahead.limit_keys)]
+    drawn = render_alone(spec)
+    assert "executor memory" in drawn
+    far = outlook([path], provider="rocksdb", hours_per_batch=1 / 60, last_ms=0,
+                  limit_bytes=int(last.bytes * 1_000))
+    assert keys_chart([series], far).references == ()  # far above: named, not drawn

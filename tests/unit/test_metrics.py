@@ -121,15 +121,17 @@ def test_promtool_accepts_the_exposition(capsys, tmp_path):
     shutil.copytree(CHECKPOINTS[0], uncommitted)
     newest = max((uncommitted / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     newest.unlink()
-    code, text = run(capsys, "--per-partition", "--rto", "1h", *map(str, everything),
-                     str(uncommitted), str(tmp_path / "nope"))
+    # 1 MiB of executor memory: every state is over it (the time to it is 0)
+    code, text = run(capsys, "--per-partition", "--rto", "1h", "--executor-memory", "1",
+                     *map(str, everything), str(uncommitted), str(tmp_path / "nope"))
     assert code == 0
     # every family but the slope (too few versions in the golden checkpoints for one) and
-    # the saturating-only gauges (no golden checkpoint saturates: tests/spark/test_growth.py
-    # checks them, promtool included, on a finite population a real query wrote)
+    # the saturating- or leak-only gauges (no golden checkpoint saturates or leaks:
+    # tests/spark/test_growth.py checks them, promtool included, on a finite population a
+    # real query wrote)
     assert set(FAMILIES) - set(scrape(text)) == {
         "statekit_growth_keys_per_version", "statekit_growth_projected_plateau_keys",
-        "statekit_growth_fraction_seen"}
+        "statekit_growth_fraction_seen", "statekit_growth_leak_keys_per_batch"}
     checked = promtool_check(text)
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, ""), checked
 

@@ -40,7 +40,11 @@ RULE_TESTS = MONITORING / "alerts_test.yml"
 GOLDEN = ROOT / "tests" / "data" / "golden" / "spark-4.1.4"
 
 ALERTS = {"StatekitCheckpointUnreadable", "StatekitWillNotRestart", "StatekitStateGrowing",
-          "StatekitRestartOverRTO", "StatekitSnapshotLagHigh", "StatekitStale"}
+          "StatekitStateFillsExecutorMemory", "StatekitRestartOverRTO",
+          "StatekitSnapshotLagHigh", "StatekitStale"}
+TINY_MEMORY = ("--executor-memory", "1")
+"""1 MiB per executor: below the heap Spark reserves, so every HDFS state already fills it
+and the time-to-memory gauge has rows."""
 DATASOURCE = "${DS_PROMETHEUS}"
 #: What Grafana would put in place of each variable a panel query may use.
 SUBSTITUTIONS = {"checkpoint": ".*", "rto_seconds": "30", "__rate_interval": "1m",
@@ -101,7 +105,7 @@ def exported(checkpoints) -> set[str]:
     """The names of the families ``statekit metrics`` prints for those checkpoints."""
     buffer = io.StringIO()
     with redirect_stdout(buffer):
-        assert run_cli(cli, "statekit", ["metrics", *checkpoints]) == 0
+        assert run_cli(cli, "statekit", ["metrics", *TINY_MEMORY, *checkpoints]) == 0
     return {family.name for family in text_string_to_metric_families(buffer.getvalue())}
 
 
@@ -209,7 +213,8 @@ def test_every_panel_and_rule_queries_a_real_prometheus(checkpoints, tmp_path):
     Prometheus: each panel query (every checkpoint selected, RTO 30) returns data, each rule's
     expression is accepted, and the rules that hold on these checkpoints select exactly the
     checkpoints the exposition says they should."""
-    with served_metrics(tmp_path, checkpoints, cache_seconds=600) as (target, text):
+    with served_metrics(tmp_path, checkpoints, cache_seconds=600,
+                        options=TINY_MEMORY) as (target, text):
         samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
         unreadable = {s.labels["checkpoint"] for s in samples["statekit_checkpoint_up"]
                       if s.value == 0}
@@ -219,6 +224,10 @@ def test_every_panel_and_rule_queries_a_real_prometheus(checkpoints, tmp_path):
         assert broken  # the copy whose last commit is gone
         stale = {s.labels["checkpoint"] for s in samples["statekit_last_batch_age_seconds"]
                  if s.value > 3600}
+        full_soon = {s.labels["checkpoint"] for s in
+                     samples["statekit_growth_executor_memory_full_in_seconds"]
+                     if s.value < 7 * 86400}
+        assert full_soon  # 1 MiB of heap is less than Spark reserves: the HDFS ones are full
 
         with prometheus(tmp_path, target, job="statekit") as base:
             poll(base, "count(statekit_checkpoint_up)",
@@ -244,3 +253,4 @@ def test_every_panel_and_rule_queries_a_real_prometheus(checkpoints, tmp_path):
             assert fired["StatekitCheckpointUnreadable"] == unreadable
             assert fired["StatekitWillNotRestart"] == broken
             assert fired["StatekitStale"] == stale
+            assert fired["StatekitStateFillsExecutorMemory"] == full_soon

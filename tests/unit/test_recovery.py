@@ -305,7 +305,7 @@ def test_the_first_batch_pays_for_the_rows_it_holds(tmp_path):
 
 
 def test_memory_of_the_loaded_state_against_the_heap(tmp_path):
-    from statekit.recovery.memory import RESERVED_HEAP_BYTES, bytes_per_row
+    from statekit.state.memory import RESERVED_HEAP_BYTES, bytes_per_row
 
     ckpt = layout(tmp_path, planned=12, committed=12, partitions=4)
     unknown = estimate_recovery(ckpt, cores=2).memory

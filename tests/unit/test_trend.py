@@ -72,9 +72,25 @@ def test_noise_around_a_level_is_bounded_for_many_seeds():
         assert classify(x, [500 + rng.gauss(0, 40) for _ in x]).verdict in (BOUNDED,), seed
 
 
-def test_a_tiny_consistent_drift_is_not_material():
+def test_a_small_steady_rise_on_a_large_level_is_growth():
+    """A leak is a leak at any size: +1,000 keys a batch on top of 100,000 (+1 % a batch,
+    under 5 % over the window) rises significantly, so the keys' trend is growing — what
+    explains the rise (turnover, a finite population) is the analysis' to weigh."""
+    x = list(range(1, 13))
+    noise = random.Random(58)
+    keys = [100_000 + 1_000 * v + noise.gauss(0, 300) for v in x]
+    trend = classify(x, keys)
+    assert trend.verdict == GROWING and trend.relative_growth < 0.06
+    assert trend.slope == pytest.approx(1_000, rel=0.2)
+
+
+def test_a_material_rise_is_asked_for_only_when_the_caller_says_so():
+    """Value sizes (a few bytes more per key) pass ``min_relative``: their drift of 0.1 %
+    is significant but no accumulation."""
     x = list(range(1, 21))
-    trend = classify(x, [10_000 + v for v in x])  # +0.1 % over the window
+    values = [10_000 + v for v in x]  # +0.1 % over the window
+    assert classify(x, values).verdict == GROWING
+    trend = classify(x, values, min_relative=0.10)
     assert trend.verdict == BOUNDED and trend.p_value < 0.01
     assert "below" in trend.reason
 

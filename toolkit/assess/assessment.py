@@ -211,7 +211,9 @@ class Assessment:
                 "estimate_applies": self.estimate_applies,
                 "estimate_error": self.estimate_error,
                 "rto": self.rto.to_dict() if self.rto is not None else None,
-                "growth": None if self.growth is None else {"verdict": self.growth.verdict},
+                "growth": None if self.growth is None else {
+                    "verdict": self.growth.verdict,
+                    "outlook": self.growth.outlook.to_dict() if self.growth.outlook else None},
                 "growth_error": self.growth_error,
                 "findings": [{"code": f.code, "severity": f.severity, "message": f.message,
                               "meaning": f.meaning} for f in self.findings],
@@ -309,7 +311,9 @@ def assess(ckpt: Checkpoint, *, shown: str | None = None, decode: bool = True,
         from statekit.growth.analysis import analyse
 
         try:
-            grown = analyse(ckpt, on_progress=progress)
+            grown = analyse(ckpt, on_progress=progress,
+                            executors=estimate.executors if estimate else 1,
+                            executor_memory=estimate.memory_limit if estimate else None)
         except StatekitError as error:
             growth_error = str(error)
     version = diagnosis.restart_version

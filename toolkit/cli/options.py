@@ -333,6 +333,25 @@ def cores_option(command: F) -> F:
              "machine's cores).")(command)
 
 
+def executor_options(command: F) -> F:
+    """``--executors N`` and ``--executor-memory SIZE``: the cluster the state lives on —
+    what a restart's loaded state must fit into, and what growing state fills."""
+    from statekit.cli.params import JVM_SIZE
+
+    command = click.option(
+        "--executor-memory", "executor_memory", type=JVM_SIZE, metavar="SIZE",
+        help="Each executor's memory for the state, as Spark writes spark.executor.memory "
+             "(local masters: the driver's): 4g, 512m, or a plain number of MiB. HDFS state "
+             "lives on this heap; for RocksDB give the memory its block cache may use "
+             "(boundedMemoryUsage). Says whether the loaded state fits and when growing "
+             "state fills it.")(command)
+    return click.option(
+        "--executors", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+        help="Executors the query runs on: the state's partitions spread over them (the "
+             "busiest holds the largest), and a restart runs --cores × N tasks at once."
+    )(command)
+
+
 def limit_option(command: F) -> F:
     """``--limit N``."""
     return click.option(

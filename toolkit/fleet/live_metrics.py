@@ -31,6 +31,7 @@ from typing import Any
 
 from statekit.checkpoint.storage_errors import deadline_error, reason_of
 from statekit.fleet.metrics import Family, as_user_error, checkpoint_metrics, failed_metrics, merge
+from statekit.state.memory import ExecutorSizing
 from statekit.support.deadlines import Finished, Readings
 from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
@@ -50,7 +51,8 @@ class LiveMetrics:
     """The families of ``urls``, each refreshed on its own; see the module's notes."""
 
     def __init__(self, urls: Sequence[str], open_checkpoint: Callable[[str], Any], *,
-                 cores: int, per_partition: bool = False, decode: bool = True,
+                 cores: int, sizing: ExecutorSizing | None = None,
+                 per_partition: bool = False, decode: bool = True,
                  rto_s: float | None = None, timeout_s: float = 60.0,
                  refresh_s: float = 60.0, slots: int = 4, first_wait_s: float = 8.0,
                  log: Callable[[str], None] | None = None,
@@ -60,6 +62,7 @@ class LiveMetrics:
         self._open = open_checkpoint
         self.cores, self.per_partition, self.decode, self.rto_s = (cores, per_partition,
                                                                    decode, rto_s)
+        self.sizing = sizing or ExecutorSizing()
         self.timeout_s, self.refresh_s = timeout_s, refresh_s
         self.first_wait_s = first_wait_s
         self._log = log or (lambda line: None)
@@ -96,7 +99,8 @@ class LiveMetrics:
         def read() -> tuple[list[Family], StatekitError | None]:
             errors: list[StatekitError] = []
             families = checkpoint_metrics(
-                url, self._open, cores=self.cores, per_partition=self.per_partition,
+                url, self._open, cores=self.cores, sizing=self.sizing,
+                per_partition=self.per_partition,
                 decode=self.decode, rto_s=self.rto_s, now=self._now, on_error=errors.append)
             return families, (errors[0] if errors else None)
         return read

@@ -29,6 +29,7 @@ from typing import Any
 from statekit.checkpoint.storage_errors import reason_of, user_error
 from statekit.doctor.problems import OUTCOMES, SAME
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
+from statekit.state.memory import ONE_EXECUTOR, ExecutorSizing
 from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
 
@@ -98,6 +99,19 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "for the verdict saturating)"),
     "statekit_growth_fraction_seen": (
         "gauge", "Share of a saturating store's projected plateau already live"),
+    "statekit_growth_leak_keys_per_batch": (
+        "gauge", "New keys per batch that no finite population explains (only for a store "
+        "whose keys grow by a leak)"),
+    "statekit_growth_projected_keys": (
+        "gauge", "Keys on the busiest executor projected 1, 7 and 30 days ahead (label "
+        "horizon_days) at the recent pace of batch time"),
+    "statekit_growth_projected_executor_bytes": (
+        "gauge", "Memory the state takes on the busiest executor projected 1, 7 and 30 days "
+        "ahead (HDFS: heap; RocksDB: key and value bytes)"),
+    "statekit_growth_executor_memory_full_in_seconds": (
+        "gauge", "Time until the state fills the usable --executor-memory on the busiest "
+        "executor (0: already; absent without --executor-memory or when it levels off "
+        "below it)"),
     "statekit_restart_verdict": (
         "gauge", "Will the query restart on this checkpoint, statekit doctor's verdict with "
         "the restart path decoded; not-checked when only listed (--no-decode) (stateset: 1 "
@@ -135,6 +149,7 @@ def _families() -> dict[str, Family]:
 
 
 def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores: int,
+                       sizing: ExecutorSizing = ONE_EXECUTOR,
                        per_partition: bool = False, decode: bool = True,
                        rto_s: float | None = None,
                        now: Callable[[], float] = time.time,
@@ -152,7 +167,8 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
     started = clock()
     label = printable(url)
     try:
-        assessment = read_checkpoint(url, open_checkpoint, cores=cores, decode=decode,
+        assessment = read_checkpoint(url, open_checkpoint, cores=cores, sizing=sizing,
+                                     decode=decode,
                                      rto_s=rto_s)
     except Exception as failed:  # a checkpoint's fault is its own series, never the scrape's
         error = as_user_error(failed, url)
@@ -218,10 +234,24 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
                                                  verdict=verdict)
             f["statekit_growth_keys_per_version"].add(grown.keys.slope, **where)
             sat = grown.saturation
+            if sat is not None and sat.outcome == "leak" and \
+                    grown.key_verdict in (GROWING, ACCELERATING):
+                f["statekit_growth_leak_keys_per_batch"].add(sat.leak_keys_per_batch, **where)
             if grown.verdict == SATURATING and sat is not None:
                 f["statekit_growth_projected_plateau_keys"].add(sat.plateau, **where)
                 f["statekit_growth_fraction_seen"].add(sat.fraction_seen, **where)
             f["statekit_growth_damaged"].add(int(bool(grown.history.damaged)), **where)
+    ahead = growth.outlook if growth else None
+    if ahead is not None:
+        for h in ahead.horizons if ahead.batches_per_day is not None else ():
+            f["statekit_growth_projected_keys"].add(h.keys_per_executor, checkpoint=label,
+                                                    horizon_days=f"{h.days:g}")
+            if h.bytes_per_executor is not None:
+                f["statekit_growth_projected_executor_bytes"].add(
+                    h.bytes_per_executor, checkpoint=label, horizon_days=f"{h.days:g}")
+        if ahead.limit_days is not None:
+            f["statekit_growth_executor_memory_full_in_seconds"].add(ahead.limit_days * 86400,
+                                                                checkpoint=label)
     if recovery is not None:
         f["statekit_recovery_estimate_seconds"].add(recovery.estimate_s, checkpoint=label)
         f["statekit_recovery_estimate_low_seconds"].add(recovery.low_s, checkpoint=label)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.checkpoint.storage_errors import deadline_error, user_error
 from statekit.growth.trend import ACCELERATING, BOUNDED, GROWING, INSUFFICIENT, SATURATING
+from statekit.state.memory import ONE_EXECUTOR, ExecutorSizing
 from statekit.support.presentation import printable
 
 if TYPE_CHECKING:
@@ -37,22 +38,26 @@ GROWTH_ORDER = (ACCELERATING, GROWING, SATURATING, BOUNDED, INSUFFICIENT)
 
 
 def read_checkpoint(url: str, open_checkpoint: Callable[[str], Checkpoint], *, cores: int,
+                    sizing: ExecutorSizing = ONE_EXECUTOR,
                     decode: bool = True, rto_s: float | None = None) -> Assessment:
     """The assessment of one checkpoint — the doctor's verdict (the restart path decoded,
     through the decode cache), the report, the growth analysis, the loaded version's keys and
     the restart estimate. Raises the ``StatekitError`` of a checkpoint that cannot be
     opened."""
-    return assessed(url, open_checkpoint(url), cores=cores, decode=decode, rto_s=rto_s)
+    return assessed(url, open_checkpoint(url), cores=cores, decode=decode, rto_s=rto_s,
+                    sizing=sizing)
 
 
 def assessed(url: str, ckpt: Checkpoint, *, cores: int, decode: bool = True,
-             rto_s: float | None = None, listed: CheckpointReport | None = None
-             ) -> Assessment:
+             rto_s: float | None = None, listed: CheckpointReport | None = None,
+             sizing: ExecutorSizing = ONE_EXECUTOR) -> Assessment:
     """``read_checkpoint`` of an opened checkpoint (``listed``: its report, already built)."""
     from statekit.assess.assessment import EstimateOptions, assess
 
     return assess(ckpt, shown=url, decode=decode, fix=False, growth=True,
-                  estimate=EstimateOptions(cores=cores), rto_s=rto_s, listed_report=listed)
+                  estimate=EstimateOptions(cores=cores, executors=sizing.executors,
+                                           memory_limit=sizing.memory),
+                  rto_s=rto_s, listed_report=listed)
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,20 @@ from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.progress_log import OperatorProgress, ProgressPoint
+from statekit.growth.outlook import Outlook, StorePath, outlook
 from statekit.growth.population import DiscoveryPoint, batches_until
 from statekit.growth.recapture import MAX_DELETE_SHARE
 from statekit.growth.saturation import (
     DEFAULT_THRESHOLDS,
     LEAK,
     PLATEAU_REACHED,
+    UNDECIDED,
     Saturation,
     Thresholds,
     analyse_discovery,
 )
 from statekit.growth.saturation import SATURATING as FITS_A_POPULATION
+from statekit.growth.sources import SourceAgreement, reconcile
 from statekit.growth.trend import (
     ACCELERATING,
     BOUNDED,
@@ -126,6 +129,11 @@ class StoreGrowth:
     history: StoreHistory
     saturation: Saturation | None = None
     """The discovery-curve analysis, when the key count grows without turning over."""
+    key_verdict: str = INSUFFICIENT
+    """The keys' verdict (turnover and the discovery curve weighed); ``verdict`` is the worse
+    of it and the value sizes'."""
+    value_verdict: str | None = None
+    """The mean value size's trend (``None``: values not replayed)."""
 
     @property
     def label(self) -> str:
@@ -166,6 +174,10 @@ class GrowthReport:
     projections: tuple[Projection, ...]
     summary: tuple[str, ...] = field(default=())
     plateau: Plateau | None = None
+    outlook: Outlook | None = None
+    """Keys and memory per executor in 1, 7 and 30 days, and when the memory given fills."""
+    sources: tuple[SourceAgreement, ...] = ()
+    """Per operator in both the state files and the progress log: whether they agree."""
 
     @property
     def is_growth(self) -> bool:
@@ -186,6 +198,8 @@ class GrowthReport:
             "fraction_seen": self.plateau.fraction_seen if self.plateau else None,
             "projected_plateau_bytes": self.plateau.bytes if self.plateau else None,
             "plateau": asdict(self.plateau) if self.plateau else None,
+            "outlook": self.outlook.to_dict() if self.outlook else None,
+            "sources": [asdict(a) for a in self.sources],
         }
 
     def exceeds(self, max_keys: float | None, max_bytes: float | None) -> bool:
@@ -259,15 +273,42 @@ def _hours_per_batch(trend: Trend) -> float | None:
     return None
 
 
-def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | None
-                         ) -> list[str]:
+def hours_per_batch(xs: Sequence[int], timestamps: Sequence[int | None]) -> float | None:
+    """The recent pace of batch time: hours per batch over the newer half of the batches
+    whose times are known (``None``: fewer than two, or no time between them)."""
+    known = [(x, t) for x, t in zip(xs, timestamps, strict=True) if t is not None]
+    known = known[len(known) // 2:] if len(known) >= 4 else known
+    if len(known) < 2 or known[-1][0] == known[0][0] or known[-1][1] <= known[0][1]:
+        return None
+    return (known[-1][1] - known[0][1]) / 3_600_000 / (known[-1][0] - known[0][0])
+
+
+def _per_day(rate: float | None, per_batch_hours: float | None) -> str:
+    if rate is None or not per_batch_hours:
+        return ""
+    return f" (≈ {_fmt(rate * 24 / per_batch_hours)} a day at the recent pace)"
+
+
+def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | None,
+                         per_batch_hours: float | None = None) -> list[str]:
     """The discovery curve's finding in words (saturating, leak or undecided)."""
     if sat.outcome == LEAK:
-        return [f"New keys no finite population explains ({sat.method}): {sat.reason}: about "
-                f"{_fmt(sat.leak_keys_per_batch)} keys per batch that will never stop "
+        beside = (f", beside a finite population of about {_fmt(sat.population)} keys "
+                  f"({min(1.0, sat.keys / sat.population):.0%} of the live keys' worth)"
+                  if sat.population else "")
+        return [f"Leak: new keys no finite population explains ({sat.method}): {sat.reason}: "
+                f"about {_fmt(sat.leak_keys_per_batch)} keys per batch that will never stop"
+                f"{_per_day(sat.leak_keys_per_batch, per_batch_hours)}{beside} "
                 "(a leak, or an open population)."]
     if sat.outcome != FITS_A_POPULATION:
-        return [f"Cannot tell a finite population from a leak yet: {sat.reason}."]
+        if sat.more_batches is not None:
+            hours = f" (~{human_duration(sat.more_batches * per_batch_hours * 3600)} of " \
+                "batch time)" if per_batch_hours else ""
+            return [f"Too early to tell a finite population from a leak: {sat.reason}. If the "
+                    f"best fit (about {_fmt(sat.plateau)} keys) holds, ~"
+                    f"{sat.more_batches:,.0f} more batches{hours} would see "
+                    f"{sat.settle_at or 0:.0%} of it and settle it."]
+        return [f"Cannot tell a finite population from a leak: {sat.reason}."]
     assert sat.plateau is not None and sat.plateau_low is not None  # saturating: all set
     assert sat.plateau_high is not None and sat.fraction_seen is not None
     skew = "uniform draws" if not sat.skew else f"Zipf-skewed draws, exponent {sat.skew:.2f}"
@@ -302,6 +343,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
     """The verdict and evidence for one store's history."""
     versions = [v.version for v in history.versions]
     times = [timestamps.get(v) for v in versions]
+    per_batch_hours = hours_per_batch(versions, times)
     keys = classify(versions, history.series("keys"), times)
     window = _window(history, keys)
     inserts = [v.inserts for v in window[1:] if v.inserts is not None]
@@ -347,12 +389,19 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
                                        thresholds=thresholds, touch_counts=touch_counts)
         if why_not:  # no touch counts went in: the fit has no note of its own
             saturation = replace(saturation, touch_note=why_not)
-        evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last)))
+        evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last),
+                                             per_batch_hours))
         if saturation.outcome == FITS_A_POPULATION:
             key_verdict = SATURATING
+        elif saturation.outcome == UNDECIDED and saturation.more_batches is not None:
+            key_verdict = INSUFFICIENT  # too early to tell: say when, do not guess
     verdict = key_verdict
+    value_verdict = value_trend.verdict if value_trend is not None else None
     if value_trend is not None and value_trend.is_growth:
         verdict = worst([verdict, value_trend.verdict])
+        if verdict != key_verdict:
+            evidence.insert(0, f"Verdict {verdict.upper()} from the values: the keys are "
+                            f"{key_verdict}, but each key's state grows.")
         if last is not None:  # always: a growing series has points
             evidence.append(
                 f"Values grow: mean value size {_fmt(window[0].value_mean, ' B')} → "
@@ -401,7 +450,8 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
     return StoreGrowth(history.operator_id, history.store, history.operator_name,
                        history.method, verdict, keys, value_trend, turnover,
                        _mean(inserts), _mean(deletes), oldest, untouched, untouched_first,
-                       no_timeout, shares, tuple(evidence), history, saturation)
+                       no_timeout, shares, tuple(evidence), history, saturation,
+                       key_verdict, value_verdict)
 
 
 def progress_discovery(points: Sequence[ProgressPoint]) -> list[DiscoveryPoint]:
@@ -419,10 +469,15 @@ def progress_discovery(points: Sequence[ProgressPoint]) -> list[DiscoveryPoint]:
 
 
 def analyse_progress(progress: OperatorProgress,
-                     thresholds: Thresholds = DEFAULT_THRESHOLDS) -> ProgressGrowth:
+                     thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
+                     with_bytes: bool = True) -> ProgressGrowth:
+    """The verdict on one operator's progress-log history; ``with_bytes``: say what the
+    state takes at its plateau (memory per key now: ``memoryUsedBytes``) — not when the
+    state files say it, in the one figure every page shows."""
     points = [p for p in progress.points if p.rows_total is not None]
     batches = [p.batch_id for p in points]
     times = [p.timestamp_ms for p in points]
+    per_batch_hours = hours_per_batch(batches, times)
     keys = classify(batches, [p.rows_total or 0 for p in points], times)  # none is None
     per_key = [(p.memory_bytes / p.rows_total) if p.memory_bytes and p.rows_total else None
                for p in points]
@@ -436,24 +491,34 @@ def analyse_progress(progress: OperatorProgress,
         else 0
     inserted = grown + removed
     turnover = removed / inserted if inserted > 0 else None
-    verdict = worst([keys.verdict] + ([memory.verdict] if memory and memory.is_growth else []))
+    key_verdict = keys.verdict
     evidence = [f"{len(points)} batches ({batches[0]}–{batches[-1]}) in the progress log: "
                 f"{keys.reason}."] if points else ["no numRowsTotal in the progress log"]
     if turnover is not None:
         evidence.append(f"{removed:,} rows removed against {inserted:,} inserted in the "
                         f"recent window ({turnover:.0%} turnover).")
-    if memory is not None and memory.is_growth:
-        evidence.append(f"Memory per key rises: {memory.reason}.")
+    turns_over = turnover is not None and turnover >= TURNOVER_MIN
+    if keys.is_growth and turns_over:
+        key_verdict = BOUNDED
+        evidence.append("The rows rise but turn over: the rise follows traffic, it is not "
+                        "accumulation.")
     saturation = None
-    if keys.is_growth and (turnover is None or turnover < TURNOVER_MIN):
+    if keys.is_growth and not turns_over:
         saturation = analyse_discovery(progress_discovery(points), points[-1].rows_total or 0,
                                        thresholds=thresholds)
         last = points[-1]
-        bytes_per_key = last.memory_bytes / last.rows_total if last.memory_bytes and \
-            last.rows_total else None
-        evidence.extend(_saturation_evidence(saturation, keys, bytes_per_key))
-        if saturation.outcome == FITS_A_POPULATION and not (memory and memory.is_growth):
-            verdict = SATURATING
+        bytes_per_key = last.memory_bytes / last.rows_total if with_bytes and \
+            last.memory_bytes and last.rows_total else None
+        evidence.extend(_saturation_evidence(saturation, keys, bytes_per_key,
+                                             per_batch_hours))
+        if saturation.outcome == FITS_A_POPULATION:
+            key_verdict = SATURATING
+        elif saturation.outcome == UNDECIDED and saturation.more_batches is not None:
+            key_verdict = INSUFFICIENT
+    verdict = key_verdict
+    if memory is not None and memory.is_growth:
+        verdict = worst([key_verdict, memory.verdict])
+        evidence.append(f"Memory per key rises: {memory.reason}.")
     return ProgressGrowth(progress.label, verdict, keys, memory, turnover, len(points),
                           tuple(evidence), tuple(p.rows_total or 0 for p in points),
                           saturation)
@@ -504,9 +569,12 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
             max_bytes: float | None = None, stale_after: int | None = None,
             on_progress: Callable[[str], None] | None = None,
             runner: GroupRunner | None = None,
-            thresholds: Thresholds = DEFAULT_THRESHOLDS) -> GrowthReport:
+            thresholds: Thresholds = DEFAULT_THRESHOLDS, executors: int = 1,
+            executor_memory: float | None = None) -> GrowthReport:
     """The growth report of a checkpoint (and/or a progress log); ``runner``: replay the
-    state files on Spark (:mod:`statekit.jobs.distributed`), the same results."""
+    state files on Spark (:mod:`statekit.jobs.distributed`), the same results;
+    ``executors``, ``executor_memory``: what the outlook spreads the state over and
+    measures it against (:mod:`statekit.growth.outlook`)."""
     if ckpt is not None and operator is not None and \
             operator not in ckpt.inventory.operator_ids:
         known = ", ".join(map(str, ckpt.inventory.operator_ids)) or "none"
@@ -525,11 +593,20 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
     if bytes_series:
         total_bytes = classify(bytes_series[0], bytes_series[1],
                                [timestamps.get(v) for v in bytes_series[0]])
-    from_progress = tuple(analyse_progress(p, thresholds) for p in progress)
-    verdict = worst([s.verdict for s in stores] + [p.verdict for p in from_progress])
+    from_progress = tuple(analyse_progress(p, thresholds, with_bytes=not stores)
+                          for p in progress)
+    sources = reconcile(stores, from_progress)
+    verdict = one_verdict(stores, from_progress, sources)
     last_ms = timestamps.get(versions[-1]) if versions else None
     if last_ms is None and from_progress:
         last_ms = next((p.timestamp_ms for op in progress for p in op.points[-1:]), None)
+    pace = hours_per_batch(versions, [timestamps.get(v) for v in versions]) if versions \
+        else _progress_pace(progress)
+    provider = ckpt.latest_offset.provider if ckpt is not None and \
+        ckpt.latest_offset is not None else None
+    ahead = outlook(_paths(stores, from_progress, progress), provider=provider or "hdfs",
+                    hours_per_batch=pace, last_ms=last_ms, executors=executors,
+                    limit_bytes=executor_memory)
     keys_trend = total_keys if total_keys is not None else (
         from_progress[0].keys if from_progress else None)
     plateau = None
@@ -544,12 +621,82 @@ def analyse(ckpt: Checkpoint | None, *, operator: int | None = None,
         projections = tuple(p for p in (
             _projection("max_keys", max_keys, keys_trend, last_ms),
             _projection("max_bytes", max_bytes, total_bytes, last_ms)) if p is not None)
-    summary = _summary(verdict, stores, from_progress, projections, plateau)
+    summary = _summary(verdict, stores, from_progress, projections, plateau, sources, ahead,
+                       pace)
     if ckpt is not None and not histories:
         summary = ("The checkpoint holds no state store files (a stateless query, or no "
                    "batch has run yet).", *summary[1:])
     return GrowthReport(ckpt.location.url if ckpt is not None else None, verdict, total_keys,
-                        total_bytes, stores, from_progress, projections, summary, plateau)
+                        total_bytes, stores, from_progress, projections, summary, plateau,
+                        ahead, sources)
+
+
+def one_verdict(stores: Sequence[StoreGrowth], progress: Sequence[ProgressGrowth],
+                sources: Sequence[SourceAgreement]) -> str:
+    """The state's verdict: the worst operator's, each operator judged once — by the
+    source :func:`statekit.growth.sources.reconcile` chose where both cover it."""
+    decided = {a.operator_id: a.verdict for a in sources}
+    matched = {a.label for a in sources}
+    return worst([s.verdict for s in stores if s.operator_id not in decided]
+                 + list(decided.values())
+                 + [p.verdict for p in progress if p.label not in matched])
+
+
+def _progress_pace(progress: Sequence[OperatorProgress]) -> float | None:
+    for op in progress:
+        pace = hours_per_batch([p.batch_id for p in op.points],
+                               [p.timestamp_ms for p in op.points])
+        if pace is not None:
+            return pace
+    return None
+
+
+def _paths(stores: Sequence[StoreGrowth], from_progress: Sequence[ProgressGrowth],
+           progress: Sequence[OperatorProgress]) -> list[StorePath]:
+    """What the outlook projects: the stores, or without them the progress log's operators
+    (memory per key as Spark measured it)."""
+    if stores:
+        return [StorePath(
+            float(s.history.versions[-1].keys) if s.history.versions else 0.0, s.key_verdict,
+            s.keys, s.saturation, _bytes_per_key(s.history.versions[-1])
+            if s.history.versions else None,
+            max(0.0, s.value_size.slope or 0.0) if s.value_size is not None
+            and s.value_size.is_growth else 0.0,
+            {p: float(k[-1]) for p, k in s.history.partition_keys.items() if k})
+            for s in stores]
+    out = []
+    for grown, op in zip(from_progress, progress, strict=True):
+        last = next((p for p in reversed(op.points) if p.rows_total is not None), None)
+        per_key = last.memory_bytes / last.rows_total if last is not None and \
+            last.memory_bytes and last.rows_total else None
+        out.append(StorePath(float(grown.rows_total[-1]) if grown.rows_total else 0.0,
+                             grown.verdict, grown.keys, grown.saturation, None, 0.0, {},
+                             memory_per_key=per_key))
+    return out
+
+
+def outlook_lines(ahead: Outlook) -> list[str]:
+    """The outlook in sentences (the CLI's summary, the TUI's chart title)."""
+    from statekit.support.presentation import human_bytes
+
+    where = f"on the busiest of {ahead.executors} executors ({ahead.executor_share:.0%} of " \
+        "the keys)" if ahead.executors > 1 else "on one executor"
+    lines = []
+    if ahead.batches_per_day is not None:
+        lines.append(f"Projected {where}, {ahead.memory}: {ahead.horizon_text}.")
+    else:
+        lines.append("No projection in days: the batches' times are unknown.")
+    if ahead.limit_bytes is not None:
+        limit = human_bytes(int(ahead.limit_bytes))
+        if ahead.limit_days is not None:
+            at = f" (around {ahead.limit_at})" if ahead.limit_at else ""
+            when = "already" if ahead.limit_days == 0 else \
+                f"in {human_duration(ahead.limit_days * 86400)}{at}"
+            lines.append(f"Executor memory {limit}: the state fills its usable "
+                         f"{human_bytes(int(ahead.usable_bytes or 0))} {when}.")
+        else:
+            lines.append(f"Executor memory {limit}: {ahead.limit_note}.")
+    return lines
 
 
 def _bytes_per_key(last: VersionStats | None) -> float | None:
@@ -646,8 +793,9 @@ def _plateau_projection(name: str, limit: float | None, plateau: Plateau,
 
 
 def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[ProgressGrowth],
-             projections: Sequence[Projection], plateau: Plateau | None = None
-             ) -> tuple[str, ...]:
+             projections: Sequence[Projection], plateau: Plateau | None = None,
+             sources: Sequence[SourceAgreement] = (), ahead: Outlook | None = None,
+             pace: float | None = None) -> tuple[str, ...]:
     lines = []
     growing = [s for s in stores if s.verdict in (GROWING, ACCELERATING)]
     if growing:
@@ -663,11 +811,31 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
     elif verdict == BOUNDED:
         lines.append("State is bounded: no store shows sustained growth.")
     elif verdict == INSUFFICIENT:
-        lines.append("Not enough retained history for a verdict; pass a progress log "
-                     "(--progress-log) or raise spark.sql.streaming.minBatchesToRetain.")
+        waits = [x.saturation.more_batches for x in (*stores, *progress)
+                 if x.verdict == INSUFFICIENT and x.saturation is not None
+                 and x.saturation.more_batches is not None]
+        if waits:
+            lines.append(f"Keys rise, but it is too early to tell a finite population from a "
+                         f"leak: ~{max(waits):,.0f} more batches would tell (the evidence "
+                         "says why).")
+        else:
+            lines.append("Not enough retained history for a verdict; pass a progress log "
+                         "(--progress-log) or raise spark.sql.streaming.minBatchesToRetain.")
+    for s in stores:
+        sat = s.saturation
+        if s.verdict in (GROWING, ACCELERATING) and sat is not None and sat.outcome == LEAK:
+            beside = f" beside a finite population of about {_fmt(sat.population)} keys" \
+                if sat.population else ""
+            lines.append(f"{s.label[0].upper()}{s.label[1:]} leaks about "
+                         f"{_fmt(sat.leak_keys_per_batch)} keys per batch"
+                         f"{_per_day(sat.leak_keys_per_batch, pace)}{beside}.")
+    matched = {a.label for a in sources}
     for p in progress:
-        if p.verdict in (GROWING, ACCELERATING):
+        if p.verdict in (GROWING, ACCELERATING) and p.label not in matched:
             lines.append(f"The progress log shows {p.label} {p.verdict}.")
+    lines.extend(a.sentence for a in sources)
+    if ahead is not None and (ahead.basis != "flat" or ahead.limit_bytes is not None):
+        lines.extend(outlook_lines(ahead))
     for proj in projections:
         if proj.note and proj.batches is None:
             lines.append(f"{proj.limit_name.replace('_', ' ').capitalize()} "

@@ -132,3 +132,14 @@ def curve(keys: float, plateau: float, skew: float, events_per_batch: float, ste
     start = float(draws_for(table, min(keys, plateau * (1 - 1e-9))))
     later = start + events_per_batch * np.arange(1, steps + 1)
     return [max(float(keys), float(k)) for k in np.interp(np.log(later), *table)]
+
+
+def keys_after(keys: float, plateau: float, skew: float, events_per_batch: float,
+               batches: float) -> float:
+    """Expected live keys after ``batches`` more batches (any real number of them)."""
+    if batches <= 0:
+        return float(keys)
+    table = accumulation(plateau, skew)
+    start = float(draws_for(table, min(keys, plateau * (1 - 1e-9))))
+    later = start + events_per_batch * batches
+    return max(float(keys), float(np.interp(math.log(later), *table)))

@@ -72,6 +72,8 @@ class LeakTest:
     """Chao's lower bound on the population from the same counts: the keys live before the
     history, those first seen in it, and ``f1² / (2·f2)`` never seen (bias-corrected) —
     model-free, a floor under the plateau (exact for uniform draws, low under skew)."""
+    population: float = 0.0
+    """The finite population beside the leak (the leak fit's ``N``)."""
 
 
 def _binomial_head(n: int, q: np.ndarray) -> np.ndarray:
@@ -220,7 +222,11 @@ def leak_test(points: Sequence[DiscoveryPoint], touch_counts: Sequence[int], pla
     step = np.array([0.5, 0.25])
     chi2_closed, best_closed = min((_nelder_mead(closed, s, step) for s in starts),
                                    key=lambda r: r[0])
-    leak_starts = [np.append(best_closed, share) for share in (0.01, 0.05)]
+    # a leak cannot exceed any version's inserts: start inside that bound (a start outside
+    # it is an impossible model, where the simplex learns nothing)
+    room = float(model.inserted.min()) / max(recent, 1.0)
+    shares = sorted({*(f * room for f in (0.3, 0.8)), *(s for s in (0.01, 0.05) if s < room)})
+    leak_starts = [np.append(best_closed, share) for share in shares]
     chi2_leak, best_leak = min((_nelder_mead(opened, s, np.append(step, 0.02))
                                 for s in leak_starts), key=lambda r: r[0])
     chi2_leak = min(chi2_leak, chi2_closed)  # a leak of 0 is the closed fit
@@ -228,8 +234,9 @@ def leak_test(points: Sequence[DiscoveryPoint], touch_counts: Sequence[int], pla
     f = (chi2_closed - chi2_leak) / max(chi2_leak / dof, 1.0)
     share = min(max(0.0, float(best_leak[2])), _MAX_LEAK_SHARE)
     n_closed = model.top * (1 + math.exp(best_closed[0]))
+    n_open = (model.top - share * recent * len(usable)) * (1 + math.exp(float(best_leak[0])))
     once, twice = touch_counts[0], touch_counts[1] if len(touch_counts) > 1 else 0
     chao1 = float(usable[0].live_before + first_seen + once * (once - 1) / (2 * (twice + 1)))
     return LeakTest(f, share * recent, share, int(once),
                     model.seen_once(n_closed, max(0.0, float(best_closed[1]))),
-                    chi2_closed, chi2_leak, dof, chao1)
+                    chi2_closed, chi2_leak, dof, chao1, n_open)

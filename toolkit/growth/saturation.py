@@ -72,12 +72,21 @@ MIN_POINTS = 5
 MAX_POINTS = 120
 """Longer histories are merged into this many runs of consecutive versions."""
 MIN_SHARE_DROP = 0.05
-"""The new-key share must fall by this much (absolute) across the history: a flat share is no
-evidence of a limit."""
+"""The new-key share must fall by this much (absolute) across the history — or by
+``MIN_SHARE_FALL`` of itself: a flat share is no evidence of a limit."""
+MIN_SHARE_FALL = 0.5
+"""…or to at most this share of where it started: a population nearly all seen brings few new
+keys (1 % of a batch's, then 0.4 %), a fall no absolute threshold sees."""
+MIN_FRACTION_SEEN = 0.25
+"""The share of the best fit's population that must be seen before it counts as one: below
+it a larger population, or a leak behind a smaller one, fit the curve as well (the
+benchmark's plateaus are within ±15 % from 30 % seen on). The yardstick of "how much more
+history would settle it"."""
 MAX_PLATEAU_RATIO = 50.0
 """A plateau range reaching beyond this many times the keys seen is no plateau (undecided)."""
-LEAK_MIN_SHARE = 0.01
-"""A fitted leak share below this is negligible (1 % of a batch's keys)."""
+LEAK_MIN_SHARE = 0.001
+"""A fitted leak share below this is negligible (0.1 % of a batch's keys): a leak is a leak at
+any size, but below this the shares' own noise can fit one."""
 MAX_TRAFFIC_GROWTH = 1.5
 """The draws a batch needs to touch the keys it touches (under the fitted population) may
 grow this much from the first quarter of the history to the last: traffic that grows with the
@@ -93,11 +102,14 @@ LEAK_F = 10.0
 leak: the shares are precise (binomial over many keys), so model error, not noise, sets it."""
 RANGE_F = 4.0
 """The plateau range: every N whose best fit (at its best skew) is within this F of the best."""
+FIT_VERSION = 4
+"""Bumped whenever the fits change: the decode cache keeps fits by their inputs alone."""
 PLATEAU_REACHED = 0.95
 """The projected plateau counts as reached at this fraction of it."""
 
 GAMMAS = np.array([1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0])
-LAMBDAS = np.array([0.0, 0.003, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8])
+LAMBDAS = np.array([0.0, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2,
+                    0.3, 0.45, 0.6, 0.8])
 _N_STEPS = 500
 _N_BELOW, _N_SPAN = 0.02, 1e4
 """The N grid: from this share of the keys seen to this many times them (log-spaced)."""
@@ -143,6 +155,14 @@ class Saturation:
     """Why the touch counts were not tested, when they were not."""
     chao1_keys: float | None = None
     """Chao's lower bound on the population from the touch counts."""
+    population: float | None = None
+    """A leak's finite part: the population the rest of the new keys come from (fitted beside
+    the leak); ``None`` when the fit put none beside it."""
+    more_batches: float | None = None
+    """Undecided because too little of the population is seen yet: the batches after which
+    the best fit's population would be ``settle_at`` seen, at the recent pace."""
+    settle_at: float | None = None
+    """The share seen that would settle it (``Thresholds.min_fraction_seen``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -295,6 +315,7 @@ class Thresholds:
     max_traffic_growth: float = MAX_TRAFFIC_GROWTH
     touch_leak_f: float = TOUCH_LEAK_F
     touch_leak_min_share: float = TOUCH_LEAK_MIN_SHARE
+    min_fraction_seen: float = MIN_FRACTION_SEEN
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -320,6 +341,8 @@ class DiscoveryFit:
     events_per_batch: float
     traffic_growth: float
     """Median draws per batch over the last quarter ÷ over the first quarter."""
+    leak_population: float = 0.0
+    """The open model's ``N`` at its best leak share (the finite part beside a leak)."""
     touches: LeakTest | str | None = None
     """The touch-count test (:mod:`statekit.growth.recapture`); a string: why it could not run;
     ``None``: no touch counts."""
@@ -338,7 +361,7 @@ def fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
 
     inputs = [[[p.version, p.live_before, p.inserted, p.updated] for p in points], keys,
               list(touch_counts) if touch_counts is not None else None]
-    return computed_once("growth-fit", inputs,
+    return computed_once(f"growth-fit-{FIT_VERSION}", inputs,
                          lambda: _fit_discovery(points, keys, touch_counts),
                          dump=_fit_to_json, load=_fit_from_json)
 
@@ -373,10 +396,7 @@ def _fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
     sse_closed, plateau, skew = closed.best()
     fit = _Fit(x, share, weight, top)
     sse_closed_gamma = fit.best(0.0)[0]
-    # refine the three leak shares whose grid fits best (the grid alone is coarse)
-    coarse = sorted(LAMBDAS[1:], key=lambda lam: float(fit.grid(float(lam)).min()))[:3]
-    opened = [(fit.best(float(lam)), float(lam)) for lam in coarse]
-    (sse_open, _, _), leak_share = min(opened, key=lambda o: o[0][0])
+    (sse_open, _, leak_population), leak_share = _best_leak(fit)
     # the shares' own noise (binomial, weighted as the fit weighs them): a better fit than
     # that is no evidence
     noise = float((share * (1 - share) / touched * weight).sum())
@@ -390,7 +410,23 @@ def _fit_discovery(points: tuple[DiscoveryPoint, ...], keys: int,
     touches = None if touch_counts is None else leak_test(points, touch_counts, plateau, skew)
     return DiscoveryFit(len(usable), keys, top, first, last, plateau, low, high, skew,
                         closed.high_n / 1.01, f_leak, leak_share,
-                        float(np.median(touched[-quarter:])), events, growth, touches)
+                        float(np.median(touched[-quarter:])), events, growth,
+                        leak_population=leak_population, touches=touches)
+
+
+def _best_leak(fit: _Fit) -> tuple[tuple[float, float, float], float]:
+    """((SSE, γ, N), λ) of the open model: the three leak shares whose grid fits best, each
+    refined, then λ itself refined (golden section) between the grid's neighbours of the
+    best — the rate a leak is reported at is λ × the keys a batch touches, so the grid's
+    steps would be its error."""
+    coarse = sorted(LAMBDAS[1:], key=lambda lam: float(fit.grid(float(lam)).min()))[:3]
+    opened = [(fit.best(float(lam)), float(lam)) for lam in coarse]
+    best, lam = min(opened, key=lambda o: o[0][0])
+    i = int(np.searchsorted(LAMBDAS, lam))
+    low, high = float(LAMBDAS[max(1, i - 1)]), float(LAMBDAS[min(len(LAMBDAS) - 1, i + 1)])
+    _, refined = golden(lambda v: fit.best(v)[0], low, high, rounds=12)
+    better = fit.best(refined)
+    return (better, refined) if better[0] < best[0] else (best, lam)
 
 
 def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturation:
@@ -399,29 +435,38 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
     base: dict[str, Any] = {"points": fit.points, "keys": fit.keys, "first_share": fit.first_share,
             "last_share": fit.last_share}
     first, last = fit.first_share, fit.last_share
-    if fit.leak_share >= t.leak_min_share and fit.f_leak >= t.leak_f and \
-            last >= fit.leak_share * 0.5:
-        return Saturation(
-            LEAK, f"a share {fit.leak_share:.1%} of every batch's keys is new whatever the "
-            f"keys seen (F = {fit.f_leak:.0f} against a closed population)",
-            leak_share=fit.leak_share,
-            leak_keys_per_batch=fit.leak_share * fit.touched_per_batch, **base)
     touch = fit.touches
     checked: dict[str, Any] = {}
     if isinstance(touch, LeakTest):
         checked = {"seen_once": touch.seen_once, "seen_once_closed": touch.seen_once_closed,
                    "touch_f": touch.f, "chao1_keys": touch.chao1}
-        if touch.f >= t.touch_leak_f and touch.leak_share >= t.touch_leak_min_share:
-            return Saturation(
-                LEAK, f"no closed population explains both the new keys per batch and the "
-                f"{touch.seen_once:,} keys written in one version only; about "
-                f"{touch.leak_share:.1%} of every batch's keys being new and never coming "
-                f"back does (F = {touch.f:.0f})",
-                leak_share=touch.leak_share, leak_keys_per_batch=touch.leak_keys_per_version,
-                method="touch counts", **checked, **base)
     elif isinstance(touch, str):
         checked = {"touch_note": touch}
-    if first - last < t.min_share_drop:
+    if fit.leak_share >= t.leak_min_share and fit.f_leak >= t.leak_f and \
+            last >= fit.leak_share * 0.5:
+        # the rate: the touch counts' leak where they measured one (their closed part is the
+        # Zipf population itself, not the open model's approximation of it)
+        measured = isinstance(touch, LeakTest) and touch.leak_keys_per_version > 0
+        rate = touch.leak_keys_per_version if isinstance(touch, LeakTest) and measured \
+            else fit.leak_share * fit.touched_per_batch
+        beside = touch.population if isinstance(touch, LeakTest) and measured \
+            else fit.leak_population
+        return Saturation(
+            LEAK, f"a share {fit.leak_share:.1%} of every batch's keys is new whatever the "
+            f"keys seen (F = {fit.f_leak:.0f} against a closed population)",
+            leak_share=fit.leak_share, leak_keys_per_batch=rate,
+            population=_beside(beside, fit), **checked, **base)
+    if isinstance(touch, LeakTest) and touch.f >= t.touch_leak_f and \
+            touch.leak_share >= t.touch_leak_min_share:
+        return Saturation(
+            LEAK, f"no closed population explains both the new keys per batch and the "
+            f"{touch.seen_once:,} keys written in one version only; about "
+            f"{touch.leak_share:.1%} of every batch's keys being new and never coming "
+            f"back does (F = {touch.f:.0f})",
+            leak_share=touch.leak_share, leak_keys_per_batch=touch.leak_keys_per_version,
+            method="touch counts", population=_beside(touch.population, fit), **checked,
+            **base)
+    if first - last < t.min_share_drop and last > first * MIN_SHARE_FALL:
         return Saturation(UNDECIDED, f"the share of new keys per batch does not fall "
                           f"({first:.0%} → {last:.0%})", **base)
     if fit.traffic_growth > t.max_traffic_growth:
@@ -431,10 +476,18 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
                           **base)
     plateau, low, high = fit.plateau, fit.plateau_low, fit.plateau_high
     if high >= fit.grid_edge or high > t.max_plateau_ratio * fit.top:
+        more = _more_batches(fit, t.min_fraction_seen)
         return Saturation(UNDECIDED, f"the plateau's range reaches {high:,.0f} keys "
-                          f"({high / fit.top:.0f}× those seen): no limit in sight",
+                          f"({high / fit.top:.0f}× those seen): no limit in sight yet",
                           plateau=plateau, plateau_low=low, plateau_high=high, skew=fit.skew,
-                          **base)
+                          more_batches=more, settle_at=t.min_fraction_seen, **base)
+    if fit.keys < t.min_fraction_seen * plateau:
+        return Saturation(UNDECIDED, f"only {fit.keys / plateau:.0%} of the population that "
+                          f"fits best (about {plateau:,.0f} keys) is seen: a larger population "
+                          "or a leak behind a smaller one fit as well",
+                          plateau=plateau, plateau_low=low, plateau_high=high, skew=fit.skew,
+                          more_batches=_more_batches(fit, t.min_fraction_seen),
+                          settle_at=t.min_fraction_seen, **checked, **base)
     return Saturation(
         SATURATING, f"the share of new keys per batch falls from {first:.0%} to {last:.0%} as "
         f"the keys seen grow, as a population of about {plateau:,.0f} being discovered",
@@ -443,6 +496,23 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
         touched_per_batch=fit.touched_per_batch,
         batches_to_plateau=batches_until(fit.keys, PLATEAU_REACHED * plateau, plateau,
                                          fit.skew, fit.events_per_batch), **checked, **base)
+
+
+def _beside(population: float, fit: DiscoveryFit) -> float | None:
+    """A leak's finite part, when the fit found one short of its grid's edge."""
+    return population if 0 < population < fit.grid_edge else None
+
+
+def _more_batches(fit: DiscoveryFit, settled: float) -> float | None:
+    """Batches until the best fit's population is ``settled`` seen at the recent pace: when
+    a plateau would become measurable, if the population is what it looks like now.
+    ``None`` when the best fit is itself no population (its N at the grid's edge)."""
+    if fit.plateau >= fit.grid_edge or fit.events_per_batch <= 0:
+        return None
+    target = settled * fit.plateau
+    if fit.keys >= target:
+        return None
+    return batches_until(fit.keys, target, fit.plateau, fit.skew, fit.events_per_batch)
 
 
 def analyse_discovery(points: Sequence[DiscoveryPoint], keys: int, *,
@@ -454,5 +524,7 @@ def analyse_discovery(points: Sequence[DiscoveryPoint], keys: int, *,
     fit = fit_discovery(tuple(points), keys,
                         None if touch_counts is None else tuple(touch_counts))
     if isinstance(fit, str):
+        # too few versions with churn behind a significant rise (6 versions or more) is churn
+        # the files or the log do not say, not history more batches would bring
         return Saturation(UNDECIDED, fit, points=len(points), keys=keys)
     return decide(fit, thresholds or DEFAULT_THRESHOLDS)

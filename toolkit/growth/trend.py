@@ -11,12 +11,15 @@ module uses the two standard robust tools of hydrology and monitoring instead:
 
 Every fresh stateful query *warms up* (its key count grows from zero to a steady level), so the
 verdict looks at the recent half of the history: a pipeline that levelled off is ``bounded``
-even though its whole history rises. A series is ``growing`` only when that recent window rises
-significantly (p ≤ ``alpha``) *and* materially (≥ ``min_relative`` of its level over the
-window) *and* the whole history rises significantly too (p ≤ ``alpha_whole``; one upswing
-of noise, 5 % likely in any window, is not enough: on white noise the false-alarm rate is
-below 1 %), and ``accelerating`` when, in addition, the newest third of the history rises at least
-twice as fast as the oldest third. Pure numpy; no Spark.
+even though its whole history rises. A series is ``growing`` when that recent window rises
+significantly (p ≤ ``alpha``) *and* the whole history rises significantly too (p ≤
+``alpha_whole``; one upswing of noise, 5 % likely in any window, is not enough: on white noise
+the false-alarm rate is below 1 %), and ``accelerating`` when, in addition, the newest third of
+the history rises at least twice as fast as the oldest third. A rise is not discounted for
+being small beside the series' level: a thousand new keys a batch on top of a hundred thousand
+is a leak (what explains a rise — turnover, a finite population — is
+:mod:`statekit.growth.analysis`'s to judge). Value sizes, whose every rise is not a problem,
+pass ``min_relative`` to ask for a material one. Pure numpy; no Spark.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def _thin(x: np.ndarray, y: np.ndarray, t: np.ndarray | None
 
 
 def classify(x: Sequence[int], y: Sequence[float], timestamps_ms: Sequence[int | None] | None
-             = None, *, alpha: float = 0.05, alpha_whole: float = 0.01, min_relative: float = 0.05,
+             = None, *, alpha: float = 0.05, alpha_whole: float = 0.01, min_relative: float = 0.0,
              min_points: int = MIN_POINTS) -> Trend:
     """Classify the series ``y`` over ``x`` (versions or batch ids, increasing).
 
@@ -185,7 +188,7 @@ def classify(x: Sequence[int], y: Sequence[float], timestamps_ms: Sequence[int |
     if p_whole > alpha_whole:
         return trend(BOUNDED, reason=f"the last {len(rx)} points rise (p={p_value:.2g}) but "
                      f"the whole history does not (p={p_whole:.2g}): a swing, not a trend")
-    if relative < min_relative:
+    if min_relative and relative < min_relative:
         return trend(BOUNDED, reason=f"rises only {relative:+.1%} over {window}, below the "
                      f"{min_relative:.0%} that counts as growth")
     if n_used >= 9 and late > 0 and late >= ACCELERATION_RATIO * max(early, 0.0):

@@ -41,7 +41,7 @@ from statekit.recovery.reruns import Rerun, plan_reruns, rerun_notes, version_lo
 from statekit.recovery.rto import within_rto
 
 if TYPE_CHECKING:
-    from statekit.recovery.memory import StateMemory
+    from statekit.state.memory import StateMemory
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
 
@@ -525,7 +525,7 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     logs alone, e.g. with ``commits/`` gone); ``loaded_rows``: the keys that version holds
     (from its replayed history), which the memory figure is scaled to — the files' record
     counts also count every update and delete."""
-    from statekit.recovery.memory import state_memory
+    from statekit.state.memory import state_memory
 
     model = model or local_model(ckpt)
     reruns, planned = plan_reruns(ckpt, timings, sink)

@@ -47,12 +47,14 @@ class GrowthPane(LazyPane["GrowthReport"]):
     def describe(self, key: str) -> str | None:
         for store in self.result.stores if self.result else ():
             if store.label == key:
-                return "\n".join([f"{store.label}: {store.verdict}",
+                values = f", values {store.value_verdict}" if store.value_verdict else ""
+                return "\n".join([f"{store.label}: {store.verdict} (keys "
+                                   f"{store.key_verdict}{values})",
                                   *(f"• {line}" for line in store.evidence)])
         return None
 
     def compute(self, snapshot: Snapshot, progress: Progress) -> GrowthReport:
-        return snapshot.growth()
+        return snapshot.growth(self.tui.sizing)
 
     def show_result(self, report: GrowthReport) -> None:
         self.title_line.update(Text.assemble("verdict: ", verdict_text(report.verdict),
@@ -65,7 +67,7 @@ class GrowthPane(LazyPane["GrowthReport"]):
             f"{human_bytes(size)} at the last version",
             *((" · ", ("DAMAGED", "bold red"), f": {damaged[0]}") if damaged else ())))
         stores = store_series(report)
-        self.query_one("#growth-keys", Chart).show(keys_chart(stores))
+        self.query_one("#growth-keys", Chart).show(keys_chart(stores, report.outlook))
         self.query_one("#growth-bytes", Chart).show(bytes_chart(stores))
         rows = []
         for store in report.stores:

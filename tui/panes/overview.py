@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from statekit.assess.assessment import Assessment
     from statekit.growth.analysis import GrowthReport
     from statekit.report.checkpoint_report import StoreReport
+    from statekit.state.memory import ExecutorSizing
 
 LAG_WARN = 10
 MEANING_WIDTH = 90
@@ -64,13 +65,14 @@ def history_cell(keys: list[int]) -> Text:
     return Text.assemble(sparkline_text(line), f" {span}")
 
 
-def growth_or_reason(snapshot: Snapshot) -> GrowthReport | str:
+def growth_or_reason(snapshot: Snapshot, sizing: ExecutorSizing | None = None
+                     ) -> GrowthReport | str:
     """The growth analysis, or why there is none (shown in the verdict column: the rest of
     the dashboard stands without it)."""
     from statekit.support.errors import StatekitError
 
     try:
-        return snapshot.growth()
+        return snapshot.growth(sizing)
     except StatekitError as error:
         return str(error)
 
@@ -121,10 +123,10 @@ class OverviewPane(Pane):
         self.call_after_refresh(self._analyse, snapshot)
 
     def _analyse(self, snapshot: Snapshot) -> None:
-        self.ask("growth", lambda _progress: growth_or_reason(snapshot), self._grown,
+        cores, rto, sizing = self.tui.cores, self.tui.rto_s, self.tui.sizing
+        self.ask("growth", lambda _progress: growth_or_reason(snapshot, sizing), self._grown,
                  describe="growth")
-        cores, rto = self.tui.cores, self.tui.rto_s
-        self.ask("assessment", lambda _progress: snapshot.assessment(cores, rto),
+        self.ask("assessment", lambda _progress: snapshot.assessment(cores, rto, sizing),
                  self._assessed, describe="restart check")
 
     def show_error(self, message: str) -> None:
@@ -159,7 +161,7 @@ class OverviewPane(Pane):
         else:
             self.growth = report
             stores = store_series(report)
-            self.query_one("#overview-keys", Chart).show(keys_chart(stores))
+            self.query_one("#overview-keys", Chart).show(keys_chart(stores, report.outlook))
             self.query_one("#overview-bytes", Chart).show(bytes_chart(stores))
         self._stores()
 

@@ -52,8 +52,8 @@ class RecoveryPane(LazyPane["Assessment"]):
         yield Table(classes="main")
 
     def compute(self, snapshot: Snapshot, progress: Progress) -> Assessment:
-        snapshot.recovery(self.tui.cores, self.tui.rto_s)  # raises when there is none
-        return snapshot.assessment(self.tui.cores, self.tui.rto_s)
+        snapshot.recovery(self.tui.cores, self.tui.rto_s, self.tui.sizing)  # raises if none
+        return snapshot.assessment(self.tui.cores, self.tui.rto_s, self.tui.sizing)
 
     def show_result(self, assessment: Assessment) -> None:
         from statekit.assess.words import duration_words

@@ -19,6 +19,7 @@ from rich.table import Table
 from statekit.cli.assessment_view import print_assessment
 from statekit.cli.options import (
     decode_option,
+    executor_options,
     json_option,
     open_from_cli,
     operator_option,
@@ -56,6 +57,7 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
 @click.option("--max-bytes", type=SIZE, metavar="SIZE",
               help="Project when the state's key and value bytes reach this size: 50GiB, "
                    "500MB (GiB: powers of 1024, GB: of 1000), or plain bytes.")
+@executor_options
 @stale_after_option
 @click.option("--fail-on", type=click.Choice(["growing", "accelerating"]),
               help="Exit with code 10 when the verdict is at least this bad (growing: also "
@@ -72,7 +74,8 @@ _STYLE = {"bounded": "bold green", "saturating": "bold yellow", "growing": "bold
 @json_option
 def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
                    operator: int | None, progress_log: str | None, max_keys: float | None,
-                   max_bytes: float | None, stale_after: int | None, fail_on: str | None,
+                   max_bytes: float | None, executors: int, executor_memory: float | None,
+                   stale_after: int | None, fail_on: str | None,
                    deep: bool, decode: bool, master: str | None, confs: tuple[str, ...],
                    show_history: bool, as_json: bool) -> None:
     """Is the state growing without bound? Verdict per store, evidence, projection.
@@ -91,9 +94,23 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     - bounded: no significant rise, or keys that turn over (expire)
     - saturating: a finite population still being discovered; the evidence
       gives its plateau, the share seen and when it gets near it
-    - growing: a significant, material rise of keys, or of value sizes
+    - growing: a significant rise of keys that no finite population explains
+      (a leak: its rate in keys per batch and per day, beside the population
+      it leaks from), or of value sizes
     - accelerating: the newest third rises at least 2x as fast as the oldest
-    - insufficient-history: fewer than 6 versions
+    - insufficient-history: fewer than 6 versions, or a rise too early to
+      tell a finite population from a leak (the evidence says how many more
+      batches would)
+
+    A store's verdict is the worse of its keys' and its value sizes'; the line
+    above its evidence names both. With --progress-log, an operator both the
+    state files and the log cover gets one verdict (the files', unless their
+    history is too short or damaged) and the output says why the other differs.
+
+    The outlook projects keys and memory on the busiest executor in 1, 7 and 30
+    days at the recent pace of batch time (--executors spreads the partitions;
+    memory per key: HDFS the heap a loaded row takes, RocksDB key and value
+    bytes), and with --executor-memory when the state fills it.
 
     The evidence: keys per batch and per hour of batch time, whether new keys or growing
     values drive it, the share of keys untouched for --stale-after versions, the share without
@@ -106,8 +123,8 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     file. The output ends with the restart line every command shows: the doctor's verdict
     (the files a restart loads decoded; --no-decode: listed only) and the keys of the
     version a restart loads, from this very history. --json: "verdict", "stores" (each with
-    its history), "progress", "projections", "summary", "restart", "assessment" and "next";
-    --deep adds "deep".
+    its history), "progress", "sources", "projections", "outlook", "summary", "restart",
+    "assessment" and "next"; --deep adds "deep".
 
     Exit 10 with --fail-on growing when any store grows or accelerates, or saturates at a
     plateau above --max-keys/--max-bytes; with --fail-on accelerating only when one
@@ -118,6 +135,7 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
     \b
         statekit growth demo/checkpoint --history
         statekit growth demo/checkpoint --max-keys 5e6 --max-bytes 20GiB
+        statekit growth demo/checkpoint --executor-memory 4g --executors 10
         statekit growth demo/checkpoint --progress-log demo/progress.jsonl
         statekit growth s3://bucket/ckpt --fail-on growing --json > growth.json
     """
@@ -149,7 +167,8 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
                   if ckpt is not None else None)
         report = analyse(ckpt, operator=operator, progress=progress, max_keys=max_keys,
                          max_bytes=max_bytes, stale_after=stale_after,
-                         on_progress=on_progress, runner=runner)
+                         on_progress=on_progress, runner=runner, executors=executors,
+                         executor_memory=executor_memory)
         checks = (_deep(ckpt, report, master, confs, on_progress)
                   if deep and ckpt is not None else [])
     step = _next_step(checkpoint, report)
@@ -217,7 +236,9 @@ def _render(report: GrowthReport, checks: Sequence[DeepCheck], show_history: boo
     for store in report.stores:
         out.print()
         keys = store.history.series("keys")
-        out.print(f"[bold]{escape(store.label)}[/] {_verdict(store.verdict)} "
+        parts = f"keys {store.key_verdict}" + (
+            f", values {store.value_verdict}" if store.value_verdict else "")
+        out.print(f"[bold]{escape(store.label)}[/] {_verdict(store.verdict)} ({parts}) "
                   f"· {store.method} · keys {sparkline(keys)}"
                   + (" · [bold red]DAMAGED[/]" if store.history.damaged else ""))
         if store.history.damaged:
@@ -228,10 +249,17 @@ def _render(report: GrowthReport, checks: Sequence[DeepCheck], show_history: boo
             out.print(_oldest_table(store))
         if show_history:
             out.print(_history_table(store))
+    judged = {a.label: a for a in report.sources}
     for p in report.progress:
         out.print()
+        agreement = judged.get(p.label)
+        whose = "the state files'" if agreement is not None and \
+            agreement.source == "state files" else "this log's"
+        stands = "" if agreement is None else (
+            " · agrees with the state files" if agreement.agree else
+            f" · {whose} verdict {agreement.verdict.upper()} stands (see above)")
         out.print(f"[bold]progress log {escape(p.label)}[/] {_verdict(p.verdict)} · "
-                  f"{p.batches} batches · rows {sparkline(p.rows_total)}")
+                  f"{p.batches} batches · rows {sparkline(p.rows_total)}{stands}")
         for line in p.evidence:
             out.print(f"  • {escape(line)}")
     for check in checks:
@@ -257,8 +285,8 @@ def _num(value: float | None) -> str:
 def _stores_table(report: GrowthReport) -> Table:
     table = Table(title="stores", title_justify="left")
     for name in ("operator/store", "method", "versions", "keys", "keys/batch", "keys/hour",
-                 "MK p", "value B (mean)", "turnover", "untouched", "no timeout", "plateau",
-                 "verdict"):
+                 "MK p", "value B (mean)", "turnover", "untouched", "no timeout",
+                 "plateau/leak", "verdict"):
         table.add_column(name, justify="left" if name in ("operator/store", "method",
                                                             "verdict") else "right")
     for s in report.stores:
@@ -279,8 +307,12 @@ def _stores_table(report: GrowthReport) -> Table:
 
 
 def _plateau_cell(store: StoreGrowth) -> str:
+    """A saturating store's plateau, or a leak's rate."""
     sat = store.saturation
-    if store.verdict != "saturating" or sat is None or sat.plateau is None:
+    if sat is not None and sat.outcome == "leak" and \
+            store.key_verdict in ("growing", "accelerating"):
+        return f"leak +{_num(sat.leak_keys_per_batch)}/batch"
+    if store.key_verdict != "saturating" or sat is None or sat.plateau is None:
         return "-"
     return f"{_num(sat.plateau)} ({sat.fraction_seen or 0:.0%} seen)"
 

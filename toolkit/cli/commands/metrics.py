@@ -24,6 +24,7 @@ from statekit.cli.options import (
     checkpoints_from_option,
     cores_option,
     decode_option,
+    executor_options,
     fleet_options,
     rto_option,
     storage_option,
@@ -90,6 +91,7 @@ def _listen(host: str, port: int, registry: Any) -> int:
                    "one series per partition.")
 @decode_option
 @cores_option
+@executor_options
 @rto_option
 @timeout_option
 @click.option("--serve", "serve", default=None, metavar="[HOST]:PORT",
@@ -101,8 +103,9 @@ def _listen(host: str, port: int, registry: Any) -> int:
                    "between get its last reading.")
 def metrics_command(checkpoints: tuple[str, ...], listing: Any,
                     storage_option: tuple[str, ...], per_partition: bool, decode: bool,
-                    cores: int | None, rto: float | None, timeout: float,
-                    serve: str | None, cache_seconds: float) -> None:
+                    cores: int | None, executors: int, executor_memory: float | None,
+                    rto: float | None, timeout: float, serve: str | None,
+                    cache_seconds: float) -> None:
     """Prometheus metrics of one or many checkpoints, printed once or served.
 
     No JVM. Each CKPT (and each line of --checkpoints-from) is a path or URL; the storage
@@ -143,6 +146,7 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
 
     from statekit.checkpoint import open_checkpoint
     from statekit.fleet.live_metrics import LiveMetrics
+    from statekit.state.memory import ExecutorSizing
 
     per_url = fleet_options(checkpoints, listing, storage_option)
     urls = list(per_url)
@@ -153,7 +157,9 @@ def metrics_command(checkpoints: tuple[str, ...], listing: Any,
         long_running_process()  # serves for weeks: no process-wide collector pause
     live = LiveMetrics(
         urls, lambda u: open_checkpoint(u, per_url[u], allow_missing_metadata=True),
-        cores=cores or os.cpu_count() or 1, per_partition=per_partition, decode=decode,
+        cores=cores or os.cpu_count() or 1,
+        sizing=ExecutorSizing(executors, int(executor_memory) if executor_memory else None),
+        per_partition=per_partition, decode=decode,
         rto_s=rto, timeout_s=timeout, refresh_s=cache_seconds if serve else 0.0,
         log=_log if serve else lambda line: click.echo(f"statekit metrics: {line}", err=True))
     registry = CollectorRegistry(auto_describe=False)

@@ -19,6 +19,7 @@ from statekit.cli.options import (
     checkpoint_options,
     cores_option,
     decode_option,
+    executor_options,
     file_sink_option,
     json_option,
     min_deltas_option,
@@ -32,7 +33,6 @@ from statekit.cli.options import (
     spark_runner,
     start_spark_for,
 )
-from statekit.cli.params import JVM_SIZE
 from statekit.cli.render import console, status
 from statekit.support.machine import usable_cpus
 from statekit.support.presentation import human_bytes, human_duration
@@ -63,14 +63,7 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
 @click.command("recovery")
 @checkpoint_options
 @cores_option
-@click.option("--executors", type=click.IntRange(min=1), default=1, show_default=True,
-              metavar="N",
-              help="Executors the query runs on: the restart runs --cores × --executors "
-                   "tasks at once.")
-@click.option("--executor-memory", "executor_memory", type=JVM_SIZE, metavar="SIZE",
-              help="Each executor's heap as Spark writes spark.executor.memory (local "
-                   "masters: the driver's): 4g, 512m, or a plain number of MiB. Says whether "
-                   "the loaded state fits, is tight, or will not fit.")
+@executor_options
 @progress_log_option
 @file_sink_option
 @rto_option

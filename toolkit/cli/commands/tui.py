@@ -16,6 +16,7 @@ import click
 from statekit.cli.options import (
     checkpoints_from_option,
     cores_option,
+    executor_options,
     fleet_options,
     progress_log_option,
     rto_option,
@@ -33,6 +34,7 @@ from statekit.cli.web_token import TOKEN_ENV
               help="Re-read the checkpoint (or the fleet list) every SECONDS, at least 0.5: "
                    "a running query's new batches.")
 @cores_option
+@executor_options
 @click.option("--allow-write", is_flag=True,
               help="Allow the Repartition and Fix tabs to write a new checkpoint "
                    "(repartition, migrate, rollback, evict), each after a y/n confirmation. "
@@ -54,7 +56,8 @@ from statekit.cli.web_token import TOKEN_ENV
                    "elsewhere. Prefer the environment variable: a command line is visible "
                    "to every local user.")
 def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tuple[str, ...],
-                watch: float | None, cores: int | None, allow_write: bool,
+                watch: float | None, cores: int | None, executors: int,
+                executor_memory: float | None, allow_write: bool,
                 progress_log: str | None, rto: float | None, timeout: float,
                 web: str | None, web_token: str | None) -> None:
     """Browse checkpoints in the terminal (or a browser): the Textual app.
@@ -127,8 +130,10 @@ def tui_command(checkpoints: tuple[str, ...], listing: Any, storage_option: tupl
 
             parse_query(read_progress_text(progress_log, storage_option), shown=progress_log)
         first = snapshot_in_background(urls[0], options, opened=opened)  # while Textual loads
+    from statekit.state.memory import ExecutorSizing
     from statekit.tui.app import run_tui
 
     run_tui(urls[0], storage_options=options, watch=watch, cores=cores,
+            sizing=ExecutorSizing(executors, int(executor_memory) if executor_memory else None),
             allow_write=allow_write, first=first, progress=progress_log, rto_s=rto,
             fleet=urls if len(urls) > 1 else None, fleet_options=per_url, timeout_s=timeout)

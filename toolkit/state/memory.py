@@ -41,6 +41,21 @@ CONF_VERSIONS_IN_MEMORY = "spark.sql.streaming.maxBatchesToRetainInMemory"
 
 
 @dataclass(frozen=True)
+class ExecutorSizing:
+    """The executors the state lives on, as the user gives them (``--executors``,
+    ``--executor-memory``): what a restart's loaded state must fit into and what growing state
+    fills (:mod:`statekit.growth.outlook`)."""
+
+    executors: int = 1
+    memory: int | None = None
+    """Each executor's memory in bytes (``None``: not given)."""
+
+
+ONE_EXECUTOR = ExecutorSizing()
+"""The default: the whole state on one executor, its memory unknown."""
+
+
+@dataclass(frozen=True)
 class StateMemory:
     """The loaded state's memory on the busiest executor."""
 
