@@ -200,3 +200,10 @@ def test_the_summary_of_a_rise_too_early_to_tell_says_when_it_will_tell():
     (line,) = _summary(INSUFFICIENT, [store], [], [])
     assert "too early to tell" in line
     assert f"~{store.saturation.more_batches:,.0f} more batches" in line
+
+
+def test_too_few_versions_say_how_many_more_would_give_a_verdict():
+    store = analyse_store(history_of(finite(50_000, 5_000, batches=4)), {})
+    assert store.verdict == INSUFFICIENT
+    assert any("Only 4 retained version(s)" in e and "2 more batches would give a verdict" in e
+               for e in store.evidence), store.evidence

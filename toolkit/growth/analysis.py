@@ -54,6 +54,7 @@ from statekit.growth.trend import (
     severity,
     theil_sen,
 )
+from statekit.growth.trend import MIN_POINTS as TREND_POINTS
 from statekit.state.history import StoreHistory, VersionStats, all_histories
 from statekit.state.workers import GroupRunner
 from statekit.support.errors import BadInput
@@ -381,7 +382,10 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
                         f"{window[0].version}–{last.version}: {_rate(keys, 'keys')} "
                         f"(Mann–Kendall p={keys.p_value:.2g}).")
     elif keys.verdict == INSUFFICIENT:
-        evidence.append(f"Only {keys.points} retained version(s): {keys.reason}.")
+        more = max(1, TREND_POINTS - keys.points)
+        evidence.append(f"Only {keys.points} retained version(s): {keys.reason}; {more} more "
+                        f"batch{'es' if more > 1 else ''} would give a verdict (or the progress "
+                        "log, or a higher spark.sql.streaming.minBatchesToRetain).")
     saturation = None
     if keys.is_growth and not turns_over:
         touch_counts, why_not = comebacks(history)
