@@ -815,9 +815,12 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
     elif verdict == BOUNDED:
         lines.append("State is bounded: no store shows sustained growth.")
     elif verdict == INSUFFICIENT:
-        waits = [x.saturation.more_batches for x in (*stores, *progress)
-                 if x.verdict == INSUFFICIENT and x.saturation is not None
-                 and x.saturation.more_batches is not None]
+        judged: list[tuple[str, Saturation | None]] = [
+            *((x.verdict, x.saturation) for x in stores),
+            *((x.verdict, x.saturation) for x in progress)]
+        waits = [sat.more_batches for verdict_of, sat in judged
+                 if verdict_of == INSUFFICIENT and sat is not None
+                 and sat.more_batches is not None]
         if waits:
             lines.append(f"Keys rise, but it is too early to tell a finite population from a "
                          f"leak: ~{max(waits):,.0f} more batches would tell (the evidence "
