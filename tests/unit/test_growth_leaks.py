@@ -207,3 +207,14 @@ def test_too_few_versions_say_how_many_more_would_give_a_verdict():
     assert store.verdict == INSUFFICIENT
     assert any("Only 4 retained version(s)" in e and "2 more batches would give a verdict" in e
                for e in store.evidence), store.evidence
+
+
+def test_too_short_a_history_is_not_said_to_level_off():
+    short = path(1_000, INSUFFICIENT, 0)
+    ahead = outlook([short], provider="rocksdb", hours_per_batch=1.0, last_ms=None,
+                    limit_bytes=1 << 30)
+    assert ahead is not None and ahead.basis == "unknown" and ahead.limit_days is None
+    assert "too little history" in (ahead.limit_note or "")
+    leaking = path(100_000, GROWING, 1_000)
+    both = outlook([short, leaking], provider="rocksdb", hours_per_batch=1.0, last_ms=None)
+    assert both is not None and both.basis == "trend"  # what is known to grow, grows

@@ -841,7 +841,8 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
         if p.verdict in (GROWING, ACCELERATING) and p.label not in matched:
             lines.append(f"The progress log shows {p.label} {p.verdict}.")
     lines.extend(a.sentence for a in sources)
-    if ahead is not None and (ahead.basis != "flat" or ahead.limit_bytes is not None):
+    if ahead is not None and (ahead.basis not in ("flat", "unknown")
+                              or ahead.limit_bytes is not None):
         lines.extend(outlook_lines(ahead))
     for proj in projections:
         if proj.note and proj.batches is None:

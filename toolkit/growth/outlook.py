@@ -32,7 +32,7 @@ from typing import Any
 from statekit.growth.population import keys_after
 from statekit.growth.saturation import LEAK
 from statekit.growth.saturation import SATURATING as FITS_A_POPULATION
-from statekit.growth.trend import ACCELERATING, GROWING, SATURATING, Trend
+from statekit.growth.trend import ACCELERATING, GROWING, INSUFFICIENT, SATURATING, Trend
 from statekit.state.memory import RESERVED_HEAP_BYTES, bytes_per_row
 
 HORIZON_DAYS = (1.0, 7.0, 30.0)
@@ -58,7 +58,8 @@ class Outlook:
     """Where the state is headed, and when it no longer fits."""
 
     basis: str
-    """What the projection follows: ``leak``, ``trend``, ``plateau`` or ``flat``."""
+    """What the projection follows: ``leak``, ``trend``, ``plateau``, ``flat``, or
+    ``unknown`` (a store too short a history to project: held at today's size)."""
     keys_now: float
     keys_per_batch: float
     """The rate keys grow at now (a leak's rate, the trend's, or 0)."""
@@ -131,7 +132,7 @@ def _key_path(store: StorePath) -> tuple[str, Callable[[float], float], float]:
             return keys_after(now, sat.plateau, sat.skew or 0.0, sat.events_per_batch, b)
         return "plateau", along, max(0.0, along(1.0) - now)
     basis, rate = rising(store.verdict, store.keys_trend, sat)
-    if basis == "flat":
+    if basis in ("flat", "unknown"):
         return basis, lambda b: now, 0.0
     return basis, lambda b: now + rate * b, rate
 
@@ -141,6 +142,8 @@ def rising(verdict: str, trend: Trend, saturation: Any | None) -> tuple[str, flo
     rate where the discovery curve found one, else the trend's recent slope (an accelerating
     one's newest third); ``("flat", 0)`` when the keys do not grow. The one rate every
     surface draws (the TUI's projection too)."""
+    if verdict == INSUFFICIENT:
+        return "unknown", 0.0
     if verdict not in (GROWING, ACCELERATING):
         return "flat", 0.0
     if saturation is not None and saturation.outcome == LEAK and \
@@ -150,7 +153,7 @@ def rising(verdict: str, trend: Trend, saturation: Any | None) -> tuple[str, flo
     return "trend", max(0.0, float(slope or 0.0))
 
 
-_BASIS_ORDER = ("flat", "plateau", "trend", "leak")
+_BASIS_ORDER = ("flat", "unknown", "plateau", "trend", "leak")
 
 
 def executor_share(partition_keys: dict[int, float], executors: int) -> float:
@@ -232,8 +235,9 @@ def _time_to(memory_at: Callable[[float], float], usable: float, per_day: float,
     """Batches and days until ``memory_at`` reaches ``usable`` (bisection: it only grows)."""
     high = LIMIT_SEARCH_DAYS * per_day
     if memory_at(high) < usable:
-        why = ("levels off below it" if basis in ("plateau", "flat")
-               else "not within ten years at this rate")
+        why = {"plateau": "levels off below it", "flat": "levels off below it",
+               "unknown": "too little history to project it (insufficient-history)"}.get(
+                   basis, "not within ten years at this rate")
         return {"limit_note": why}
     low = 0.0
     for _ in range(80):
