@@ -31,7 +31,7 @@ from typing import Any
 
 from statekit.checkpoint.storage_errors import deadline_error, reason_of
 from statekit.fleet.metrics import Family, as_user_error, checkpoint_metrics, failed_metrics, merge
-from statekit.state.memory import ExecutorSizing
+from statekit.state.memory import ONE_EXECUTOR, ExecutorSizing
 from statekit.support.deadlines import Finished, Readings
 from statekit.support.errors import StatekitError
 from statekit.support.presentation import printable
@@ -62,7 +62,7 @@ class LiveMetrics:
         self._open = open_checkpoint
         self.cores, self.per_partition, self.decode, self.rto_s = (cores, per_partition,
                                                                    decode, rto_s)
-        self.sizing = sizing or ExecutorSizing()
+        self.sizing = sizing or ONE_EXECUTOR
         self.timeout_s, self.refresh_s = timeout_s, refresh_s
         self.first_wait_s = first_wait_s
         self._log = log or (lambda line: None)

@@ -234,9 +234,8 @@ def checkpoint_metrics(url: str, open_checkpoint: Callable[[str], Any], *, cores
                                                  verdict=verdict)
             f["statekit_growth_keys_per_version"].add(grown.keys.slope, **where)
             sat = grown.saturation
-            if sat is not None and sat.outcome == "leak" and \
-                    grown.key_verdict in (GROWING, ACCELERATING):
-                f["statekit_growth_leak_keys_per_batch"].add(sat.leak_keys_per_batch, **where)
+            if grown.leak_keys_per_batch is not None:
+                f["statekit_growth_leak_keys_per_batch"].add(grown.leak_keys_per_batch, **where)
             if grown.verdict == SATURATING and sat is not None:
                 f["statekit_growth_projected_plateau_keys"].add(sat.plateau, **where)
                 f["statekit_growth_fraction_seen"].add(sat.fraction_seen, **where)

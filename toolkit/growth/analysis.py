@@ -24,12 +24,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.progress_log import OperatorProgress, ProgressPoint
-from statekit.growth.outlook import Outlook, StorePath, outlook
+from statekit.growth.outlook import Outlook, StorePath, moment_after, outlook
 from statekit.growth.population import DiscoveryPoint, batches_until
 from statekit.growth.recapture import MAX_DELETE_SHARE
 from statekit.growth.saturation import (
@@ -135,6 +134,16 @@ class StoreGrowth:
     of it and the value sizes'."""
     value_verdict: str | None = None
     """The mean value size's trend (``None``: values not replayed)."""
+
+    @property
+    def leak_keys_per_batch(self) -> float | None:
+        """The leak's rate, when the store's keys grow by one (``None``: no leak) — what the
+        summary, the stores table and the metrics gauge report."""
+        sat = self.saturation
+        if sat is None or sat.outcome != LEAK or self.key_verdict not in (GROWING,
+                                                                            ACCELERATING):
+            return None
+        return sat.leak_keys_per_batch
 
     @property
     def label(self) -> str:
@@ -339,6 +348,17 @@ def _saturation_evidence(sat: Saturation, keys: Trend, bytes_per_key: float | No
     return lines
 
 
+def weighed(key_verdict: str, saturation: Saturation) -> str:
+    """The keys' verdict once the discovery curve has weighed a rise: ``saturating`` for a
+    finite population, ``insufficient-history`` when it is too early to tell (say when, do
+    not guess), else the trend's."""
+    if saturation.outcome == FITS_A_POPULATION:
+        return SATURATING
+    if saturation.outcome == UNDECIDED and saturation.more_batches is not None:
+        return INSUFFICIENT
+    return key_verdict
+
+
 def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
                   thresholds: Thresholds = DEFAULT_THRESHOLDS) -> StoreGrowth:
     """The verdict and evidence for one store's history."""
@@ -395,10 +415,7 @@ def analyse_store(history: StoreHistory, timestamps: dict[int, int | None],
             saturation = replace(saturation, touch_note=why_not)
         evidence.extend(_saturation_evidence(saturation, keys, _bytes_per_key(last),
                                              per_batch_hours))
-        if saturation.outcome == FITS_A_POPULATION:
-            key_verdict = SATURATING
-        elif saturation.outcome == UNDECIDED and saturation.more_batches is not None:
-            key_verdict = INSUFFICIENT  # too early to tell: say when, do not guess
+        key_verdict = weighed(key_verdict, saturation)
     verdict = key_verdict
     value_verdict = value_trend.verdict if value_trend is not None else None
     if value_trend is not None and value_trend.is_growth:
@@ -515,10 +532,7 @@ def analyse_progress(progress: OperatorProgress,
             last.memory_bytes and last.rows_total else None
         evidence.extend(_saturation_evidence(saturation, keys, bytes_per_key,
                                              per_batch_hours))
-        if saturation.outcome == FITS_A_POPULATION:
-            key_verdict = SATURATING
-        elif saturation.outcome == UNDECIDED and saturation.more_batches is not None:
-            key_verdict = INSUFFICIENT
+        key_verdict = weighed(key_verdict, saturation)
     verdict = key_verdict
     if memory is not None and memory.is_growth:
         verdict = worst([key_verdict, memory.verdict])
@@ -550,10 +564,8 @@ def _projection(name: str, limit: float | None, trend: Trend | None,
         return None
     eta = trend.time_to(limit)
     batches, hours = eta if eta else (None, None)
-    at = None
-    if hours is not None and last_ms is not None and math.isfinite(hours) and hours < 24 * 3650e2:
-        at = (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
-              + timedelta(hours=hours)).isoformat(timespec="seconds")
+    at = moment_after(last_ms, hours) if hours is not None and math.isfinite(hours) and \
+        hours < 24 * 3650e2 else None
     return Projection(name, limit, trend.last_value, batches, hours, at)
 
 
@@ -788,11 +800,7 @@ def _plateau_projection(name: str, limit: float | None, plateau: Plateau,
     batches = batches_until(current / scale, limit / scale, plateau.keys, skew, pace)
     per = _hours_per_batch(trend) if trend is not None else None
     hours = batches * per if batches is not None and per is not None else None
-    at = None
-    if hours is not None and last_ms is not None:
-        at = (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
-              + timedelta(hours=hours)).isoformat(timespec="seconds")
-    return Projection(name, limit, current, batches, hours, at,
+    return Projection(name, limit, current, batches, hours, moment_after(last_ms, hours),
                       note=f"along the discovery curve to a plateau near {_fmt(level)}")
 
 
@@ -829,13 +837,13 @@ def _summary(verdict: str, stores: Sequence[StoreGrowth], progress: Sequence[Pro
             lines.append("Not enough retained history for a verdict; pass a progress log "
                          "(--progress-log) or raise spark.sql.streaming.minBatchesToRetain.")
     for s in stores:
-        sat = s.saturation
-        if s.verdict in (GROWING, ACCELERATING) and sat is not None and sat.outcome == LEAK:
-            beside = f" beside a finite population of about {_fmt(sat.population)} keys" \
-                if sat.population else ""
-            lines.append(f"{s.label[0].upper()}{s.label[1:]} leaks about "
-                         f"{_fmt(sat.leak_keys_per_batch)} keys per batch"
-                         f"{_per_day(sat.leak_keys_per_batch, pace)}{beside}.")
+        rate = s.leak_keys_per_batch
+        if rate is not None and s.saturation is not None:
+            population = s.saturation.population
+            beside = f" beside a finite population of about {_fmt(population)} keys" \
+                if population else ""
+            lines.append(f"{s.label[0].upper()}{s.label[1:]} leaks about {_fmt(rate)} keys "
+                         f"per batch{_per_day(rate, pace)}{beside}.")
     matched = {a.label for a in sources}
     for p in progress:
         if p.verdict in (GROWING, ACCELERATING) and p.label not in matched:

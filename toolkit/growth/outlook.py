@@ -230,6 +230,15 @@ def outlook(stores: Sequence[StorePath], *, provider: str, hours_per_batch: floa
     return replace(result, **fields)
 
 
+def moment_after(last_ms: int | None, hours: float | None) -> str | None:
+    """The ISO time ``hours`` after the last batch's timestamp (``None`` when either is
+    unknown): when a projection says a limit is reached."""
+    if last_ms is None or hours is None:
+        return None
+    return (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
+            + timedelta(hours=hours)).isoformat(timespec="seconds")
+
+
 def _time_to(memory_at: Callable[[float], float], usable: float, per_day: float,
              last_ms: int | None, basis: str) -> dict[str, Any]:
     """Batches and days until ``memory_at`` reaches ``usable`` (bisection: it only grows)."""
@@ -244,8 +253,5 @@ def _time_to(memory_at: Callable[[float], float], usable: float, per_day: float,
         mid = (low + high) / 2
         low, high = (mid, high) if memory_at(mid) < usable else (low, mid)
     days = high / per_day
-    at = None
-    if last_ms is not None:
-        at = (datetime.fromtimestamp(last_ms / 1000, timezone.utc)
-              + timedelta(days=days)).isoformat(timespec="seconds")
-    return {"limit_batches": high, "limit_days": days, "limit_at": at}
+    return {"limit_batches": high, "limit_days": days,
+            "limit_at": moment_after(last_ms, days * 24)}

@@ -446,11 +446,10 @@ def decide(fit: DiscoveryFit, thresholds: Thresholds | None = None) -> Saturatio
             last >= fit.leak_share * 0.5:
         # the rate: the touch counts' leak where they measured one (their closed part is the
         # Zipf population itself, not the open model's approximation of it)
-        measured = isinstance(touch, LeakTest) and touch.leak_keys_per_version > 0
-        rate = touch.leak_keys_per_version if isinstance(touch, LeakTest) and measured \
-            else fit.leak_share * fit.touched_per_batch
-        beside = touch.population if isinstance(touch, LeakTest) and measured \
-            else fit.leak_population
+        if isinstance(touch, LeakTest) and touch.leak_keys_per_version > 0:
+            rate, beside = touch.leak_keys_per_version, touch.population
+        else:
+            rate, beside = fit.leak_share * fit.touched_per_batch, fit.leak_population
         return Saturation(
             LEAK, f"a share {fit.leak_share:.1%} of every batch's keys is new whatever the "
             f"keys seen (F = {fit.f_leak:.0f} against a closed population)",

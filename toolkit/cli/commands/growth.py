@@ -308,10 +308,9 @@ def _stores_table(report: GrowthReport) -> Table:
 
 def _plateau_cell(store: StoreGrowth) -> str:
     """A saturating store's plateau, or a leak's rate."""
+    if store.leak_keys_per_batch is not None:
+        return f"leak +{_num(store.leak_keys_per_batch)}/batch"
     sat = store.saturation
-    if sat is not None and sat.outcome == "leak" and \
-            store.key_verdict in ("growing", "accelerating"):
-        return f"leak +{_num(sat.leak_keys_per_batch)}/batch"
     if store.key_verdict != "saturating" or sat is None or sat.plateau is None:
         return "-"
     return f"{_num(sat.plateau)} ({sat.fraction_seen or 0:.0%} seen)"
