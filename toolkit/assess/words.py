@@ -27,9 +27,13 @@ def duration_words(seconds: float) -> str:
 
 
 def range_words(estimate: RecoveryEstimate) -> str:
-    """``2.3 s (range 1.9 s – 3.1 s)``, or ``under 1 s`` when even the high end is."""
+    """``2.3 s (range 1.9 s – 3.1 s)``; when even the high end is under a second, "about a
+    second or less" with how much a cold first batch varies (measured on the query's own
+    restarts where its progress log gave them): below that, a figure would be precise about
+    noise."""
     if estimate.high_s < SUB_SECOND:
-        return "under 1 s"
+        noise = estimate.cold_noise_s
+        return f"about a second or less (a cold first batch varies by ±{human_duration(noise)})"
     return (f"{duration_words(estimate.estimate_s)} (range {duration_words(estimate.low_s)} – "
             f"{duration_words(estimate.high_s)})")
 
@@ -76,3 +80,38 @@ def restart_line(assessment: Assessment, *, with_estimate: bool = True) -> str:
     if with_estimate and "estimate" in assessment.computed:
         parts.append(f"estimate {estimate_words(assessment)}")
     return " · ".join(parts)
+
+
+def learning_lines(estimate: RecoveryEstimate) -> list[str]:
+    """What the estimate learned from the query's own restarts, or how to calibrate it:
+    the first line says which, the others list each restart beside the uncalibrated model."""
+    from statekit.recovery.history import HOW_TO_CALIBRATE
+
+    learning = estimate.learning
+    speed = estimate.model.machine.describe() if estimate.model.machine else \
+        f"model {estimate.model.source}"
+    if learning is None:
+        return [f"uncalibrated ({speed}): {HOW_TO_CALIBRATE}"]
+    lines = []
+    if learning.scale is None:
+        lines.append(f"uncalibrated: {learning.why_uncalibrated}")
+    else:
+        cold = (f"; a cold first batch there costs {human_duration(learning.cold_start_s)} "
+                "without state (the query's first start), so the restart's first batch "
+                f"runs about {human_duration(learning.first_batch_s(estimate.restart_s))} "
+                "over a steady batch") if learning.cold_start_s is not None else ""
+        lines.append(f"learned from {len(learning.used)} restart(s) of this query in its "
+                     f"progress log: the model × {learning.scale:.2f}{cold}")
+    for used in learning.used:
+        restart = used.restart
+        state = restart.cost_s - (learning.cold_start_s or 0.0)
+        rows = f", {restart.state_rows:,} rows" if restart.state_rows is not None else ""
+        lines.append(f"  batch {restart.batch}{rows}: first batch {human_duration(restart.first_s)}"
+                     f" over a steady {human_duration(restart.steady_s)}, the state's part "
+                     f"{human_duration(state)}; uncalibrated, the model said "
+                     f"{human_duration(used.modelled_s)} ({learning.error(used):+.0%}; "
+                     f"from {used.basis}; weight {used.weight:.2f})")
+    for batch, why in learning.skipped:
+        lines.append(f"  run from batch {batch} not used: {why}")
+    lines += [f"  {note}" for note in learning.notes]
+    return lines

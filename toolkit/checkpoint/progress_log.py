@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -141,6 +142,24 @@ class BatchTiming:
     """``durationMs.addBatch``: running the plan and writing the sink."""
     run_id: str | None = None
     """``runId``: a new one at every (re)start of the query."""
+    input_rows: int | None = None
+    """``numInputRows``: what the batch processed (a restart's first batch is measured
+    against the run's batches of similar input)."""
+    state_rows: int | None = None
+    """Every stateful operator's ``numRowsTotal`` after the batch, summed: the rows the next
+    batch's restart would load."""
+    state_bytes: int | None = None
+    """Every stateful operator's ``memoryUsedBytes`` after the batch, summed."""
+
+
+def runs(timings: Sequence[BatchTiming]) -> list[list[BatchTiming]]:
+    """The log's batches split at every (re)start of the query (a new ``runId``)."""
+    split: list[list[BatchTiming]] = []
+    for timing in timings:
+        if not split or timing.run_id != split[-1][-1].run_id:
+            split.append([])
+        split[-1].append(timing)
+    return split
 
 
 _FILE_SINK = re.compile(r"^FileSink\[(.+)\]$")
@@ -156,8 +175,12 @@ def parse_timings(text: str, *, shown: str) -> tuple[list[BatchTiming], str | No
         trigger, add = _int(durations.get("triggerExecution")), _int(durations.get("addBatch"))
         if trigger is not None and add is not None:
             run = obj.get("runId")
+            operators = [op for op in obj["stateOperators"] if isinstance(op, dict)]
             timings.append(BatchTiming(batch, trigger / 1000, add / 1000,
-                                       run if isinstance(run, str) else None))
+                                       run if isinstance(run, str) else None,
+                                       _int(obj.get("numInputRows")),
+                                       _summed(operators, "numRowsTotal"),
+                                       _summed(operators, "memoryUsedBytes")))
         description = (obj.get("sink") or {}).get("description")
         match = _FILE_SINK.match(description) if isinstance(description, str) else None
         sink = match.group(1) if match else sink

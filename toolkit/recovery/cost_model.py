@@ -159,6 +159,6 @@ def default_model(ckpt: Checkpoint) -> CostModel:
 def local_model(ckpt: Checkpoint, speed: MachineSpeed | None = None) -> CostModel:
     """The default model in this machine's seconds: × the machine-speed factor
     (:func:`statekit.recovery.machine_speed.machine_speed` unless ``speed`` is given)."""
-    speed = speed or machine_speed()
     model = default_model(ckpt)
+    speed = speed or machine_speed(provider=model.provider)
     return replace(model.scaled(speed.factor, model.source), machine=speed)

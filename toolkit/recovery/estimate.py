@@ -28,7 +28,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statekit.checkpoint.checkpoint import Checkpoint
@@ -41,6 +42,7 @@ from statekit.recovery.reruns import Rerun, plan_reruns, rerun_notes, version_lo
 from statekit.recovery.rto import within_rto
 
 if TYPE_CHECKING:
+    from statekit.recovery.history import ObservedRestart, RestartLearning
     from statekit.state.memory import StateMemory
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
@@ -164,12 +166,23 @@ class RecoveryEstimate:
     executors: int = 1
     memory: StateMemory | None = None
     """What the loaded state holds in memory, per executor."""
+    learning: RestartLearning | None = None
+    """What the query's own restarts (its progress log) taught the model (``None``: no
+    progress log was given)."""
 
     @property
     def explanation(self) -> str:
         """The dominant terms in words: "94 % replaying 1.1 M delta records; 5 % ..."."""
         return "; ".join(f"{t.share:.0%} {t.detail}" for t in self.breakdown
                          if t.share >= 0.05) or "nothing to load"
+
+    @property
+    def cold_noise_s(self) -> float:
+        """How much a cold first batch varies: measured on the query's restarts where they
+        tell, else the benchmark's (about a second)."""
+        from statekit.recovery.history import COLD_NOISE_S
+
+        return self.learning.noise_s if self.learning is not None else COLD_NOISE_S
 
     @property
     def rerun_batches(self) -> tuple[int, ...]:
@@ -180,6 +193,7 @@ class RecoveryEstimate:
         data["rerun_batches"] = list(self.rerun_batches)
         data["instances"] = [asdict(i) for i in sorted(
             self.instances, key=lambda i: -i.seconds)[:20]]
+        data["learning"] = self.learning.to_dict() if self.learning is not None else None
         return data
 
 
@@ -524,10 +538,50 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     version the restart loads as the doctor found it (its restart plan knows more than the
     logs alone, e.g. with ``commits/`` gone); ``loaded_rows``: the keys that version holds
     (from its replayed history), which the memory figure is scaled to — the files' record
-    counts also count every update and delete."""
-    from statekit.state.memory import state_memory
+    counts also count every update and delete. ``timings``: the progress log's batches; the
+    query's restarts in it scale the model to what they measured
+    (:mod:`statekit.recovery.history`)."""
+    from statekit.recovery.history import learn, observed_restarts
 
     model = model or local_model(ckpt)
+    under = partial(_estimate, ckpt, cores=cores, timings=timings, sink=sink, rto_s=rto_s,
+                    current_min_deltas=current_min_deltas, executors=executors,
+                    memory_limit=memory_limit, version=version, loaded_rows=loaded_rows)
+    plain = under(model=model)
+    if not timings:
+        return plain
+    sample = sample_bytes_per_record(ckpt, [ckpt.inventory.instances[k]
+                                            for k in sorted(ckpt.inventory.instances)])
+
+    def modelled(restart: ObservedRestart) -> float | None:
+        return restart_at(ckpt, restart.batch, model, cores, executors, sample)
+
+    today_rows = loaded_rows if loaded_rows is not None else \
+        sum(w.rows for w in plain.instances) or None
+    learning = learn(observed_restarts(timings), modelled, plain.restart_s, today_rows)
+    if learning.scale is None:
+        return replace(plain, learning=learning)
+    return replace(under(model=model.scaled(learning.scale, "learned")), learning=learning)
+
+
+def restart_at(ckpt: Checkpoint, version: int, model: CostModel, cores: int, executors: int,
+               sample: RecordSample | None = None) -> float | None:
+    """What the model says a restart that loaded ``version`` cost (its state's part, no
+    re-runs); ``None`` when the files to load that version are gone."""
+    _, works, _ = load_work(ckpt, version, model, sample)
+    if not any(w.files for w in works) or any(not w.loadable for w in works):
+        return None
+    return restart_seconds(_stages(works, model, cores, executors), model)
+
+
+def _estimate(ckpt: Checkpoint, *, cores: int, model: CostModel,
+              timings: Sequence[BatchTiming] | None, sink: Location | None,
+              rto_s: float | None, current_min_deltas: int | None, executors: int,
+              memory_limit: int | None, version: int | None, loaded_rows: int | None
+              ) -> RecoveryEstimate:
+    """The estimate under ``model`` (:func:`estimate_recovery` without learning)."""
+    from statekit.state.memory import state_memory
+
     reruns, planned = plan_reruns(ckpt, timings, sink)
     version = version_loaded(version, reruns, planned)
     instances, works, sample = load_work(ckpt, version, model)
@@ -588,16 +642,17 @@ def _rows_loaded(works: Sequence[InstanceWork], loaded_rows: int | None
     return [(w.rows * scale, w.records) for w in works]
 
 
-def load_work(ckpt: Checkpoint, version: int, model: CostModel
+def load_work(ckpt: Checkpoint, version: int, model: CostModel,
+              sample: RecordSample | None = None
               ) -> tuple[list[StoreInstance], list[InstanceWork], RecordSample]:
     """Every store instance and what loading it at ``version`` reads (files, bytes, records
-    — records estimated from a sample of decoded files — and seconds under ``model``), and
-    the sample's bytes per record."""
+    — records estimated from a sample of decoded files, unless ``sample`` is given — and
+    seconds under ``model``), and the sample's bytes per record."""
     from statekit.checkpoint.state_data import readable_zip_metadata
 
     inventory = ckpt.inventory
     instances = [inventory.instances[k] for k in sorted(inventory.instances)]
-    sample = sample_bytes_per_record(ckpt, instances)
+    sample = sample or sample_bytes_per_record(ckpt, instances)
     bytes_per_record = sample.bytes_per_record
     bases = [f for i in instances for f in i.files_to_load(version)[:1] if f.kind == "zip"]
     metas = readable_zip_metadata(ckpt, bases) if bases else {}

@@ -13,6 +13,14 @@ benchmark machine's time gets half the seconds. That assumes the JVM's speed mov
 interpreter's (both are bound by one core's speed and its memory) — checked by re-running
 grid configurations on a faster machine (docs/concepts/recovery.md).
 
+A Python loop does not carry the JVM's speed, though: on one VM in two states Spark ran
+1.6× faster while the probe moved 10 %. So where Spark itself has timed a state load on this
+machine (``statekit recovery --measure``: its state reader loading the slowest partitions of
+a checkpoint, against what the benchmark machine's constants say for the same reads), that
+factor is kept per machine, Spark version and provider (:func:`record_spark_speed`) and is
+the speed every later estimate there uses, JVM-free; the Python probe is the fallback,
+labelled so.
+
 The probe takes ~0.3 s. A shared machine (a cloud VM) runs the same probe in 17 ms one
 minute and 26 ms the next, when its neighbours are busy: the machine's speed is the fastest
 probe seen. Results are cached per machine (host name, CPU, Python) in the user cache: the
@@ -75,10 +83,13 @@ class MachineSpeed:
     factor: float
     """Seconds here ÷ seconds on the benchmark machine (1.0 = the constants as fitted)."""
     source: str
-    """``probe`` (measured now), ``cached probe``, ``reference`` or ``given`` (a number
-    the user set)."""
+    """``spark`` (Spark's own state read timed on this machine, cached), ``probe`` (the
+    Python probe, measured now), ``cached probe``, ``reference`` or ``given`` (a number the
+    user set)."""
     probe_s: float | None = None
     """The probe's seconds here (``None`` unless probed)."""
+    detail: str = ""
+    """For ``spark``: which Spark and when it measured."""
 
     def describe(self) -> str:
         """One phrase for the estimate's output."""
@@ -86,8 +97,13 @@ class MachineSpeed:
             return "constants of the benchmark machine, not scaled"
         if self.source == "given":
             return f"× {self.factor:.2f} (given)"
-        return (f"× {self.factor:.2f} for this machine's speed (probe {self.probe_s:.3f} s, "
-                f"the benchmark machine's {REFERENCE_PROBE_S:.3f} s)")
+        if self.source == "spark":
+            return f"× {self.factor:.2f} for this machine's speed as Spark measured it " \
+                   f"({self.detail})"
+        return (f"× {self.factor:.2f} for this machine's speed by the Python probe "
+                f"({self.probe_s:.3f} s, the benchmark machine's {REFERENCE_PROBE_S:.3f} s; a "
+                "fallback: `statekit recovery --measure` times Spark's own state load here "
+                "and is kept for later estimates)")
 
 
 def _rows() -> bytes:
@@ -143,9 +159,17 @@ def _machine_key() -> str:
             f"{platform.python_version()}|probe {PROBE_VERSION}")
 
 
+PROBE_CACHE = "machine-speed.json"
+SPARK_CACHE = "spark-speed.json"
+
+
 def _read_cache() -> dict[str, Any]:
+    return _read_cache_file(PROBE_CACHE)
+
+
+def _read_cache_file(name: str) -> dict[str, Any]:
     try:
-        entries = json.loads((cache_dir() / "machine-speed.json").read_text())
+        entries = json.loads((cache_dir() / name).read_text())
     except (OSError, ValueError):
         return {}
     return entries if isinstance(entries, dict) else {}
@@ -163,7 +187,8 @@ def _recent_probes(entries: dict[str, Any], key: str, now: float) -> list[tuple[
     return sorted(recent)[-KEPT_PROBES:]
 
 
-def _store_probes(entries: dict[str, Any], key: str, probes: list[tuple[float, float]]) -> None:
+def _store_probes(entries: dict[str, Any], key: str, probes: list[tuple[float, float]],
+                  name: str = PROBE_CACHE) -> None:
     """Written beside, then renamed (a concurrent estimate never reads half a file); a
     cache that cannot be written is only a cache."""
     folder = cache_dir()
@@ -173,7 +198,7 @@ def _store_probes(entries: dict[str, Any], key: str, probes: list[tuple[float, f
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".machine-speed-")
         with os.fdopen(handle, "w") as out:
             json.dump(entries, out)
-        os.replace(temporary, folder / "machine-speed.json")
+        os.replace(temporary, folder / name)
     except OSError:
         pass
 
@@ -219,11 +244,50 @@ def _probed() -> MachineSpeed:
     return MachineSpeed(_clamped(fastest / REFERENCE_PROBE_S), source, fastest)
 
 
-def machine_speed(setting: str | None = None) -> MachineSpeed:
+def spark_version() -> str:
+    """The installed pyspark's version, from its metadata (no import, no JVM)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _spark_key(provider: str) -> str:
+    return f"{_machine_key()}|spark {spark_version()}|{provider}"
+
+
+def record_spark_speed(provider: str, factor: float, now: float | None = None) -> None:
+    """Keep a factor Spark measured on this machine (``recovery --measure``) for later
+    JVM-free estimates of the same provider with the same Spark."""
+    entries = _read_cache_file(SPARK_CACHE)
+    key = _spark_key(provider)
+    probes = [*_recent_probes(entries, key, now or time.time()),
+              (now or time.time(), _clamped(factor))][-KEPT_PROBES:]
+    _store_probes(entries, key, probes, SPARK_CACHE)
+
+
+def cached_spark_speed(provider: str, now: float | None = None) -> MachineSpeed | None:
+    """The newest factor Spark measured here for ``provider`` within ``CACHE_DAYS``."""
+    now = now or time.time()
+    probes = _recent_probes(_read_cache_file(SPARK_CACHE), _spark_key(provider), now)
+    if not probes:
+        return None
+    measured_at, factor = probes[-1]
+    days = (now - measured_at) / 86400
+    age = f"{days:.0f} days ago" if days >= 1.5 else "within a day"
+    return MachineSpeed(factor, "spark", detail=f"`--measure`, Spark {spark_version()}, "
+                                                f"{provider}, {age}")
+
+
+def machine_speed(setting: str | None = None, provider: str | None = None) -> MachineSpeed:
     """This machine's speed factor: ``setting`` (``--machine-speed``), else
-    ``STATEKIT_MACHINE_SPEED``, else the (cached) probe. A ``setting`` that is not
-    ``probe``, ``reference`` or a positive number raises ``ValueError``; the variable, a
-    one-line :class:`~statekit.support.errors.EnvironmentProblem`."""
+    ``STATEKIT_MACHINE_SPEED``, else what Spark measured here for ``provider`` (cached by
+    ``--measure``), else the (cached) Python probe. A ``setting`` that is not ``probe``,
+    ``reference`` or a positive number raises ``ValueError``; the variable, a one-line
+    :class:`~statekit.support.errors.EnvironmentProblem`. ``probe`` (given) skips Spark's
+    measurement."""
     if setting is not None:
         given = parse_speed(setting)
     else:
@@ -233,5 +297,9 @@ def machine_speed(setting: str | None = None) -> MachineSpeed:
             raise EnvironmentProblem(f"{SPEED_ENV}: {exc}") from None
     if given is not None:
         return given
+    if provider is not None and (setting or "").strip().lower() != "probe":
+        measured = cached_spark_speed(provider)
+        if measured is not None:
+            return measured
     with _PROBING:
         return _probed()

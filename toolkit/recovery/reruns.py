@@ -15,7 +15,7 @@ from statistics import median_high
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.location import Location
-from statekit.checkpoint.progress_log import BatchTiming
+from statekit.checkpoint.progress_log import BatchTiming, runs
 
 SKIPPED_BATCH_S = 0.35
 """A re-planned batch whose sink already committed it, without a progress log to time a warm
@@ -45,16 +45,6 @@ def file_sink_committed(sink: Location, batch: int) -> bool | None:
     return str(batch) in names or f"{batch}.compact" in names
 
 
-def _runs(timings: Sequence[BatchTiming]) -> list[list[BatchTiming]]:
-    """The log's batches split at every (re)start of the query (a new ``runId``)."""
-    runs: list[list[BatchTiming]] = []
-    for timing in timings:
-        if not runs or timing.run_id != runs[-1][-1].run_id:
-            runs.append([])
-        runs[-1].append(timing)
-    return runs
-
-
 def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
                    ) -> tuple[float | None, str]:
     """What re-running a batch adds to a restart.
@@ -66,7 +56,7 @@ def _batch_seconds(ckpt: Checkpoint, timings: Sequence[BatchTiming] | None
     the offset log's median gap between batch starts.
     """
     if timings:
-        seconds = [run[1].trigger_s for run in _runs(timings) if len(run) > 1
+        seconds = [run[1].trigger_s for run in runs(timings) if len(run) > 1
                    and run[0].run_id is not None]
         if seconds:
             return median_high(seconds), "progress log: the second batch after a start"
@@ -91,7 +81,7 @@ def _skip_seconds(timings: Sequence[BatchTiming] | None) -> tuple[float, str]:
     after a start; else a default."""
     if not timings:
         return SKIPPED_BATCH_S, "default for a skipped batch"
-    warm = [t for run in _runs(timings) for t in run[1:]][-20:] or list(timings)
+    warm = [t for run in runs(timings) for t in run[1:]][-20:] or list(timings)
     return (median_high([max(0.0, t.trigger_s - t.add_batch_s) for t in warm]),
             "progress log: a warm batch's planning and log writes")
 

@@ -183,7 +183,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     slots = (cores or usable_cpus()) * executors
     # --measure scales the benchmark machine's seconds by Spark's own timing: it replaces the
     # machine-speed probe rather than multiplying it
-    model = default_model(ckpt) if measure else local_model(ckpt, machine_speed(speed_setting))
+    model = default_model(ckpt) if measure else local_model(
+        ckpt, machine_speed(speed_setting, provider=default_model(ckpt).provider))
     measured: Calibration | None = None
     if calibrate:
         model, measured = run_calibration(ckpt, model)
@@ -253,7 +254,14 @@ def _measure(ckpt: Checkpoint, model: CostModel, slots: int,
 
         spark = start_spark_for(ckpt, "statekit-recovery-measure", master, confs)
         loads, empty_job_s, fetch_s = time_loads(spark, ckpt, targets, say)
-    return scale_to_measurement(model, targets, loads, empty_job_s, fetch_s)
+    scaled, measurement = scale_to_measurement(model, targets, loads, empty_job_s, fetch_s)
+    if (master or "local").startswith("local") and ckpt.location.is_local \
+            and not measurement.fetch_s:
+        # Spark's own speed on this machine: later JVM-free estimates here use it
+        from statekit.recovery.machine_speed import record_spark_speed
+
+        record_spark_speed(model.provider, measurement.factor)
+    return scaled, measurement
 
 
 def _measurement_dict(measurement: Measurement | None) -> dict[str, object] | None:
@@ -270,7 +278,7 @@ def _per_mb(seconds_per_byte: float) -> str:
 
 def _render(assessment: Assessment, measured: Calibration | None,
             measurement: Measurement | None, explain: bool) -> None:
-    from statekit.assess.words import duration_words, range_words, rto_words
+    from statekit.assess.words import duration_words, learning_lines, range_words, rto_words
 
     estimate = assessment.estimate
     assert estimate is not None
@@ -292,6 +300,8 @@ def _render(assessment: Assessment, measured: Calibration | None,
                   f"{duration_words(estimate.rerun_s) if estimate.rerun_s else 'none'}")
         out.print(f"where the time goes (the busiest core): {escape(estimate.explanation)}")
     _render_memory(assessment)
+    for line in learning_lines(estimate):
+        out.print(escape(line))
     model = estimate.model
     speed = f", {model.machine.describe()}" if model.machine else ""
     if explain:

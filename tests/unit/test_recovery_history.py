@@ -1,0 +1,221 @@
+"""The estimate learns its scale from the query's own restarts in its progress log (no JVM).
+
+The logs are real: ``tests/data/restarts/logs/hdfs-1m.jsonl`` is the benchmark's (a million
+keys, a run from batch 0 then three restarts, each a fresh JVM), and
+``tests/data/restarts/hdfs`` a small query's checkpoint with the progress log of its runs
+(``tests/data/restarts/record.py``). The expected numbers are computed here from the JSON
+itself, not from statekit's parse.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from statekit.assess.words import learning_lines, range_words
+from statekit.checkpoint import open_checkpoint
+from statekit.checkpoint.progress_log import BatchTiming, parse_timings
+from statekit.cli.main import cli
+from statekit.cli.runner import run_cli
+from statekit.recovery.cost_model import local_model
+from statekit.recovery.estimate import estimate_recovery, restart_at
+from statekit.recovery.history import (
+    COLD_NOISE_S,
+    ObservedRestart,
+    RestartHistory,
+    learn,
+    observed_restarts,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "restarts"
+MILLION = DATA / "logs" / "hdfs-1m.jsonl"
+FIXTURE = DATA / "hdfs"
+
+
+def _runs_from_json(path: Path) -> list[list[dict]]:
+    runs: list[list[dict]] = []
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        if not runs or runs[-1][-1]["runId"] != event["runId"]:
+            runs.append([])
+        runs[-1].append(event)
+    return runs
+
+
+def _expected_cost(run: list[dict]) -> float:
+    """The first batch over the median of the run's batches after its second (similar
+    input: every batch of these runs reads one file of the same size)."""
+    trigger = [e["durationMs"]["triggerExecution"] / 1000 for e in run]
+    steady = trigger[2:] if len(trigger) >= 4 else trigger[1:]
+    return trigger[0] - median(steady)
+
+
+def _timings(path: Path) -> list[BatchTiming]:
+    return parse_timings(path.read_text(), shown=str(path))[0]
+
+
+def test_every_start_in_a_real_log_is_found_and_measured():
+    runs = _runs_from_json(MILLION)
+    history = observed_restarts(_timings(MILLION))
+    assert history.first_start is not None and history.first_start.batch == 0
+    assert history.cold_start_s == pytest.approx(_expected_cost(runs[0]))
+    assert [r.batch for r in history.restarts] == [run[0]["batchId"] for run in runs[1:]]
+    by_batch = {e["batchId"]: e for run in runs for e in run}
+    for restart, run in zip(history.restarts, runs[1:], strict=True):
+        assert restart.run_id == run[0]["runId"]
+        assert restart.cost_s == pytest.approx(_expected_cost(run))
+        before = by_batch[restart.batch - 1]["stateOperators"][0]["numRowsTotal"]
+        assert restart.state_rows == before  # the rows the restart loaded
+        assert restart.input_rows == run[0]["numInputRows"]
+
+
+def _restart(batch: int, first: float, steady: float, rows: int | None) -> ObservedRestart:
+    return ObservedRestart(batch, f"run-{batch}", first, steady, 3, 100_000, rows)
+
+
+def test_the_scale_is_the_weighted_ratio_of_measured_to_modelled_state_cost():
+    cold = _restart(0, 4.0, 1.0, None)  # a cold first batch costs 3 s without state
+    restarts = (_restart(10, 9.0, 1.0, 1_000_000), _restart(20, 11.0, 1.0, 2_000_000))
+    history = RestartHistory(restarts, cold)
+    modelled = {10: 2.0, 20: 4.0}
+    learning = learn(history, lambda r: modelled[r.batch], today_s=3.0, today_rows=1.5e6)
+
+    def weight(m: float) -> float:
+        return 1 / (1 + math.log(m / 3.0) ** 2)
+
+    states = {10: 9.0 - 1.0 - 3.0, 20: 11.0 - 1.0 - 3.0}  # measured less the cold start
+    expected = (sum(weight(modelled[b]) * states[b] for b in (10, 20))
+                / sum(weight(modelled[b]) * modelled[b] for b in (10, 20)))
+    assert learning.scale == pytest.approx(expected)
+    assert learning.cold_start_s == pytest.approx(3.0)
+    assert [u.weight for u in learning.used] == pytest.approx([weight(2.0), weight(4.0)])
+    assert learning.first_batch_s(2.0) == pytest.approx(5.0)
+    # each restart beside the uncalibrated model: (modelled − measured) ÷ max(measured, 1 s)
+    assert learning.error(learning.used[0]) == pytest.approx((2.0 - 5.0) / 5.0)
+    assert learning.notes == ()
+
+
+def test_a_restart_whose_files_are_gone_is_scaled_from_today_by_its_rows_at_half_weight():
+    history = RestartHistory((_restart(5, 6.0, 1.0, 500_000), _restart(9, 6.0, 1.0, None)),
+                             None)
+    learning = learn(history, lambda r: None, today_s=4.0, today_rows=1_000_000)
+    (used,) = learning.used
+    assert used.modelled_s == pytest.approx(2.0) and "its rows (500,000 of 1,000,000)" in used.basis
+    assert used.weight == pytest.approx(0.5 / (1 + math.log(2.0 / 4.0) ** 2))
+    assert learning.skipped == ((9, "its version's files are gone and the log has no row "
+                                    "count to scale today's by"),)
+    # without the query's first start, the cold start is inside the scale, and it says so
+    assert learning.scale == pytest.approx(5.0 / 2.0)
+    assert learning.cold_start_s is None and "first start" in learning.notes[0]
+
+
+def test_restarts_too_small_to_tell_from_noise_leave_the_model_uncalibrated():
+    cold = _restart(0, 4.0, 1.0, None)
+    history = RestartHistory(tuple(_restart(b, 3.0 + d, 0.5, 1000) for b, d in
+                                   ((5, 0.3), (10, -0.2), (15, 0.1))), cold)
+    learning = learn(history, lambda r: 0.05, today_s=0.05, today_rows=1000)
+    assert learning.scale is None and "too little state" in learning.why_uncalibrated
+    assert len(learning.used) == 3
+    # three restarts measure how much a cold first batch varies: their spread
+    residuals = [3.0 + d - 0.5 - 3.0 - 0.05 for d in (0.3, -0.2, 0.1)]
+    assert learning.noise_s == pytest.approx(1.4826 * median(abs(r) for r in residuals))
+    assert learning.noise_basis.startswith("measured")
+
+
+def test_runs_that_cannot_be_measured_say_why():
+    def batch(n: int, run: str, seconds: float, rows: int) -> BatchTiming:
+        return BatchTiming(n, seconds, seconds / 2, run, rows, 1000 * n, None)
+
+    timings = [batch(0, "a", 5.0, 100), batch(1, "a", 1.0, 100), batch(2, "a", 1.0, 100),
+               batch(3, "b", 6.0, 100),  # a run of one batch
+               batch(4, "c", 7.0, 10_000), batch(5, "c", 1.0, 100), batch(6, "c", 1.0, 100)]
+    history = observed_restarts(timings)
+    assert history.restarts == ()
+    assert history.first_start is not None and history.cold_start_s == pytest.approx(4.0)
+    reasons = dict(history.skipped)
+    assert "one batch" in reasons[3]
+    assert "read 10,000 rows" in reasons[4] and "no batch of similar input" in reasons[4]
+    learning = learn(history, lambda r: 1.0, 1.0, 1000)
+    assert learning.scale is None and "no restart" in learning.why_uncalibrated
+    # a log without runIds holds no start at all
+    assert observed_restarts([replace(t, run_id=None) for t in timings]) == \
+        RestartHistory((), None, ())
+
+
+def test_the_estimate_is_the_model_scaled_by_what_it_learned():
+    """The small query's restarts, each made 4 s slower than recorded (a slower cluster):
+    the estimate is the uncalibrated one under the model × the learned scale."""
+    ckpt = open_checkpoint(str(FIXTURE / "checkpoint"))
+    timings = _timings(FIXTURE / "progress.jsonl")
+    starts = {t.batch_id for t in timings if t.batch_id > 0 and t.run_id != next(
+        (u.run_id for u in timings if u.batch_id == t.batch_id - 1), None)}
+    assert len(starts) == 3
+    slower = [replace(t, trigger_s=t.trigger_s + 4.0) if t.batch_id in starts else t
+              for t in timings]
+    # without its fixed part (a restart this small costs less than a new query's first
+    # batch: nothing), the model costs each past restart's state above zero
+    model = replace(local_model(ckpt), restart_s=0.0)
+    learned = estimate_recovery(ckpt, cores=2, model=model, timings=slower)
+    learning = learned.learning
+    assert learning is not None and learning.scale is not None
+    assert [u.restart.batch for u in learning.used] == sorted(starts)
+    for used in learning.used:  # each past restart costed from the files of its version
+        assert used.basis == f"the files of version {used.restart.batch}"
+        assert used.modelled_s == pytest.approx(restart_at(ckpt, used.restart.batch, model,
+                                                           2, 1))
+    weights = [u.weight for u in learning.used]
+    measured = [u.restart.cost_s - learning.cold_start_s for u in learning.used]
+    modelled = [u.modelled_s for u in learning.used]
+    assert learning.scale == pytest.approx(
+        min(50.0, sum(w * y for w, y in zip(weights, measured, strict=True))
+            / sum(w * m for w, m in zip(weights, modelled, strict=True))))
+    plain = estimate_recovery(ckpt, cores=2, model=model.scaled(learning.scale, "learned"))
+    assert learned.restart_s == pytest.approx(plain.restart_s)
+    assert learned.estimate_s == pytest.approx(plain.estimate_s)
+    assert learned.model.source == "learned"
+    lines = learning_lines(learned)
+    assert lines[0].startswith(f"learned from 3 restart(s) of this query in its progress "
+                               f"log: the model × {learning.scale:.2f}")
+    assert sum(line.startswith("  batch ") for line in lines) == 3
+
+
+def _run(args: list[str], capsys) -> tuple[int, str]:
+    code = run_cli(cli, "statekit", args)
+    return code, capsys.readouterr().out
+
+
+def test_recovery_json_and_text_on_a_recorded_query(capsys):
+    args = ["recovery", str(FIXTURE / "checkpoint"), "--progress-log",
+            str(FIXTURE / "progress.jsonl"), "--cores", "2"]
+    code, out = _run([*args, "--json"], capsys)
+    assert code == 0, out
+    data = json.loads(out)
+    learning = data["learning"]
+    runs = _runs_from_json(FIXTURE / "progress.jsonl")
+    assert [u["batch"] for u in learning["used"]] == [run[0]["batchId"] for run in runs[1:]]
+    for used, run in zip(learning["used"], runs[1:], strict=True):
+        assert used["cost_s"] == pytest.approx(_expected_cost(run))
+        assert used["basis"] == f"the files of version {used['batch']}"
+    assert learning["cold_start_s"] == pytest.approx(_expected_cost(runs[0]))
+    # this small state restarts within a cold start's noise: no scale, and the bands say so
+    assert learning["scale"] is None and data["high_s"] < 1.0
+    code, text = _run(args, capsys)
+    assert "about a second or less (a cold first batch varies by ±" in text
+    assert "uncalibrated: the restarts in the log loaded too little state" in text
+    # without a progress log the estimate says it is uncalibrated and how to calibrate it
+    code, plain = _run(["recovery", str(FIXTURE / "checkpoint"), "--cores", "2"], capsys)
+    assert "uncalibrated (" in plain and "--progress-log LOG" in plain
+
+
+def test_sub_second_estimates_read_as_a_band_with_the_measured_noise():
+    ckpt = open_checkpoint(str(FIXTURE / "checkpoint"))
+    estimate = estimate_recovery(ckpt, cores=2)
+    assert estimate.high_s < 1.0 and estimate.learning is None
+    assert estimate.cold_noise_s == COLD_NOISE_S
+    assert range_words(estimate) == "about a second or less (a cold first batch varies by " \
+                                    "±1.0 s)"

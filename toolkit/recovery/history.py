@@ -1,0 +1,263 @@
+"""The query's own restarts, read from its progress log: what the estimate learns its scale
+from.
+
+Why: the cost model is fitted on one machine, and a user's cluster differs in ways no probe
+run here carries (cores, an object store's per-request latency, another heap, another JVM).
+But the query has restarted before: every start writes a new ``runId`` into the progress
+events, and the first batch of each run is a measured restart on exactly that cluster and
+that state. Its user-visible cost is that first batch over the run's steady batches of
+similar input (the second batch of a run is still warming up and is left out when the run
+has others). The query's first start (its run from batch 0, on an empty checkpoint) costs
+what any cold first batch costs there: the part of a restart that is not the state.
+
+:func:`learn` holds those measurements against what the uncalibrated model says for the
+state each restart loaded, and fits the model's scale: the restarts weighted by how close
+their state's modelled cost is to today's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import median
+from typing import Any
+
+from statekit.checkpoint.progress_log import BatchTiming, runs
+
+SIMILAR_INPUT = 2.0
+"""A steady batch counts as similar input when its rows are within this factor of the
+first batch's."""
+
+COLD_NOISE_S = 1.0
+"""How much a cold first batch varies between starts, where the log cannot measure it
+(the benchmark grid: about a second on 5–10 s first batches)."""
+
+MIN_MODELLED_S = 0.5
+"""Restarts whose state the model costs below this, and that measured within a cold start's
+noise of nothing, are too small to learn a scale from."""
+
+SCALE_LIMITS = (0.05, 50.0)
+"""A learned scale outside this range is a broken measurement: clamped."""
+
+
+@dataclass(frozen=True)
+class ObservedRestart:
+    """One start of the query, as its progress log measured it."""
+
+    batch: int
+    """The run's first batch: a restart loads state version ``batch``."""
+    run_id: str | None
+    first_s: float
+    """The first batch's ``triggerExecution``."""
+    steady_s: float
+    """The median of the run's steady batches of similar input."""
+    steady_batches: int
+    input_rows: int | None
+    state_rows: int | None
+    """Rows the state held when the run started (the previous batch's ``numRowsTotal``)."""
+
+    @property
+    def cost_s(self) -> float:
+        """What the start cost the user: its first batch over a steady one."""
+        return self.first_s - self.steady_s
+
+
+@dataclass(frozen=True)
+class RestartHistory:
+    """The starts a progress log holds."""
+
+    restarts: tuple[ObservedRestart, ...]
+    """Every run that started on existing state (a first batch after batch 0)."""
+    first_start: ObservedRestart | None
+    """The query's first start (from batch 0, an empty checkpoint), when the log has it."""
+    skipped: tuple[tuple[int, str], ...] = ()
+    """(first batch, why) of runs that could not be measured."""
+
+    @property
+    def cold_start_s(self) -> float | None:
+        """What a cold first batch costs there without any state (the first start's cost)."""
+        return self.first_start.cost_s if self.first_start is not None else None
+
+
+def _steady(run: Sequence[BatchTiming]) -> tuple[list[BatchTiming], str | None]:
+    """The run's batches that a first batch is measured against, or why there are none."""
+    if len(run) < 2:
+        return [], "the run ran one batch: nothing to measure its first against"
+    candidates = list(run[2:]) if len(run) >= 4 else list(run[1:])
+    rows = run[0].input_rows
+    if rows is None:
+        return candidates, None
+    similar = [t for t in candidates if t.input_rows is not None
+               and rows / SIMILAR_INPUT <= t.input_rows <= max(rows, 1) * SIMILAR_INPUT]
+    if not similar:
+        others = ", ".join(f"{t.input_rows:,}" for t in candidates[:3]
+                           if t.input_rows is not None)
+        return [], (f"its first batch read {rows:,} rows, its other batches {others}: no "
+                    "batch of similar input to measure it against")
+    return similar, None
+
+
+def observed_restarts(timings: Sequence[BatchTiming]) -> RestartHistory:
+    """Every start of the query in the log, measured (see the module docstring)."""
+    by_batch = {t.batch_id: t for t in timings}
+    restarts, skipped = [], []
+    first_start = None
+    for run in runs(timings):
+        head = run[0]
+        if head.run_id is None:
+            continue
+        steady, why = _steady(run)
+        if why is not None:
+            skipped.append((head.batch_id, why))
+            continue
+        previous = by_batch.get(head.batch_id - 1)
+        observed = ObservedRestart(head.batch_id, head.run_id, head.trigger_s,
+                                   median(t.trigger_s for t in steady), len(steady),
+                                   head.input_rows,
+                                   previous.state_rows if previous is not None else None)
+        if head.batch_id == 0:
+            first_start = observed
+        else:
+            restarts.append(observed)
+    return RestartHistory(tuple(restarts), first_start, tuple(skipped))
+
+
+@dataclass(frozen=True)
+class LearnedRestart:
+    """One past restart beside what the uncalibrated model says for the state it loaded."""
+
+    restart: ObservedRestart
+    modelled_s: float
+    """The uncalibrated estimate for the state it loaded (beyond an empty checkpoint's
+    first batch)."""
+    basis: str
+    """How that state was costed: from the files of its version, or today's estimate
+    scaled by its rows."""
+    weight: float
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self.restart)
+        data.update(cost_s=self.restart.cost_s, modelled_s=self.modelled_s, basis=self.basis,
+                    weight=self.weight)
+        return data
+
+
+@dataclass(frozen=True)
+class RestartLearning:
+    """What the estimate learned from the query's restarts (or why it learned nothing)."""
+
+    scale: float | None
+    """The model × this fits the restarts (``None``: uncalibrated)."""
+    cold_start_s: float | None
+    """A cold first batch's cost without state, there (the query's first start)."""
+    used: tuple[LearnedRestart, ...] = ()
+    skipped: tuple[tuple[int, str], ...] = ()
+    noise_s: float = COLD_NOISE_S
+    """How much a cold first batch varies there ..."""
+    noise_basis: str = "the benchmark's: a cold first batch varies by about a second"
+    """... and where that figure comes from."""
+    why_uncalibrated: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def first_batch_s(self, estimate_s: float) -> float:
+        """The restart's whole first batch over a steady batch (what the log would show):
+        the estimate plus the cold start."""
+        return estimate_s + (self.cold_start_s or 0.0)
+
+    def error(self, learned: LearnedRestart) -> float:
+        """How far the uncalibrated model was from a restart (its state's part)."""
+        measured = learned.restart.cost_s - (self.cold_start_s or 0.0)
+        return (learned.modelled_s - measured) / max(abs(measured), 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "cold_start_s": self.cold_start_s,
+                "used": [{**u.to_dict(), "uncalibrated_error": self.error(u)}
+                         for u in self.used],
+                "skipped": [{"batch": b, "why": why} for b, why in self.skipped],
+                "noise_s": self.noise_s, "noise_basis": self.noise_basis,
+                "why_uncalibrated": self.why_uncalibrated, "notes": list(self.notes)}
+
+
+HOW_TO_CALIBRATE = ("give --progress-log LOG of this query once it has restarted (each "
+                    "restart in it is a measurement), or --measure to time Spark's own "
+                    "state load")
+
+NEXT_RESTART = ("its next restart, logged, will calibrate it; --measure times Spark's own "
+                "state load now")
+
+MORE_STATE = "--measure times Spark's own state load of the largest partitions"
+
+
+def _similarity(modelled_s: float, today_s: float) -> float:
+    """1 for a restart whose state costs what today's does, falling with the log-ratio."""
+    if modelled_s <= 0 or today_s <= 0:
+        return 0.1
+    return 1.0 / (1.0 + math.log(modelled_s / today_s) ** 2)
+
+
+def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float | None],
+          today_s: float, today_rows: float | None) -> RestartLearning:
+    """The model's scale fitted to the log's restarts.
+
+    ``modelled``: the uncalibrated estimate for the state a restart loaded, from the files
+    of its version (``None`` when they are gone: then today's estimate ``today_s`` scaled by
+    the rows it held against ``today_rows``, at half the weight). Each restart's state cost
+    is its measured cost less the cold start (the query's first start, when the log has it:
+    else the cold start is counted in the scale); the scale is the weighted ratio of
+    measured to modelled, weighted by how close each restart's modelled cost is to today's.
+    """
+    cold = history.cold_start_s
+    skipped = list(history.skipped)
+    used = []
+    for restart in history.restarts:
+        value = modelled(restart)
+        basis = f"the files of version {restart.batch}"
+        weight = 1.0
+        if value is None:
+            if restart.state_rows is None or not today_rows:
+                skipped.append((restart.batch, "its version's files are gone and the log "
+                                               "has no row count to scale today's by"))
+                continue
+            value = today_s * restart.state_rows / today_rows
+            basis = (f"today's estimate × its rows ({restart.state_rows:,} of "
+                     f"{today_rows:,.0f}): its version's files are gone")
+            weight = 0.5
+        used.append(LearnedRestart(restart, value, basis,
+                                   weight * _similarity(value, today_s)))
+    notes = []
+    if cold is None and used:
+        notes.append("the log does not hold the query's first start (batch 0): the cold "
+                     "start is not told apart from the state's cost, both are in the scale")
+    if not used:
+        why = (f"the progress log holds no restart of the query (a new runId after batch "
+               f"0); {NEXT_RESTART}" if not history.restarts else
+               f"no restart in the progress log could be costed; {NEXT_RESTART}")
+        return RestartLearning(None, cold, (), tuple(skipped), why_uncalibrated=why,
+                               notes=tuple(notes))
+    modelled_sum = sum(u.weight * u.modelled_s for u in used)
+    measured_sum = sum(u.weight * (u.restart.cost_s - (cold or 0.0)) for u in used)
+    small = all(u.modelled_s < MIN_MODELLED_S
+                and abs(u.restart.cost_s - (cold or 0.0)) < COLD_NOISE_S for u in used)
+    scale = None
+    if not small and modelled_sum > 0:
+        low, high = SCALE_LIMITS
+        scale = min(high, max(low, measured_sum / modelled_sum))
+    noise_s, noise_basis = _noise(used, cold, scale)
+    why = None if scale is not None else (
+        "the restarts in the log loaded too little state to tell its cost from a cold "
+        f"start's noise; {MORE_STATE}")
+    return RestartLearning(scale, cold, tuple(used), tuple(skipped), noise_s, noise_basis,
+                           why, tuple(notes))
+
+
+def _noise(used: Sequence[LearnedRestart], cold: float | None, scale: float | None
+           ) -> tuple[float, str]:
+    """How much a cold first batch varies, from three or more restarts' spread around what
+    the (learned) model says for them; else the benchmark's figure."""
+    if len(used) < 3:
+        return COLD_NOISE_S, RestartLearning.noise_basis
+    residuals = [u.restart.cost_s - (cold or 0.0) - (scale or 1.0) * u.modelled_s
+                 for u in used]
+    return (1.4826 * median(abs(r) for r in residuals),
+            f"measured: the spread of {len(residuals)} restarts of this query")
