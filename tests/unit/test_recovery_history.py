@@ -23,7 +23,7 @@ from statekit.checkpoint.progress_log import BatchTiming, parse_timings
 from statekit.cli.main import cli
 from statekit.cli.runner import run_cli
 from statekit.recovery.cost_model import local_model
-from statekit.recovery.estimate import estimate_recovery, restart_at
+from statekit.recovery.estimate import estimate_recovery, load_work, restart_at
 from statekit.recovery.history import (
     COLD_NOISE_S,
     ObservedRestart,
@@ -31,6 +31,7 @@ from statekit.recovery.history import (
     learn,
     observed_restarts,
 )
+from statekit.support.errors import EXIT_BAD_INPUT
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "restarts"
 MILLION = DATA / "logs" / "hdfs-1m.jsonl"
@@ -166,8 +167,8 @@ def test_the_estimate_is_the_model_scaled_by_what_it_learned():
     assert [u.restart.batch for u in learning.used] == sorted(starts)
     for used in learning.used:  # each past restart costed from the files of its version
         assert used.basis == f"the files of version {used.restart.batch}"
-        assert used.modelled_s == pytest.approx(restart_at(ckpt, used.restart.batch, model,
-                                                           2, 1))
+        works = load_work(ckpt, used.restart.batch, model)[1]
+        assert used.modelled_s == pytest.approx(restart_at(works, model, 2, 1))
     weights = [u.weight for u in learning.used]
     measured = [u.restart.cost_s - learning.cold_start_s for u in learning.used]
     modelled = [u.modelled_s for u in learning.used]
@@ -219,3 +220,104 @@ def test_sub_second_estimates_read_as_a_band_with_the_measured_noise():
     assert estimate.cold_noise_s == COLD_NOISE_S
     assert range_words(estimate) == "about a second or less (a cold first batch varies by " \
                                     "±1.0 s)"
+
+
+EVENTS = FIXTURE / "eventlog"
+
+
+def _event_tasks_from_json() -> dict[tuple[int, int], float]:
+    """(batch, partition) → seconds of the stateful stage's task, read here from the
+    recorded zstd logs with pyarrow, independently of statekit's reader."""
+    import pyarrow as pa
+
+    out: dict[tuple[int, int], float] = {}
+    for file in sorted(EVENTS.rglob("events_*")):
+        with pa.CompressedInputStream(pa.OSFile(str(file)), "zstd") as stream:
+            events = [json.loads(line) for line in stream.read().decode().splitlines()]
+        batch_of = {}
+        for e in events:
+            if e["Event"] == "SparkListenerJobStart" and \
+                    "streaming.sql.batchId" in e["Properties"]:
+                for stage in e["Stage IDs"]:
+                    batch_of[stage] = int(e["Properties"]["streaming.sql.batchId"])
+        stateful = {e["Stage Info"]["Stage ID"] for e in events
+                    if e["Event"] == "SparkListenerStageCompleted"
+                    and any(a["Name"] == "number of total state rows"
+                            for a in e["Stage Info"]["Accumulables"])}
+        for e in events:
+            if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in stateful:
+                info = e["Task Info"]
+                out[(batch_of[e["Stage ID"]], info["Index"])] = \
+                    (info["Finish Time"] - info["Launch Time"]) / 1000
+    return out
+
+
+def test_the_event_log_gives_every_stateful_task_of_every_batch():
+    from statekit.checkpoint.event_log import read_event_logs, stateful_tasks
+
+    tasks = stateful_tasks(read_event_logs([str(EVENTS)]))
+    expected = _event_tasks_from_json()
+    assert {(t.batch, t.partition): t.seconds for t in tasks} == pytest.approx(expected)
+    batches = {t.batch for t in tasks}
+    assert batches == set(range(max(batches) + 1))  # every batch of every run
+    assert all(t.stage_order == 0 for t in tasks)  # one stateful stage: the aggregation
+    runs = {e["runId"] for line in (FIXTURE / "progress.jsonl").read_text().splitlines()
+            for e in [json.loads(line)]}
+    assert {t.run_id for t in tasks} == runs
+
+
+def test_each_restarts_slowest_partition_is_measured_against_its_steady_tasks():
+    from statekit.checkpoint.event_log import read_event_logs, stateful_tasks
+    from statekit.recovery.history import partition_checks
+
+    tasks = stateful_tasks(read_event_logs([str(EVENTS)]))
+    history = observed_restarts(_timings(FIXTURE / "progress.jsonl"))
+    timed = _event_tasks_from_json()
+    for restart in history.restarts:
+        modelled = {(0, p): 0.1 * (p + 1) for p in range(4)}
+        (check,) = partition_checks(tasks, restart, modelled)
+        extra = {p: timed[(restart.batch, p)]
+                 - median(timed[(b, p)] for b in restart.steady_ids) for p in range(4)}
+        slowest = max(extra, key=lambda p: extra[p])
+        assert (check.partition, check.measured_s) == (slowest, pytest.approx(extra[slowest]))
+        assert check.modelled_s == pytest.approx(0.1 * (slowest + 1))
+        assert check.model_slowest == 3
+
+
+def test_recovery_with_the_event_log_names_each_restarts_slowest_partition(capsys):
+    code, out = _run(["recovery", str(FIXTURE / "checkpoint"), "--progress-log",
+                      str(FIXTURE / "progress.jsonl"), "--event-log", str(EVENTS),
+                      "--cores", "2", "--json"], capsys)
+    assert code == 0, out
+    learning = json.loads(out)["learning"]
+    assert [c["batch"] for c in learning["partitions"]] == \
+        [u["batch"] for u in learning["used"]]
+    # partitions this small restart within a task's own cold start: no partition scale
+    assert learning["partition_scale"] is None
+    code = run_cli(cli, "statekit", ["recovery", str(FIXTURE / "checkpoint"), "--event-log",
+                                     str(FIXTURE / "nowhere"), "--cores", "2"])
+    error = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and "nowhere: no such file or folder" in error
+    assert "Traceback" not in error
+
+
+def test_an_unreadable_event_log_is_one_line_naming_it(tmp_path):
+    from statekit.checkpoint.event_log import read_event_logs, stateful_tasks
+    from statekit.support.errors import BadInput, CorruptFile
+
+    lz4 = tmp_path / "events_1_app.lz4"
+    lz4.write_bytes(b"\x00" * 10)
+    with pytest.raises(BadInput, match="compressed with lz4"):
+        read_event_logs([str(lz4)])
+    broken = tmp_path / "events_1_app.zstd"
+    broken.write_bytes(b"not zstd at all")
+    with pytest.raises(CorruptFile, match="not a readable zstd event log"):
+        read_event_logs([str(broken)])
+    bad = tmp_path / "app-1"
+    bad.write_text('{"Event": "SparkListenerLogStart"}\n{not json\n{"Event": "x"}\n')
+    with pytest.raises(CorruptFile, match="line 2 is not valid JSON"):
+        stateful_tasks(read_event_logs([str(bad)]))
+    # a log still being written ends mid-line: what came before counts
+    growing = tmp_path / "app-2"
+    growing.write_text('{"Event": "SparkListenerLogStart"}\n{"Event": "Spark')
+    assert stateful_tasks(read_event_logs([str(growing)])) == []

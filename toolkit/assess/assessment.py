@@ -31,6 +31,7 @@ from statekit.support.errors import StatekitError
 
 if TYPE_CHECKING:
     from statekit.checkpoint.checkpoint import Checkpoint
+    from statekit.checkpoint.event_log import StatefulTask
     from statekit.checkpoint.location import Location
     from statekit.checkpoint.progress_log import BatchTiming
     from statekit.doctor.problems import Diagnosis
@@ -264,6 +265,8 @@ class EstimateOptions:
     current_min_deltas: int | None = None
     executors: int = 1
     memory_limit: int | None = None
+    tasks: Sequence[StatefulTask] | None = None
+    """Spark's event log's stateful tasks: each past restart's slowest partition, timed."""
 
 
 def assess(ckpt: Checkpoint, *, shown: str | None = None, decode: bool = True,
@@ -336,7 +339,7 @@ def assess(ckpt: Checkpoint, *, shown: str | None = None, decode: bool = True,
                     timings=estimate.timings, sink=estimate.sink or file_sink, rto_s=rto_s,
                     current_min_deltas=estimate.current_min_deltas,
                     executors=estimate.executors, memory_limit=estimate.memory_limit,
-                    version=version, loaded_rows=loaded.keys)
+                    version=version, loaded_rows=loaded.keys, tasks=estimate.tasks)
             except StatekitError as error:
                 estimate_error = str(error)
     rto = judge_rto(recovery.high_s if recovery is not None else None, rto_s)

@@ -111,6 +111,20 @@ def learning_lines(estimate: RecoveryEstimate) -> list[str]:
                      f"{human_duration(state)}; uncalibrated, the model said "
                      f"{human_duration(used.modelled_s)} ({learning.error(used):+.0%}; "
                      f"from {used.basis}; weight {used.weight:.2f})")
+    for check in learning.partitions:
+        named = "the same" if check.model_slowest == check.partition else \
+            f"partition {check.model_slowest}"
+        lines.append(f"  batch {check.batch}, stateful stage {check.stage_order}: Spark's "
+                     f"event log: partition {check.partition}'s task ran "
+                     f"{human_duration(check.measured_s)} over its steady tasks, the slowest; "
+                     f"the model said {human_duration(check.modelled_s)} for it and named "
+                     f"{named} slowest")
+    if learning.slowest_today is not None and learning.partitions:
+        order, partition, _ = learning.slowest_today
+        lines.append(f"  slowest partition today: stateful stage {order} partition "
+                     f"{partition}, about {human_duration(learning.slowest_today_s or 0.0)} "
+                     f"(the model × {learning.partition_scale or 0.0:.2f}, what the event log "
+                     "measured of the slowest partitions)")
     for batch, why in learning.skipped:
         lines.append(f"  run from batch {batch} not used: {why}")
     lines += [f"  {note}" for note in learning.notes]

@@ -42,7 +42,8 @@ from statekit.recovery.reruns import Rerun, plan_reruns, rerun_notes, version_lo
 from statekit.recovery.rto import within_rto
 
 if TYPE_CHECKING:
-    from statekit.recovery.history import ObservedRestart, RestartLearning
+    from statekit.checkpoint.event_log import StatefulTask
+    from statekit.recovery.history import ObservedRestart, PartitionCheck, RestartLearning
     from statekit.state.memory import StateMemory
 
 WHAT_IF_MIN_DELTAS = (1, 2, 5, 10, 20, 50, 100)
@@ -529,8 +530,8 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
                       sink: Location | None = None,
                       rto_s: float | None = None, current_min_deltas: int | None = None,
                       executors: int = 1, memory_limit: int | None = None,
-                      version: int | None = None, loaded_rows: int | None = None
-                      ) -> RecoveryEstimate:
+                      version: int | None = None, loaded_rows: int | None = None,
+                      tasks: Sequence[StatefulTask] | None = None) -> RecoveryEstimate:
     """The restart cost of ``ckpt`` now (see the module docstring). No JVM. ``cores``: task
     slots in all (over ``executors``); ``memory_limit``: each executor's heap, to warn when
     the state will not fit; ``model``: by default the fitted constants in this machine's
@@ -540,8 +541,9 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     (from its replayed history), which the memory figure is scaled to — the files' record
     counts also count every update and delete. ``timings``: the progress log's batches; the
     query's restarts in it scale the model to what they measured
-    (:mod:`statekit.recovery.history`)."""
-    from statekit.recovery.history import learn, observed_restarts
+    (:mod:`statekit.recovery.history`); ``tasks``: the stateful tasks of Spark's event log,
+    which time each restart's slowest partition."""
+    from statekit.recovery.history import learn, observed_restarts, partition_checks
 
     model = model or local_model(ckpt)
     under = partial(_estimate, ckpt, cores=cores, timings=timings, sink=sink, rto_s=rto_s,
@@ -552,26 +554,53 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
         return plain
     sample = sample_bytes_per_record(ckpt, [ckpt.inventory.instances[k]
                                             for k in sorted(ckpt.inventory.instances)])
+    today = partition_seconds(plain.instances, model)
+
+    at_version: dict[int, list[InstanceWork]] = {}
+
+    def works_at(restart: ObservedRestart) -> list[InstanceWork]:
+        if restart.batch not in at_version:
+            at_version[restart.batch] = load_work(ckpt, restart.batch, model, sample)[1]
+        return at_version[restart.batch]
 
     def modelled(restart: ObservedRestart) -> float | None:
-        return restart_at(ckpt, restart.batch, model, cores, executors, sample)
+        return restart_at(works_at(restart), model, cores, executors)
+
+    def checks(restart: ObservedRestart) -> list[PartitionCheck]:
+        return partition_checks(tasks or (), restart, partition_seconds(works_at(restart),
+                                                                        model))
 
     today_rows = loaded_rows if loaded_rows is not None else \
         sum(w.rows for w in plain.instances) or None
-    learning = learn(observed_restarts(timings), modelled, plain.restart_s, today_rows)
+    learning = learn(observed_restarts(timings), modelled, plain.restart_s, today_rows,
+                     checks if tasks else None)
+    if today:
+        slowest = max(today, key=lambda key: today[key])
+        learning = replace(learning, slowest_today=(*slowest, today[slowest]))
     if learning.scale is None:
         return replace(plain, learning=learning)
     return replace(under(model=model.scaled(learning.scale, "learned")), learning=learning)
 
 
-def restart_at(ckpt: Checkpoint, version: int, model: CostModel, cores: int, executors: int,
-               sample: RecordSample | None = None) -> float | None:
-    """What the model says a restart that loaded ``version`` cost (its state's part, no
-    re-runs); ``None`` when the files to load that version are gone."""
-    _, works, _ = load_work(ckpt, version, model, sample)
+def restart_at(works: Sequence[InstanceWork], model: CostModel, cores: int, executors: int
+               ) -> float | None:
+    """What the model says a restart that loads ``works`` (:func:`load_work` at a version)
+    costs (its state's part, no re-runs); ``None`` when the files to load it are gone."""
     if not any(w.files for w in works) or any(not w.loadable for w in works):
         return None
     return restart_seconds(_stages(works, model, cores, executors), model)
+
+
+def partition_seconds(works: Sequence[InstanceWork], model: CostModel
+                      ) -> dict[tuple[int, int], float]:
+    """The first batch's cost of each partition's load by (stateful stage order,
+    partition): its stores' load × the load factor (what its task pays over a warm one)."""
+    order = {op: n for n, op in enumerate(sorted({w.operator_id for w in works}))}
+    out: dict[tuple[int, int], float] = {}
+    for work in works:
+        key = (order[work.operator_id], work.partition)
+        out[key] = out.get(key, 0.0) + work.seconds * model.load_factor
+    return out
 
 
 def _estimate(ckpt: Checkpoint, *, cores: int, model: CostModel,

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any
 
+from statekit.checkpoint.event_log import StatefulTask
 from statekit.checkpoint.progress_log import BatchTiming, runs
 
 SIMILAR_INPUT = 2.0
@@ -56,6 +57,8 @@ class ObservedRestart:
     input_rows: int | None
     state_rows: int | None
     """Rows the state held when the run started (the previous batch's ``numRowsTotal``)."""
+    steady_ids: tuple[int, ...] = ()
+    """The batches it was measured against."""
 
     @property
     def cost_s(self) -> float:
@@ -115,7 +118,8 @@ def observed_restarts(timings: Sequence[BatchTiming]) -> RestartHistory:
         observed = ObservedRestart(head.batch_id, head.run_id, head.trigger_s,
                                    median(t.trigger_s for t in steady), len(steady),
                                    head.input_rows,
-                                   previous.state_rows if previous is not None else None)
+                                   previous.state_rows if previous is not None else None,
+                                   tuple(t.batch_id for t in steady))
         if head.batch_id == 0:
             first_start = observed
         else:
@@ -144,6 +148,55 @@ class LearnedRestart:
 
 
 @dataclass(frozen=True)
+class PartitionCheck:
+    """A past restart's slowest partition, as Spark's event log timed it, beside the model."""
+
+    batch: int
+    stage_order: int
+    """Which of the batch's stateful stages (0: the first)."""
+    partition: int
+    """The partition whose task ran longest over its steady tasks."""
+    measured_s: float
+    """That task's time over the median of the same partition's tasks in the run's steady
+    batches: its load, and what a restarted task pays beyond a warm one."""
+    modelled_s: float
+    """The uncalibrated model's first-batch cost of that partition's load."""
+    model_slowest: int
+    """The partition the model names slowest in that stage."""
+
+
+def partition_checks(tasks: Sequence[StatefulTask], restart: ObservedRestart,
+                     modelled: dict[tuple[int, int], float]) -> list[PartitionCheck]:
+    """Per stateful stage of ``restart``'s first batch, its slowest partition measured (the
+    event log's task times, over the run's steady batches) beside ``modelled``: the model's
+    seconds by (stage order, partition) at the version it loaded."""
+    steady_ids = set(restart.steady_ids)
+    first: dict[tuple[int, int], float] = {}
+    steady: dict[tuple[int, int], list[float]] = {}
+    for task in tasks:
+        if restart.run_id is not None and task.run_id not in (None, restart.run_id):
+            continue
+        key = (task.stage_order, task.partition)
+        if task.batch == restart.batch:
+            first[key] = max(first.get(key, 0.0), task.seconds)
+        elif task.batch in steady_ids:
+            steady.setdefault(key, []).append(task.seconds)
+    extra = {key: seconds - median(steady[key]) for key, seconds in first.items()
+             if key in steady}
+    checks = []
+    for order in sorted({order for order, _ in extra}):
+        stage = {p: s for (o, p), s in extra.items() if o == order}
+        partition = max(stage, key=lambda p: stage[p])
+        model_stage = {p: s for (o, p), s in modelled.items() if o == order}
+        if (order, partition) not in modelled or not model_stage:
+            continue
+        checks.append(PartitionCheck(restart.batch, order, partition, stage[partition],
+                                     modelled[(order, partition)],
+                                     max(model_stage, key=lambda p: model_stage[p])))
+    return checks
+
+
+@dataclass(frozen=True)
 class RestartLearning:
     """What the estimate learned from the query's restarts (or why it learned nothing)."""
 
@@ -159,6 +212,33 @@ class RestartLearning:
     """... and where that figure comes from."""
     why_uncalibrated: str | None = None
     notes: tuple[str, ...] = field(default=())
+    partitions: tuple[PartitionCheck, ...] = ()
+    """Each restart's slowest partition, where Spark's event log timed its tasks."""
+    slowest_today: tuple[int, int, float] | None = None
+    """Today's slowest partition: (stateful stage order, partition, the uncalibrated
+    model's first-batch cost of its load)."""
+
+    @property
+    def slowest_today_s(self) -> float | None:
+        """Today's slowest partition's cost: the model × what the event log measured of the
+        slowest partitions (else × the learned scale)."""
+        if self.slowest_today is None:
+            return None
+        return self.slowest_today[2] * (self.partition_scale or self.scale or 1.0)
+
+    @property
+    def partition_scale(self) -> float | None:
+        """The slowest partitions' measured ÷ modelled seconds (``None``: no event log, or
+        nothing it timed stood out of the noise)."""
+        modelled = sum(c.modelled_s for c in self.partitions)
+        measured = sum(c.measured_s for c in self.partitions)
+        if not self.partitions or modelled <= 0 or measured <= 0:
+            return None
+        if all(c.modelled_s < MIN_MODELLED_S and c.measured_s < COLD_NOISE_S
+               for c in self.partitions):
+            return None  # a restarted task's own cold start, not its load
+        low, high = SCALE_LIMITS
+        return min(high, max(low, measured / modelled))
 
     def first_batch_s(self, estimate_s: float) -> float:
         """The restart's whole first batch over a steady batch (what the log would show):
@@ -176,7 +256,11 @@ class RestartLearning:
                          for u in self.used],
                 "skipped": [{"batch": b, "why": why} for b, why in self.skipped],
                 "noise_s": self.noise_s, "noise_basis": self.noise_basis,
-                "why_uncalibrated": self.why_uncalibrated, "notes": list(self.notes)}
+                "why_uncalibrated": self.why_uncalibrated, "notes": list(self.notes),
+                "partitions": [asdict(c) for c in self.partitions],
+                "partition_scale": self.partition_scale,
+                "slowest_today": list(self.slowest_today) if self.slowest_today else None,
+                "slowest_today_s": self.slowest_today_s}
 
 
 HOW_TO_CALIBRATE = ("give --progress-log LOG of this query once it has restarted (each "
@@ -197,7 +281,9 @@ def _similarity(modelled_s: float, today_s: float) -> float:
 
 
 def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float | None],
-          today_s: float, today_rows: float | None) -> RestartLearning:
+          today_s: float, today_rows: float | None,
+          partitions: Callable[[ObservedRestart], list[PartitionCheck]] | None = None
+          ) -> RestartLearning:
     """The model's scale fitted to the log's restarts.
 
     ``modelled``: the uncalibrated estimate for the state a restart loaded, from the files
@@ -206,6 +292,8 @@ def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float |
     is its measured cost less the cold start (the query's first start, when the log has it:
     else the cold start is counted in the scale); the scale is the weighted ratio of
     measured to modelled, weighted by how close each restart's modelled cost is to today's.
+    ``partitions``: each restart's slowest partition checked against Spark's event log,
+    where one is given.
     """
     cold = history.cold_start_s
     skipped = list(history.skipped)
@@ -247,8 +335,9 @@ def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float |
     why = None if scale is not None else (
         "the restarts in the log loaded too little state to tell its cost from a cold "
         f"start's noise; {MORE_STATE}")
+    checks = tuple(c for u in used for c in (partitions(u.restart) if partitions else []))
     return RestartLearning(scale, cold, tuple(used), tuple(skipped), noise_s, noise_basis,
-                           why, tuple(notes))
+                           why, tuple(notes), checks)
 
 
 def _noise(used: Sequence[LearnedRestart], cold: float | None, scale: float | None

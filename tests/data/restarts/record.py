@@ -2,6 +2,7 @@
 restarts (each run a fresh process, a cold JVM, with a new runId), for the tests of
 ``statekit.recovery.history`` and ``statekit recovery --progress-log``.
 
+Spark's event log of every run is kept beside (``eventlog/``, Spark 4's default zstd).
 The query is the benchmark's aggregation (``groupBy(key).agg(max(payload), count)``, update
 mode, a noop sink) over small parquet files, four shuffle partitions. Run 0 starts the query
 on an empty checkpoint (batch 0 onwards); runs 1–3 restart it, each over five files of
@@ -24,7 +25,7 @@ FILES_PER_RUN = 5
 ROWS = 1_000
 
 
-def child(provider: str, landing: str, checkpoint: str, log: str) -> None:
+def child(provider: str, landing: str, checkpoint: str, log: str, events: str) -> None:
     sys.path.insert(0, str(ROOT))
     from pyspark.sql import functions as F
 
@@ -32,7 +33,8 @@ def child(provider: str, landing: str, checkpoint: str, log: str) -> None:
 
     prefix = "spark.sql.streaming.stateStore."
     conf = {"spark.sql.shuffle.partitions": "4", f"{prefix}maintenanceInterval": "1s",
-            f"{prefix}minDeltasForSnapshot": "4", "spark.sql.adaptive.enabled": "false"}
+            f"{prefix}minDeltasForSnapshot": "4", "spark.sql.adaptive.enabled": "false",
+            "spark.eventLog.enabled": "true", "spark.eventLog.dir": events}
     if provider == "rocksdb":
         conf[f"{prefix}providerClass"] = (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
@@ -52,7 +54,7 @@ def child(provider: str, landing: str, checkpoint: str, log: str) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(*sys.argv[2:6])
+        child(*sys.argv[2:7])
         return
     provider = sys.argv[1] if len(sys.argv) > 1 else "hdfs"
     sys.path.insert(0, str(ROOT))
@@ -71,19 +73,23 @@ def main() -> None:
             new = spark.range(top, top + ROWS // 2).selectExpr("id as key")
             old = spark.range(ROWS // 2).selectExpr(f"pmod(xxhash64(id, {run * 10 + n}), "
                                                     f"{max(top, 1)}) as key")
-            rows = new.union(old).selectExpr("key", "substr(sha2(cast(key as string), 256), 1, 16) as payload")
+            rows = new.union(old).selectExpr(
+                "key", "substr(sha2(cast(key as string), 256), 1, 16) as payload")
             rows.coalesce(1).write.parquet(str(data / f"r{run}-{n}"))
             top += ROWS // 2
     spark.stop()
     target.mkdir(parents=True)
     log = target / "progress.jsonl"
+    events = target / "eventlog"
+    events.mkdir()
     for run in range(RUNS):
         for n in range(FILES_PER_RUN):
             part = next((data / f"r{run}-{n}").glob("part-*.parquet"))
             shutil.copy(part, landing / f"r{run}-{n}.parquet")
         subprocess.run([sys.executable, __file__, "--child", provider, str(landing),
-                        str(target / "checkpoint"), str(log)], check=True, cwd=ROOT)
-    for crc in (target / "checkpoint").rglob("*.crc"):
+                        str(target / "checkpoint"), str(log), str(events)], check=True,
+                       cwd=ROOT)
+    for crc in [*(target / "checkpoint").rglob("*.crc"), *events.rglob(".*.crc")]:
         crc.unlink()  # Hadoop's checksums: statekit and Spark read the files without them
     print(f"recorded {target}")
 

@@ -83,6 +83,11 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
                    "machine's seconds; a number is the factor (seconds here ÷ seconds "
                    "there). Default from $STATEKIT_MACHINE_SPEED. Spark on other machines: "
                    "use --measure.")
+@click.option("--event-log", "event_logs", multiple=True, metavar="PATH",
+              help="Spark's event log of the query's runs (a file, an eventlog_v2_ folder or "
+                   "a folder of them; plain or zstd; repeatable): with --progress-log, each "
+                   "past restart's slowest partition is timed from its tasks and the "
+                   "slowest partition today is scaled to what they measured.")
 @click.option("--explain", is_flag=True,
               help="Also print the cost model's constants (per file, byte, record, task) "
                    "behind the estimate.")
@@ -93,7 +98,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
                      executors: int, executor_memory: float | None,
                      progress_log: str | None, file_sink: str | None,
                      rto: float | None, min_deltas: int | None, calibrate: bool,
-                     measure: bool, speed_setting: str | None, explain: bool, decode: bool,
+                     measure: bool, speed_setting: str | None, event_logs: tuple[str, ...],
+                     explain: bool, decode: bool,
                      master: str | None, confs: tuple[str, ...], as_json: bool) -> None:
     """Estimate how long a restart takes: range, what dominates it, memory.
 
@@ -153,6 +159,11 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     sink_location: Location | None = resolve_folder(
         file_sink, options, what=SINK_FOLDER) if file_sink else None
     timings: list[BatchTiming] | None = None
+    tasks = None
+    if event_logs:
+        from statekit.checkpoint.event_log import read_event_logs, stateful_tasks
+
+        tasks = stateful_tasks(read_event_logs(event_logs, options))
     if progress_log:
         timings, logged_sink = parse_timings(read_progress_text(progress_log, storage_option),
                                              shown=progress_log)
@@ -198,7 +209,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
             estimate=EstimateOptions(
                 cores=slots, model=model, timings=timings, sink=sink_location,
                 current_min_deltas=min_deltas, executors=executors,
-                memory_limit=int(executor_memory) if executor_memory else None))
+                memory_limit=int(executor_memory) if executor_memory else None,
+                tasks=tasks))
     estimate = assessment.estimate
     if estimate is None:  # the checkpoint restarts, but its files could not be costed
         raise StatekitError(assessment.estimate_error or "no estimate",
