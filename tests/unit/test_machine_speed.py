@@ -192,7 +192,8 @@ def test_cli_setting_and_its_errors(tmp_path, capsys, monkeypatch):
     args = ["recovery", str(root), "--json", "--cores", "2", "--no-decode"]
     assert run_cli(cli, "statekit", [*args, "--machine-speed", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["model"]["machine"] == {"factor": 3.0, "source": "given", "probe_s": None}
+    assert data["model"]["machine"] == {"factor": 3.0, "source": "given", "probe_s": None,
+                                      "detail": ""}
     assert data["model"]["record_s"] == pytest.approx(3 * data["defaults"]["hdfs"]["record_s"])
     assert run_cli(cli, "statekit", [*args, "--machine-speed", "soon"]) == 2
     assert "Invalid value for '--machine-speed': expected probe, reference or a positive " \
@@ -242,3 +243,44 @@ def test_threads_asking_at_once_share_one_probe(fresh_probe, monkeypatch):
         thread.join(120)  # only catches a hang
     assert not any(thread.is_alive() for thread in threads)
     assert len(calls) == 1 and len(answers) == asking and len(set(answers)) == 1
+
+
+def test_what_spark_measured_here_is_the_speed_of_later_estimates(fresh_probe, monkeypatch):
+    """``recovery --measure`` on a local master keeps its factor per machine, Spark version
+    and provider; a later JVM-free estimate of that provider uses it instead of the Python
+    probe, and says so."""
+    monkeypatch.setattr(speed_module, "probe_seconds",
+                        lambda repeats=speed_module.PROBE_REPEATS: 0.030)
+    assert machine_speed(provider="hdfs").source == "probe"  # nothing measured yet
+    now = time.time()
+    speed_module.record_spark_speed("hdfs", 0.61, now=now - 3 * 86400)
+    speed_module.record_spark_speed("hdfs", 0.57, now=now)
+    measured = machine_speed(provider="hdfs")
+    assert measured.source == "spark" and measured.factor == 0.57  # the newest counts
+    version = speed_module.spark_version()
+    assert f"Spark {version}" in measured.describe() and "hdfs" in measured.describe()
+    assert "within a day" in measured.describe()
+    # another provider, or an explicit probe or number, does not use it
+    assert machine_speed(provider="rocksdb").source in ("probe", "cached probe")
+    assert machine_speed("probe", provider="hdfs").source in ("probe", "cached probe")
+    assert machine_speed("2", provider="hdfs") == MachineSpeed(2.0, "given")
+    # the Python probe says it is the fallback
+    assert "fallback" in machine_speed(provider="rocksdb").describe()
+    # kept per Spark version: another Spark has measured nothing here
+    installed = speed_module.spark_version
+    monkeypatch.setattr(speed_module, "spark_version", lambda: "0.0-other")
+    assert machine_speed(provider="hdfs").source in ("probe", "cached probe")
+    monkeypatch.setattr(speed_module, "spark_version", installed)
+    # a measurement older than CACHE_DAYS no longer counts; a broken one is clamped
+    cache = fresh_probe.parent / speed_module.SPARK_CACHE
+    entries = json.loads(cache.read_text())
+    (key,) = [k for k in entries if k.endswith("|hdfs")]
+    entries[key] = {"probes": [[now - (speed_module.CACHE_DAYS + 1) * 86400, 0.5]]}
+    cache.write_text(json.dumps(entries))
+    assert speed_module.cached_spark_speed("hdfs") is None
+    speed_module.record_spark_speed("hdfs", 1e6)
+    assert speed_module.cached_spark_speed("hdfs").factor == speed_module.FACTOR_LIMITS[1]
+    # the model the estimate uses carries it
+    root = fresh_probe.parent.parent / "ckpt"
+    write_checkpoint(fsspec.filesystem("file"), str(root), planned=4, committed=4)
+    assert local_model(open_checkpoint(str(root))).machine.source == "spark"

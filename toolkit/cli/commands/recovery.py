@@ -119,8 +119,19 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     committed it (--file-sink, or the sink the progress log names, has its _spark_metadata
     entry) it is skipped instead.
 
-    The model's constants are seconds on the benchmark machine, scaled by a JVM-free speed
-    probe of this machine (about 0.3 s, cached, re-run daily; see --machine-speed). On object
+    With --progress-log, the query's own restarts in it (each a new runId) calibrate the
+    model: each one's first batch over its run's steady batches of similar input, less what
+    the query's first start cost (a cold start without state), against what the model says
+    for the state it loaded; the model is scaled to them, the restarts most like today's
+    weighing most, and the output lists each with the uncalibrated model's error. --event-log
+    adds Spark's own task times: each restart's slowest partition beside the model's, and
+    today's slowest partition scaled to them. Without a usable restart the output says the
+    estimate is uncalibrated and how to calibrate it.
+
+    The model's constants are seconds on the benchmark machine, scaled by this machine's
+    speed: what Spark's own state load measured here with --measure on a local master
+    (kept per machine, Spark version and provider), else a JVM-free Python probe (about
+    0.3 s, cached, re-run daily; see --machine-speed). On object
     stores or other machines, --calibrate (time this checkpoint's files) or --measure (time
     Spark itself) make it fit. --measure fetches the files into a local copy first when Spark
     cannot reach the store; a partition Spark cannot load fails in one line naming the
@@ -129,11 +140,14 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     The output says the restart verdict first (statekit doctor's, with the files a restart
     loads decoded; --no-decode: listed only), then the estimate and, with --rto, whether it
     meets it: yes only when the high end of the range does (the rule every surface uses).
-    Estimates under a second read "under 1 s". Memory is counted in the rows and bytes of
+    Estimates whose range stays under a second read "about a second or less", with how much
+    a cold first batch varies (measured on three or more of the query's restarts, else the
+    benchmark's second). Memory is counted in the rows and bytes of
     the version the restart loads, per executor. --explain adds the cost model's constants.
     A checkpoint that will not restart has no estimate: the command prints "does not apply",
     the doctor's fatal problems and fix, and exits 11 or 12. --json: the estimate
-    ("estimate_s", "low_s", "high_s", "stages", "what_if", "recommendation", "memory", …),
+    ("estimate_s", "low_s", "high_s", "stages", "what_if", "recommendation", "memory",
+    "learning", …),
     "rto", "calibration", "measurement", "applies", "restart" and "assessment".
 
     Examples:
