@@ -257,8 +257,17 @@ def evaluate(work: Path, env: str, provider: str) -> dict | None:
         "first_batch_s": calibration.first_batch_s(learned.restart_s)
         if calibration else None,
         "scale": calibration.scale if calibration else None,
+        "fixed_s": calibration.fixed_s if calibration else None,
+        "fitted": calibration.scale_fitted if calibration else False,
         "learned_from": len(calibration.used) if calibration else 0,
     }
+
+
+def learned_words(r: dict) -> str:
+    if r["scale"] is None:
+        return "uncalibrated"
+    scale = f"× {r['scale']:.2f}" if r["fitted"] else "× 1 (kept)"
+    return f"{scale} {r['fixed_s']:+.2f} s ({r['learned_from']})"
 
 
 def error(estimate: float, measured: float) -> float:
@@ -270,7 +279,8 @@ def report(work: Path, envs: list[str], providers: list[str], docs: Path | None)
             if (r := evaluate(work, env, provider)) is not None]
     header = ("| environment | provider | keys at the restart | measured: first batch over "
               "steady | of it the state's (− cold start) | calibrated (state) | error | "
-              "calibrated (first batch) | error | uncalibrated (state) | error | scale learned |")
+              "calibrated (first batch) | error | uncalibrated (state) | error | "
+              "learned (restarts) |")
     lines = [header, "|" + "---|" * 12]
     calibrated_errors, whole_errors, plain_errors = [], [], []
     for r in rows:
@@ -286,8 +296,7 @@ def report(work: Path, envs: list[str], providers: list[str], docs: Path | None)
             f"| {r['env']} | {r['provider']} | {r['keys'] or 0:,} | {r['measured_s']:.2f} s | "
             f"{r['state_measured_s']:.2f} s | {r['calibrated_s']:.2f} s | {e_cal:+.0%} | "
             + (f"{whole:.2f} s | {e_whole:+.0%} | " if whole is not None else "– | – | ")
-            + f"{r['uncalibrated_s']:.2f} s | {e_plain:+.0%} | "
-            f"{r['scale']:.2f} ({r['learned_from']})|" if r["scale"] else "– |")
+            + f"{r['uncalibrated_s']:.2f} s | {e_plain:+.0%} | " + learned_words(r) + " |")
 
     def summary(name: str, errors: list[float]) -> str:
         if not errors:

@@ -48,7 +48,7 @@ def test_the_estimate_at_scale_is_made_of_its_terms(large_state):
     assert one.state_load_s > two.state_load_s and one.estimate_s > two.estimate_s
 
 
-def test_measure_scales_the_model_to_spark(large_state, capsys):
+def test_measure_scales_the_model_to_spark(large_state, capsys, monkeypatch):
     checkpoint = str(large_state["checkpoint"])
     assert run_cli(_cli(), "statekit", ["recovery", checkpoint, "--json", "--cores", "2",
                                         "--measure"]) == 0
@@ -63,6 +63,13 @@ def test_measure_scales_the_model_to_spark(large_state, capsys):
     default = estimate_recovery(open_checkpoint(checkpoint), cores=2)
     assert data["state_load_s"] == pytest.approx(default.state_load_s * measurement["factor"],
                                                  rel=1e-6)
+    # Spark's speed on this machine is kept for later JVM-free estimates of the provider
+    from statekit.recovery.machine_speed import cached_spark_speed, machine_speed
+
+    kept = cached_spark_speed("hdfs")
+    assert kept is not None and kept.factor == pytest.approx(measurement["factor"])
+    monkeypatch.delenv("STATEKIT_MACHINE_SPEED", raising=False)
+    assert machine_speed(provider="hdfs") == kept
 
 
 def test_measure_through_object_storage(large_state, s3_server, capsys):

@@ -263,6 +263,9 @@ def test_what_spark_measured_here_is_the_speed_of_later_estimates(fresh_probe, m
     # another provider, or an explicit probe or number, does not use it
     assert machine_speed(provider="rocksdb").source in ("probe", "cached probe")
     assert machine_speed("probe", provider="hdfs").source in ("probe", "cached probe")
+    monkeypatch.setenv("STATEKIT_MACHINE_SPEED", "probe")
+    assert machine_speed(provider="hdfs").source in ("probe", "cached probe")
+    monkeypatch.delenv("STATEKIT_MACHINE_SPEED")
     assert machine_speed("2", provider="hdfs") == MachineSpeed(2.0, "given")
     # the Python probe says it is the fallback
     assert "fallback" in machine_speed(provider="rocksdb").describe()

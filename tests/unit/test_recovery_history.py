@@ -32,6 +32,7 @@ from statekit.recovery.history import (
     observed_restarts,
 )
 from statekit.support.errors import EXIT_BAD_INPUT
+from statekit.support.presentation import human_duration
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "restarts"
 MILLION = DATA / "logs" / "hdfs-1m.jsonl"
@@ -79,26 +80,49 @@ def _restart(batch: int, first: float, steady: float, rows: int | None) -> Obser
     return ObservedRestart(batch, f"run-{batch}", first, steady, 3, 100_000, rows)
 
 
-def test_the_scale_is_the_weighted_ratio_of_measured_to_modelled_state_cost():
+def _weight(m: float, today: float) -> float:
+    return 1 / (1 + math.log(m / today) ** 2)
+
+
+def test_restarts_of_similar_state_teach_a_fixed_part_beside_the_models_own_growth():
     cold = _restart(0, 4.0, 1.0, None)  # a cold first batch costs 3 s without state
     restarts = (_restart(10, 9.0, 1.0, 1_000_000), _restart(20, 11.0, 1.0, 2_000_000))
     history = RestartHistory(restarts, cold)
-    modelled = {10: 2.0, 20: 4.0}
+    modelled = {10: 2.0, 20: 4.0}  # 2 s apart: too close to tell a scale from the noise
     learning = learn(history, lambda r: modelled[r.batch], today_s=3.0, today_rows=1.5e6)
-
-    def weight(m: float) -> float:
-        return 1 / (1 + math.log(m / 3.0) ** 2)
-
     states = {10: 9.0 - 1.0 - 3.0, 20: 11.0 - 1.0 - 3.0}  # measured less the cold start
-    expected = (sum(weight(modelled[b]) * states[b] for b in (10, 20))
-                / sum(weight(modelled[b]) * modelled[b] for b in (10, 20)))
-    assert learning.scale == pytest.approx(expected)
+    weights = {b: _weight(modelled[b], 3.0) for b in modelled}
+    assert [u.weight for u in learning.used] == pytest.approx([weights[10], weights[20]])
+    assert learning.scale == 1.0 and not learning.scale_fitted
+    assert learning.fixed_s == pytest.approx(
+        sum(weights[b] * (states[b] - modelled[b]) for b in modelled) / sum(weights.values()))
     assert learning.cold_start_s == pytest.approx(3.0)
-    assert [u.weight for u in learning.used] == pytest.approx([weight(2.0), weight(4.0)])
+    assert learning.state_s(3.0) == pytest.approx(3.0 + learning.fixed_s)
     assert learning.first_batch_s(2.0) == pytest.approx(5.0)
     # each restart beside the uncalibrated model: (modelled − measured) ÷ max(measured, 1 s)
     assert learning.error(learning.used[0]) == pytest.approx((2.0 - 5.0) / 5.0)
     assert learning.notes == ()
+
+
+def test_restarts_far_apart_in_state_fit_a_scale_and_a_fixed_part():
+    cold = _restart(0, 4.0, 1.0, None)
+    restarts = (_restart(10, 6.0, 1.0, 1_000_000), _restart(20, 20.0, 1.0, 4_000_000),
+                _restart(30, 13.0, 1.0, 2_500_000))
+    modelled = {10: 1.5, 20: 9.0, 30: 5.0}  # 6× and 7.5 s apart
+    learning = learn(RestartHistory(restarts, cold), lambda r: modelled[r.batch],
+                     today_s=6.0, today_rows=3e6)
+    y = {b: r.cost_s - 3.0 for b, r in zip(modelled, restarts, strict=True)}
+    w = {b: _weight(modelled[b], 6.0) for b in modelled}
+    total = sum(w.values())
+    mean_m = sum(w[b] * modelled[b] for b in w) / total
+    mean_y = sum(w[b] * y[b] for b in w) / total
+    slope = sum(w[b] * (modelled[b] - mean_m) * (y[b] - mean_y) for b in w) / \
+        sum(w[b] * (modelled[b] - mean_m) ** 2 for b in w)
+    assert learning.scale_fitted
+    assert learning.scale == pytest.approx(slope)
+    assert learning.fixed_s == pytest.approx(mean_y - slope * mean_m)
+    residuals = [y[b] - slope * modelled[b] - learning.fixed_s for b in w]
+    assert learning.noise_s == pytest.approx(1.4826 * median(abs(r) for r in residuals))
 
 
 def test_a_restart_whose_files_are_gone_is_scaled_from_today_by_its_rows_at_half_weight():
@@ -110,8 +134,8 @@ def test_a_restart_whose_files_are_gone_is_scaled_from_today_by_its_rows_at_half
     assert used.weight == pytest.approx(0.5 / (1 + math.log(2.0 / 4.0) ** 2))
     assert learning.skipped == ((9, "its version's files are gone and the log has no row "
                                     "count to scale today's by"),)
-    # without the query's first start, the cold start is inside the scale, and it says so
-    assert learning.scale == pytest.approx(5.0 / 2.0)
+    # without the query's first start, the cold start is inside the fixed part, and it says so
+    assert learning.scale == 1.0 and learning.fixed_s == pytest.approx(5.0 - 2.0)
     assert learning.cold_start_s is None and "first start" in learning.notes[0]
 
 
@@ -169,19 +193,20 @@ def test_the_estimate_is_the_model_scaled_by_what_it_learned():
         assert used.basis == f"the files of version {used.restart.batch}"
         works = load_work(ckpt, used.restart.batch, model)[1]
         assert used.modelled_s == pytest.approx(restart_at(works, model, 2, 1))
-    weights = [u.weight for u in learning.used]
-    measured = [u.restart.cost_s - learning.cold_start_s for u in learning.used]
-    modelled = [u.modelled_s for u in learning.used]
-    assert learning.scale == pytest.approx(
-        min(50.0, sum(w * y for w, y in zip(weights, measured, strict=True))
-            / sum(w * m for w, m in zip(weights, modelled, strict=True))))
-    plain = estimate_recovery(ckpt, cores=2, model=model.scaled(learning.scale, "learned"))
+    from statekit.recovery.history import fit_restarts
+
+    scale, fixed, _ = fit_restarts([(u.modelled_s, u.restart.cost_s - learning.cold_start_s,
+                                     u.weight) for u in learning.used])
+    assert (learning.scale, learning.fixed_s) == (pytest.approx(scale), pytest.approx(fixed))
+    scaled = model.scaled(learning.scale, "learned")
+    plain = estimate_recovery(ckpt, cores=2, model=replace(
+        scaled, restart_s=scaled.restart_s + learning.fixed_s))
     assert learned.restart_s == pytest.approx(plain.restart_s)
     assert learned.estimate_s == pytest.approx(plain.estimate_s)
     assert learned.model.source == "learned"
     lines = learning_lines(learned)
-    assert lines[0].startswith(f"learned from 3 restart(s) of this query in its progress "
-                               f"log: the model × {learning.scale:.2f}")
+    assert lines[0].startswith("learned from 3 restart(s) of this query in its progress "
+                               "log: the model")
     assert sum(line.startswith("  batch ") for line in lines) == 3
 
 
@@ -203,11 +228,22 @@ def test_recovery_json_and_text_on_a_recorded_query(capsys):
         assert used["cost_s"] == pytest.approx(_expected_cost(run))
         assert used["basis"] == f"the files of version {used['batch']}"
     assert learning["cold_start_s"] == pytest.approx(_expected_cost(runs[0]))
-    # this small state restarts within a cold start's noise: no scale, and the bands say so
-    assert learning["scale"] is None and data["high_s"] < 1.0
+    # uncalibrated exactly when every restart's state is within a cold start's noise
+    small = all(u["modelled_s"] < 0.5 and abs(u["cost_s"] - learning["cold_start_s"]) < 1.0
+                for u in learning["used"])
+    assert (learning["scale"] is None) == small
+    # three restarts measure how much a cold first batch varies: their spread around the fit
+    residuals = [u["cost_s"] - learning["cold_start_s"] - (learning["scale"] or 1.0)
+                 * u["modelled_s"] - learning["fixed_s"] for u in learning["used"]]
+    assert learning["noise_s"] == pytest.approx(1.4826 * median(abs(r) for r in residuals))
     code, text = _run(args, capsys)
-    assert "about a second or less (a cold first batch varies by ±" in text
-    assert "uncalibrated: the restarts in the log loaded too little state" in text
+    if data["high_s"] < 1.0:  # this small state: a band with that noise, not a figure
+        assert f"about a second or less (a cold first batch varies by ±" \
+               f"{human_duration(learning['noise_s'])})" in text
+    if small:
+        assert "uncalibrated: the restarts in the log loaded too little state" in text
+    else:
+        assert "learned from 3 restart(s) of this query in its progress log" in text
     # without a progress log the estimate says it is uncalibrated and how to calibrate it
     code, plain = _run(["recovery", str(FIXTURE / "checkpoint"), "--cores", "2"], capsys)
     assert "uncalibrated (" in plain and "--progress-log LOG" in plain

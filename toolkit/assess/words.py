@@ -100,8 +100,12 @@ def learning_lines(estimate: RecoveryEstimate) -> list[str]:
                 "without state (the query's first start), so the restart's first batch "
                 f"runs about {human_duration(learning.first_batch_s(estimate.restart_s))} "
                 "over a steady batch") if learning.cold_start_s is not None else ""
+        scale = (f"the model × {learning.scale:.2f}" if learning.scale_fitted else
+                 "the model (its scale kept: their states differ too little to fit one)")
         lines.append(f"learned from {len(learning.used)} restart(s) of this query in its "
-                     f"progress log: the model × {learning.scale:.2f}{cold}")
+                     f"progress log: {scale} {'+' if learning.fixed_s >= 0 else '−'} "
+                     f"{human_duration(abs(learning.fixed_s))} a restart costs there beyond "
+                     f"it{cold}")
     for used in learning.used:
         restart = used.restart
         state = restart.cost_s - (learning.cold_start_s or 0.0)

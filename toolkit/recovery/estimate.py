@@ -579,7 +579,9 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
         learning = replace(learning, slowest_today=(*slowest, today[slowest]))
     if learning.scale is None:
         return replace(plain, learning=learning)
-    return replace(under(model=model.scaled(learning.scale, "learned")), learning=learning)
+    scaled = model.scaled(learning.scale, "learned")
+    learned = replace(scaled, restart_s=scaled.restart_s + learning.fixed_s)
+    return replace(under(model=learned), learning=learning)
 
 
 def restart_at(works: Sequence[InstanceWork], model: CostModel, cores: int, executors: int

@@ -1,5 +1,4 @@
-"""The query's own restarts, read from its progress log: what the estimate learns its scale
-from.
+"""The query's own restarts, read from its progress log: what the estimate learns from.
 
 Why: the cost model is fitted on one machine, and a user's cluster differs in ways no probe
 run here carries (cores, an object store's per-request latency, another heap, another JVM).
@@ -11,8 +10,8 @@ has others). The query's first start (its run from batch 0, on an empty checkpoi
 what any cold first batch costs there: the part of a restart that is not the state.
 
 :func:`learn` holds those measurements against what the uncalibrated model says for the
-state each restart loaded, and fits the model's scale: the restarts weighted by how close
-their state's modelled cost is to today's.
+state each restart loaded, and fits the model to them (:func:`learn`): the restarts weighted
+by how close their state's modelled cost is to today's.
 """
 
 from __future__ import annotations
@@ -201,7 +200,7 @@ class RestartLearning:
     """What the estimate learned from the query's restarts (or why it learned nothing)."""
 
     scale: float | None
-    """The model × this fits the restarts (``None``: uncalibrated)."""
+    """The model's state cost × this ... (``None``: uncalibrated)"""
     cold_start_s: float | None
     """A cold first batch's cost without state, there (the query's first start)."""
     used: tuple[LearnedRestart, ...] = ()
@@ -214,6 +213,12 @@ class RestartLearning:
     notes: tuple[str, ...] = field(default=())
     partitions: tuple[PartitionCheck, ...] = ()
     """Each restart's slowest partition, where Spark's event log timed its tasks."""
+    fixed_s: float = 0.0
+    """... plus this, what a restart costs there beyond the model whatever its state (either
+    sign): the fit's fixed part."""
+    scale_fitted: bool = False
+    """Whether the restarts' states differed enough to fit the scale (else it is kept at 1:
+    the model's own growth from their state to today's)."""
     slowest_today: tuple[int, int, float] | None = None
     """Today's slowest partition: (stateful stage order, partition, the uncalibrated
     model's first-batch cost of its load)."""
@@ -245,13 +250,19 @@ class RestartLearning:
         the estimate plus the cold start."""
         return estimate_s + (self.cold_start_s or 0.0)
 
+    def state_s(self, modelled_s: float) -> float:
+        """What the learned fit says a restart whose state the model costs ``modelled_s``
+        costs (beyond an empty checkpoint's first batch)."""
+        return (self.scale or 1.0) * modelled_s + self.fixed_s
+
     def error(self, learned: LearnedRestart) -> float:
         """How far the uncalibrated model was from a restart (its state's part)."""
         measured = learned.restart.cost_s - (self.cold_start_s or 0.0)
         return (learned.modelled_s - measured) / max(abs(measured), 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scale": self.scale, "cold_start_s": self.cold_start_s,
+        return {"scale": self.scale, "fixed_s": self.fixed_s,
+                "scale_fitted": self.scale_fitted, "cold_start_s": self.cold_start_s,
                 "used": [{**u.to_dict(), "uncalibrated_error": self.error(u)}
                          for u in self.used],
                 "skipped": [{"batch": b, "why": why} for b, why in self.skipped],
@@ -284,16 +295,21 @@ def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float |
           today_s: float, today_rows: float | None,
           partitions: Callable[[ObservedRestart], list[PartitionCheck]] | None = None
           ) -> RestartLearning:
-    """The model's scale fitted to the log's restarts.
+    """The model fitted to the log's restarts: state cost = scale × modelled + fixed part.
 
     ``modelled``: the uncalibrated estimate for the state a restart loaded, from the files
     of its version (``None`` when they are gone: then today's estimate ``today_s`` scaled by
     the rows it held against ``today_rows``, at half the weight). Each restart's state cost
     is its measured cost less the cold start (the query's first start, when the log has it:
-    else the cold start is counted in the scale); the scale is the weighted ratio of
-    measured to modelled, weighted by how close each restart's modelled cost is to today's.
-    ``partitions``: each restart's slowest partition checked against Spark's event log,
-    where one is given.
+    else the cold start is counted in the fixed part). The restarts weigh by how close their
+    modelled cost is to today's. When their modelled costs differ enough to tell a scale
+    from a fixed part (:data:`SCALE_SPREAD`), both are fitted by weighted least squares; else
+    the scale stays 1 — from the restarts' state to today's the cost grows as the model
+    says — and the fixed part is their weighted mean difference from the model. Why not a
+    scale alone: what a cluster adds is often fixed per restart (an object store's latency
+    on a similar number of files, planning), and a scale fitted to it grows with the state
+    that it does not grow with (``bench_recovery_history.py``). ``partitions``: each
+    restart's slowest partition checked against Spark's event log, where one is given.
     """
     cold = history.cold_start_s
     skipped = list(history.skipped)
@@ -316,37 +332,63 @@ def learn(history: RestartHistory, modelled: Callable[[ObservedRestart], float |
     notes = []
     if cold is None and used:
         notes.append("the log does not hold the query's first start (batch 0): the cold "
-                     "start is not told apart from the state's cost, both are in the scale")
+                     "start is not told apart from the state's cost, both are in the fixed "
+                     "part")
     if not used:
         why = (f"the progress log holds no restart of the query (a new runId after batch "
                f"0); {NEXT_RESTART}" if not history.restarts else
                f"no restart in the progress log could be costed; {NEXT_RESTART}")
         return RestartLearning(None, cold, (), tuple(skipped), why_uncalibrated=why,
                                notes=tuple(notes))
-    modelled_sum = sum(u.weight * u.modelled_s for u in used)
-    measured_sum = sum(u.weight * (u.restart.cost_s - (cold or 0.0)) for u in used)
     small = all(u.modelled_s < MIN_MODELLED_S
                 and abs(u.restart.cost_s - (cold or 0.0)) < COLD_NOISE_S for u in used)
-    scale = None
-    if not small and modelled_sum > 0:
-        low, high = SCALE_LIMITS
-        scale = min(high, max(low, measured_sum / modelled_sum))
-    noise_s, noise_basis = _noise(used, cold, scale)
-    why = None if scale is not None else (
-        "the restarts in the log loaded too little state to tell its cost from a cold "
-        f"start's noise; {MORE_STATE}")
     checks = tuple(c for u in used for c in (partitions(u.restart) if partitions else []))
+    if small:
+        noise_s, noise_basis = _noise(used, cold, 1.0, 0.0)
+        return RestartLearning(
+            None, cold, tuple(used), tuple(skipped), noise_s, noise_basis,
+            "the restarts in the log loaded too little state to tell its cost from a cold "
+            f"start's noise; {MORE_STATE}", tuple(notes), checks)
+    scale, fixed, fitted = fit_restarts([(u.modelled_s, u.restart.cost_s - (cold or 0.0),
+                                          u.weight) for u in used])
+    noise_s, noise_basis = _noise(used, cold, scale, fixed)
     return RestartLearning(scale, cold, tuple(used), tuple(skipped), noise_s, noise_basis,
-                           why, tuple(notes), checks)
+                           None, tuple(notes), checks, fixed, fitted)
 
 
-def _noise(used: Sequence[LearnedRestart], cold: float | None, scale: float | None
+SCALE_SPREAD = (2.0, 3.0)
+"""A scale is fitted only when the restarts' modelled costs span at least this ratio and
+this many cold-start noises (seconds): with less, two restarts' slope is the noise's."""
+
+
+def fit_restarts(points: Sequence[tuple[float, float, float]]) -> tuple[float, float, bool]:
+    """(scale, fixed part, whether the scale was fitted) of state cost = scale × modelled +
+    fixed over ``points`` of (modelled, measured state cost, weight)."""
+    total = sum(w for _, _, w in points)
+    modelled = [m for m, _, _ in points if m > 0]
+    spread = len(modelled) >= 2 and min(modelled) > 0 and \
+        max(modelled) / min(modelled) >= SCALE_SPREAD[0] and \
+        max(modelled) - min(modelled) >= SCALE_SPREAD[1] * COLD_NOISE_S
+    if spread and total > 0:
+        mean_m = sum(w * m for m, _, w in points) / total
+        mean_y = sum(w * y for _, y, w in points) / total
+        var = sum(w * (m - mean_m) ** 2 for m, _, w in points)
+        if var > 0:
+            low, high = SCALE_LIMITS
+            scale = sum(w * (m - mean_m) * (y - mean_y) for m, y, w in points) / var
+            scale = min(high, max(low, scale))
+            return scale, mean_y - scale * mean_m, True
+    fixed = sum(w * (y - m) for m, y, w in points) / total if total > 0 else 0.0
+    return 1.0, fixed, False
+
+
+def _noise(used: Sequence[LearnedRestart], cold: float | None, scale: float, fixed: float
            ) -> tuple[float, str]:
     """How much a cold first batch varies, from three or more restarts' spread around what
-    the (learned) model says for them; else the benchmark's figure."""
+    the learned fit says for them; else the benchmark's figure."""
     if len(used) < 3:
         return COLD_NOISE_S, RestartLearning.noise_basis
-    residuals = [u.restart.cost_s - (cold or 0.0) - (scale or 1.0) * u.modelled_s
+    residuals = [u.restart.cost_s - (cold or 0.0) - scale * u.modelled_s - fixed
                  for u in used]
     return (1.4826 * median(abs(r) for r in residuals),
             f"measured: the spread of {len(residuals)} restarts of this query")

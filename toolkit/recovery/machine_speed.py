@@ -286,18 +286,19 @@ def machine_speed(setting: str | None = None, provider: str | None = None) -> Ma
     ``STATEKIT_MACHINE_SPEED``, else what Spark measured here for ``provider`` (cached by
     ``--measure``), else the (cached) Python probe. A ``setting`` that is not ``probe``,
     ``reference`` or a positive number raises ``ValueError``; the variable, a one-line
-    :class:`~statekit.support.errors.EnvironmentProblem`. ``probe`` (given) skips Spark's
-    measurement."""
+    :class:`~statekit.support.errors.EnvironmentProblem`. ``probe`` (set explicitly) skips
+    Spark's measurement."""
+    chosen = setting if setting is not None else os.environ.get(SPEED_ENV, "")
     if setting is not None:
         given = parse_speed(setting)
     else:
         try:
-            given = parse_speed(os.environ.get(SPEED_ENV, ""))
+            given = parse_speed(chosen)
         except ValueError as exc:
             raise EnvironmentProblem(f"{SPEED_ENV}: {exc}") from None
     if given is not None:
         return given
-    if provider is not None and (setting or "").strip().lower() != "probe":
+    if provider is not None and chosen.strip().lower() != "probe":
         measured = cached_spark_speed(provider)
         if measured is not None:
             return measured

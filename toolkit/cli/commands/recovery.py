@@ -78,8 +78,10 @@ def _speed_setting(ctx: click.Context, param: click.Parameter, value: str | None
                    "measured.")
 @click.option("--machine-speed", "speed_setting", metavar="probe|reference|FACTOR",
               callback=_speed_setting,
-              help="Scale the model's constants to this machine: probe (the default) times "
-                   "a small load in Python, cached (re-run daily); reference keeps the benchmark "
+              help="Scale the model's constants to this machine. By default: the speed "
+                   "Spark's own state load showed here (kept by --measure on a local "
+                   "master), else the Python probe (a small load in Python, cached, re-run "
+                   "daily); probe forces the Python probe; reference keeps the benchmark "
                    "machine's seconds; a number is the factor (seconds here ÷ seconds "
                    "there). Default from $STATEKIT_MACHINE_SPEED. Spark on other machines: "
                    "use --measure.")
