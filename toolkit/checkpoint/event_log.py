@@ -90,18 +90,19 @@ def _lines(fs: Any, file: str) -> list[str]:
                        "zstd event logs (spark.eventLog.compression.codec=zstd, Spark 4's "
                        "default)", path=file)
     with fs.open(file, "rb") as handle:
-        data = handle.read()
+        data: bytes = handle.read()
     if suffix in CODECS:
         import pyarrow as pa
 
         try:
             with pa.CompressedInputStream(pa.BufferReader(data), CODECS[suffix]) as stream:
-                data = stream.read()
+                data = bytes(stream.read())
         except (OSError, pa.ArrowException) as error:
             raise CorruptFile(f"not a readable {suffix[1:]} event log: {error}",
                               path=file) from None
     try:
-        return data.decode("utf-8").splitlines()
+        text: str = data.decode("utf-8")
+        return text.splitlines()
     except UnicodeDecodeError:
         raise CorruptFile("is not a text event log (JSON lines)", path=file) from None
 
