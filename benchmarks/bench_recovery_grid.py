@@ -1428,9 +1428,9 @@ def judge(work: Path, configs: list[Config], measured: dict[str, list[dict]]) ->
     as it ships (the built-in constants × this machine's speed), with the issue's rules —
     ≥ 1M keys by relative error, below by "within 1 s or 30 %, whichever is larger"."""
     slope = jvm_slope(measured)
-    print("\n| configuration | half | measured cold [10–90 %] | statekit recovery | error | "
-          "within limits |")
-    print("|---|---|---:|---:|---:|---|")
+    print("\n| load path | keys | value | partitions | half | measured cold [10–90 %] | "
+          "statekit recovery | error | within limits |")
+    print("|---|---|---|---|---|---:|---:|---:|---|")
     large, small = [], []
     for config in configs:
         row = measured_rows(config, measured, slope)

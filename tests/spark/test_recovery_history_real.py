@@ -3,7 +3,7 @@ started three times on one checkpoint (each start a new runId), its progress eve
 as a listener would. The restarts here share one JVM, so their seconds say nothing about a
 cold restart (the benchmark, ``bench_recovery_history.py``, measures those); what is checked
 is that every restart is found, costed from the files of the version it loaded, and that
-the scale is the weighted ratio the module documents."""
+the fit is the one the module documents."""
 
 from __future__ import annotations
 
@@ -73,11 +73,11 @@ def test_a_real_querys_restarts_are_learned_from(provider, spark, tmp_path):
         assert used.modelled_s == pytest.approx(restart_at(works, model, 2, 1))
         assert used.restart.state_rows == next(
             t.state_rows for t in timings if t.batch_id == used.restart.batch - 1)
-    if learning.scale is not None:  # a restart of this size may sit in a cold start's noise
-        weights = [u.weight for u in learning.used]
-        ratio = sum(w * (u.restart.cost_s - learning.cold_start_s)
-                    for w, u in zip(weights, learning.used, strict=True)) / \
-            sum(w * u.modelled_s for w, u in zip(weights, learning.used, strict=True))
-        assert learning.scale == pytest.approx(min(50.0, max(0.05, ratio)))
-    else:
+    if learning.scale is None:  # a restart of this size may sit in a cold start's noise
         assert "too little state" in (learning.why_uncalibrated or "")
+    elif not learning.scale_fitted:  # states this close: the fixed part beside the model
+        weights = [u.weight for u in learning.used]
+        assert learning.scale == 1.0
+        assert learning.fixed_s == pytest.approx(
+            sum(w * (u.restart.cost_s - learning.cold_start_s - u.modelled_s)
+                for w, u in zip(weights, learning.used, strict=True)) / sum(weights))
