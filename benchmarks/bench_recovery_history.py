@@ -103,17 +103,11 @@ def slow_jar(work: Path) -> Path:
     return jar
 
 
-def payload(value: int, salt: str) -> str:
-    pieces = (value + 63) // 64
-    hashes = ", ".join(f"sha2(concat(cast(key as string), '{salt}', '{i}'), 256)"
-                       for i in range(pieces))
-    return f"substr(concat({hashes}), 1, {value})"
-
-
 def child_generate(spec: dict) -> dict:
     """The input files: 10 of ``keys/10`` new keys; per restart, 4 of 100k rows (half new
     keys beyond those so far, half updates of existing ones)."""
     from bench_common import session
+    from bench_recovery_grid import payload_expr
 
     spark = session("bench-history-generate", {})
     folder = Path(spec["data"])
@@ -128,7 +122,7 @@ def child_generate(spec: dict) -> dict:
     per = keys // INITIAL_FILES
     for b in range(INITIAL_FILES):
         write(spark.range(b * per, (b + 1) * per).selectExpr(
-            "id as key", f"{payload(VALUE_BYTES, str(b))} as payload"), f"r0-{b:02d}")
+            "id as key", f"{payload_expr(VALUE_BYTES, str(b))} as payload"), f"r0-{b:02d}")
     top = keys
     half = ROWS_PER_RUN_FILE // 2
     for run in range(1, RESTARTS + 1):
@@ -137,7 +131,7 @@ def child_generate(spec: dict) -> dict:
             upd = spark.range(half).selectExpr(f"pmod(xxhash64(id, {run * 10 + f}), {top}) "
                                                "as key")
             write(new.union(upd).selectExpr(
-                "key", f"{payload(VALUE_BYTES, f'{run}-{f}')} as payload"), f"r{run}-{f:02d}")
+                "key", f"{payload_expr(VALUE_BYTES, f'{run}-{f}')} as payload"), f"r{run}-{f:02d}")
             top += half
     spark.stop()
     (folder / "_DONE").write_text("")

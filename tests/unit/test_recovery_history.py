@@ -77,7 +77,8 @@ def test_every_start_in_a_real_log_is_found_and_measured():
 
 
 def _restart(batch: int, first: float, steady: float, rows: int | None) -> ObservedRestart:
-    return ObservedRestart(batch, f"run-{batch}", first, steady, 3, 100_000, rows)
+    return ObservedRestart(batch, f"run-{batch}", first, steady, (batch + 2, batch + 3,
+                                                                  batch + 4), 100_000, rows)
 
 
 def _weight(m: float, today: float) -> float:

@@ -546,14 +546,20 @@ def estimate_recovery(ckpt: Checkpoint, *, cores: int, model: CostModel | None =
     from statekit.recovery.history import learn, observed_restarts, partition_checks
 
     model = model or local_model(ckpt)
-    under = partial(_estimate, ckpt, cores=cores, timings=timings, sink=sink, rto_s=rto_s,
-                    current_min_deltas=current_min_deltas, executors=executors,
-                    memory_limit=memory_limit, version=version, loaded_rows=loaded_rows)
-    plain = under(model=model)
     if not timings:
-        return plain
+        return _estimate(ckpt, cores=cores, model=model, timings=timings, sink=sink,
+                         rto_s=rto_s, current_min_deltas=current_min_deltas,
+                         executors=executors, memory_limit=memory_limit, version=version,
+                         loaded_rows=loaded_rows)
+    # one sample of the files' records for today's estimate, the past restarts' and the
+    # learned one: the records per byte are the checkpoint's, whatever the version
     sample = sample_bytes_per_record(ckpt, [ckpt.inventory.instances[k]
                                             for k in sorted(ckpt.inventory.instances)])
+    under = partial(_estimate, ckpt, cores=cores, timings=timings, sink=sink, rto_s=rto_s,
+                    current_min_deltas=current_min_deltas, executors=executors,
+                    memory_limit=memory_limit, version=version, loaded_rows=loaded_rows,
+                    sample=sample)
+    plain = under(model=model)
     today = partition_seconds(plain.instances, model)
 
     at_version: dict[int, list[InstanceWork]] = {}
@@ -608,14 +614,15 @@ def partition_seconds(works: Sequence[InstanceWork], model: CostModel
 def _estimate(ckpt: Checkpoint, *, cores: int, model: CostModel,
               timings: Sequence[BatchTiming] | None, sink: Location | None,
               rto_s: float | None, current_min_deltas: int | None, executors: int,
-              memory_limit: int | None, version: int | None, loaded_rows: int | None
-              ) -> RecoveryEstimate:
-    """The estimate under ``model`` (:func:`estimate_recovery` without learning)."""
+              memory_limit: int | None, version: int | None, loaded_rows: int | None,
+              sample: RecordSample | None = None) -> RecoveryEstimate:
+    """The estimate under ``model`` (:func:`estimate_recovery` without learning;
+    ``sample``: the files' records, when already sampled)."""
     from statekit.state.memory import state_memory
 
     reruns, planned = plan_reruns(ckpt, timings, sink)
     version = version_loaded(version, reruns, planned)
-    instances, works, sample = load_work(ckpt, version, model)
+    instances, works, sample = load_work(ckpt, version, model, sample)
     bytes_per_record = sample.bytes_per_record
     stages = _stages(works, model, cores, executors)
     load = sum(s.load_s for s in stages)

@@ -10,8 +10,8 @@ has others). The query's first start (its run from batch 0, on an empty checkpoi
 what any cold first batch costs there: the part of a restart that is not the state.
 
 :func:`learn` holds those measurements against what the uncalibrated model says for the
-state each restart loaded, and fits the model to them (:func:`learn`): the restarts weighted
-by how close their state's modelled cost is to today's.
+state each restart loaded, and fits the model to them: the restarts weighted by how close
+their state's modelled cost is to today's.
 """
 
 from __future__ import annotations
@@ -52,12 +52,15 @@ class ObservedRestart:
     """The first batch's ``triggerExecution``."""
     steady_s: float
     """The median of the run's steady batches of similar input."""
-    steady_batches: int
+    steady_ids: tuple[int, ...]
+    """The batches it was measured against."""
     input_rows: int | None
     state_rows: int | None
     """Rows the state held when the run started (the previous batch's ``numRowsTotal``)."""
-    steady_ids: tuple[int, ...] = ()
-    """The batches it was measured against."""
+
+    @property
+    def steady_batches(self) -> int:
+        return len(self.steady_ids)
 
     @property
     def cost_s(self) -> float:
@@ -115,10 +118,9 @@ def observed_restarts(timings: Sequence[BatchTiming]) -> RestartHistory:
             continue
         previous = by_batch.get(head.batch_id - 1)
         observed = ObservedRestart(head.batch_id, head.run_id, head.trigger_s,
-                                   median(t.trigger_s for t in steady), len(steady),
-                                   head.input_rows,
-                                   previous.state_rows if previous is not None else None,
-                                   tuple(t.batch_id for t in steady))
+                                   median(t.trigger_s for t in steady),
+                                   tuple(t.batch_id for t in steady), head.input_rows,
+                                   previous.state_rows if previous is not None else None)
         if head.batch_id == 0:
             first_start = observed
         else:
@@ -141,8 +143,8 @@ class LearnedRestart:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self.restart)
-        data.update(cost_s=self.restart.cost_s, modelled_s=self.modelled_s, basis=self.basis,
-                    weight=self.weight)
+        data.update(steady_batches=self.restart.steady_batches, cost_s=self.restart.cost_s,
+                    modelled_s=self.modelled_s, basis=self.basis, weight=self.weight)
         return data
 
 
