@@ -727,8 +727,8 @@ def fit(rows: list[tuple[list[float], float]], names: list[str], floor: float = 
 
 
 def child_reader(spec: dict) -> dict:
-    """``--measure``'s reads on every configuration, in one JVM: per configuration a warm-up
-    read, then Spark's state reader loading its two slowest partitions, timed."""
+    """``--measure``'s reads on one configuration, as ``statekit recovery --measure`` runs
+    them: in a fresh JVM, Spark's state reader loading its two slowest partitions, timed."""
     from statekit.checkpoint import open_checkpoint
     from statekit.jobs.recovery_measure import time_loads
     from statekit.jobs.state_reader import reader_confs, session_confs
@@ -736,31 +736,36 @@ def child_reader(spec: dict) -> dict:
     from statekit.recovery.scaling import measure_targets
 
     spark = session("bench-grid-reader", {})
-    out = {}
-    for name, path in spec["configs"]:
-        ckpt = open_checkpoint(path)
-        targets = measure_targets(estimate_recovery(ckpt, cores=CORES))
-        with session_confs(spark, reader_confs(ckpt)):
-            loads, empty, fetch = time_loads(spark, ckpt, targets)
-        out[name] = {"targets": [[t.operator_id, t.store, t.partition] for t in targets],
-                     "seconds": [t.seconds for t in loads], "empty_job_s": empty,
-                     "fetch_s": fetch}
-        print(json.dumps({"reader": name, **out[name]}), file=sys.stderr, flush=True)
+    name, path = spec["config"]
+    ckpt = open_checkpoint(path)
+    targets = measure_targets(estimate_recovery(ckpt, cores=CORES))
+    with session_confs(spark, reader_confs(ckpt)):
+        loads, empty, fetch = time_loads(spark, ckpt, targets)
+    out = {name: {"targets": [[t.operator_id, t.store, t.partition] for t in targets],
+                  "seconds": [t.seconds for t in loads], "empty_job_s": empty,
+                  "fetch_s": fetch}}
     spark.stop()
     return out
 
 
 def measure_readers(work: Path, configs: list[Config]) -> None:
+    """Each configuration's ``--measure`` reads in a process of its own, on an idle machine:
+    a JVM that read other checkpoints first has compiled the reader's code, and reads ~1.3×
+    faster than the cold JVM ``--measure`` starts (measured on Spark 4.3)."""
     store = work / "reader.json"
     have = json.loads(store.read_text()) if store.exists() else {}
-    pending = [[c.name, str(work / "ckpt" / c.name / "ckpt")] for c in configs
-               if c.name not in have]
+    pending = [c for c in configs if c.name not in have]
     if pending:
-        print(f"timing --measure's reads on {len(pending)} configurations (one JVM) …",
+        print(f"timing --measure's reads on {len(pending)} configurations (a JVM each) …",
               flush=True)
-        result, _ = run_child("reader", {"configs": pending}, "reader")
+    for config in pending:
+        wait_idle()
+        result, _ = run_child("reader", {"config": [config.name,
+                                                    str(work / "ckpt" / config.name / "ckpt")]},
+                              f"reader {config.name}")
         have.update(result)
         store.write_text(json.dumps(have))
+        print(json.dumps({"reader": config.name, **result[config.name]}), flush=True)
 
 
 FEATURES = ["per_task", "base_file", "change_file", "base_byte", "change_byte", "record",
@@ -1264,6 +1269,8 @@ def report(work: Path, configs: list[Config], measured: dict[str, list[dict]],
     print("READER_OVERHEAD = {" + ", ".join(f"{k!r}: ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g})"
                                             for k, v in overhead.items()) + "}")
     print("memory constants:", memory)
+    print("# and name this fit in statekit.recovery.machine_speed.MODEL_FIT (the speed factors "
+          "--measure kept against the previous constants are then set aside)")
     if docs is not None:
         write_docs(docs, lines, summary, memory_lines)
     if check:

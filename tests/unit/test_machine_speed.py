@@ -274,10 +274,15 @@ def test_what_spark_measured_here_is_the_speed_of_later_estimates(fresh_probe, m
     monkeypatch.setattr(speed_module, "spark_version", lambda: "0.0-other")
     assert machine_speed(provider="hdfs").source in ("probe", "cached probe")
     monkeypatch.setattr(speed_module, "spark_version", installed)
+    # kept per fit of the constants: a refit model has measured nothing here yet
+    fitted = speed_module.MODEL_FIT
+    monkeypatch.setattr(speed_module, "MODEL_FIT", "another fit")
+    assert machine_speed(provider="hdfs").source in ("probe", "cached probe")
+    monkeypatch.setattr(speed_module, "MODEL_FIT", fitted)
     # a measurement older than CACHE_DAYS no longer counts; a broken one is clamped
     cache = fresh_probe.parent / speed_module.SPARK_CACHE
     entries = json.loads(cache.read_text())
-    (key,) = [k for k in entries if k.endswith("|hdfs")]
+    (key,) = [k for k in entries if k.endswith(f"|hdfs|{speed_module.MODEL_FIT}")]
     entries[key] = {"probes": [[now - (speed_module.CACHE_DAYS + 1) * 86400, 0.5]]}
     cache.write_text(json.dumps(entries))
     assert speed_module.cached_spark_speed("hdfs") is None

@@ -111,41 +111,40 @@ class CostModel:
         return replace(self, source=source, **costs)
 
 
-#: The load terms were fitted by ``benchmarks/bench_recovery_grid.py`` on Spark's own
-#: per-partition load times (a grid with long chains of small change files, which tell the
-#: per-file cost from the per-task one); the first-batch terms (``load_factor`` …
-#: ``restart_s``) on warm pairs — restart and empty checkpoint in one warmed-up JVM — of the
-#: fit half of the current grid (docs/concepts/recovery.md: 100k–3M keys, ~50 B and ~400 B values, 4
-#: and 16 partitions on 2 cores, every load path; the variant with the least leave-one-out
-#: error that still charges for replayed records), then × what cold restarts of that half
-#: take per second of that fit (HDFS 1.03, RocksDB 0.86: a cold JVM overlaps part of its
-#: warm-up with a long load); ``low``/``high`` are the extreme measured ÷ estimated ratios
-#: of the other half. RocksDB's ``base_wave_s`` was refitted afterwards, every other constant
-#: held (``bench_recovery_grid.py --refit-base``): on warm pairs of the fit half's zips and of
-#: zips of 4–32 partitions at 100k and 1M keys, which the grid (partition counts of 4 in its
-#: fit half, 16 in its held-out half) could not tell from the per-file cost.
+#: Fitted by ``benchmarks/bench_recovery_grid.py`` on Spark 4.3.0, on the machine whose probe
+#: is :data:`statekit.recovery.machine_speed.REFERENCE_PROBE_S` (fit named by
+#: :data:`~statekit.recovery.machine_speed.MODEL_FIT`). The load terms on Spark's own
+#: per-partition load times (its state store's DEBUG log) of the fit half's cold restarts; the
+#: first-batch terms (``load_factor`` … ``restart_s``) on warm pairs — restart and empty
+#: checkpoint in one warmed-up JVM — of the fit half (docs/concepts/recovery.md: 100k–3M keys,
+#: ~50 B and ~400 B values, 4 and 16 partitions on 2 cores, every load path; the variant with
+#: the least leave-one-out error: on 4.3 a factor on the whole load, for both providers), then
+#: × what cold restarts of that half take per second of that fit (HDFS 1.13, RocksDB 0.93);
+#: ``low``/``high`` are the extreme measured ÷ estimated ratios of the other half. Spark 4.3
+#: opens a RocksDB zip's SSTs far faster than the Spark the previous constants were fitted on
+#: (a 3M-key zip restart: 0.24 s, was 2.05 s), which no speed factor could carry.
 DEFAULT_MODELS = {
-    "hdfs": CostModel("hdfs", per_task_s=0.0115, base_file_s=0.001284, change_file_s=0.0004898,
-                      base_byte_s=3.091e-09, change_byte_s=3.954e-09, record_s=8.686e-07,
-                      first_wave_s=0.01512, first_wave_base_s=0.02843,
-                      first_wave_record_s=8.625e-07, load_factor=3.112, base_factor=3.112,
-                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, restart_s=-0.3353, low=0.722,
-                      high=1.23),
-    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.01191,
-                         change_file_s=0.0006224, base_byte_s=2.916e-09,
-                         change_byte_s=5.606e-09, record_s=5.338e-06, first_wave_s=0.02753,
-                         first_wave_base_s=0.3776, first_wave_record_s=8.105e-07,
-                         load_factor=2.09, base_factor=2.493, row_s=0.0, gc_row_s=0.0,
-                         wave_s=0.0, base_wave_s=-0.0618, restart_s=-0.4435, low=0.805,
-                         high=1.32),
+    "hdfs": CostModel("hdfs", per_task_s=0.0, base_file_s=0.01498, change_file_s=0.004699,
+                      base_byte_s=5.452e-09, change_byte_s=0.0, record_s=1.241e-06,
+                      first_wave_s=0.01418, first_wave_base_s=0.01418,
+                      first_wave_record_s=7.989e-07, load_factor=1.592, base_factor=1.592,
+                      row_s=0.0, gc_row_s=0.0, wave_s=0.0, base_wave_s=0.0, restart_s=-0.2015,
+                      low=0.902, high=1.37),
+    "rocksdb": CostModel("rocksdb", per_task_s=0.0, base_file_s=0.015, change_file_s=0.0,
+                         base_byte_s=9.614e-10, change_byte_s=5.428e-09, record_s=5.642e-06,
+                         first_wave_s=0.0, first_wave_base_s=0.4098,
+                         first_wave_record_s=1.074e-06, load_factor=0.9586, base_factor=0.9586,
+                         row_s=0.0, gc_row_s=0.0, wave_s=0.0, base_wave_s=0.0,
+                         restart_s=-0.005647, low=0.365, high=1.08),
 }
 
-READER_OVERHEAD = {"hdfs": (0.0319, 1.29, 1.67e-07), "rocksdb": (0.0422, 1.38, 1.04e-06)}
+READER_OVERHEAD = {"hdfs": (0.0771, 0.638, 4.83e-07), "rocksdb": (0.0814, 0.896, 1.12e-06)}
 """``--measure``: on the benchmark machine, Spark's state reader loading one partition and
 iterating its rows took ``fixed + ratio × (the model's restart load of it) + per_row × rows``
-(fitted on the grid's fit half: a restart never iterates a RocksDB zip's keys, the reader
-does), so a reader timing on the user's master over that is how much slower or faster than
-the benchmark machine a restart's load runs there."""
+(fitted on the grid's fit half, with the constants above, each configuration read in a fresh
+JVM as ``--measure`` reads it: a restart never iterates a RocksDB zip's keys, the reader does),
+so a reader timing on the user's master over that is how much
+slower or faster than the benchmark machine a restart's load runs there."""
 
 
 def default_model(ckpt: Checkpoint) -> CostModel:

@@ -17,7 +17,8 @@ A Python loop does not carry the JVM's speed, though: on one VM in two states Sp
 1.6× faster while the probe moved 10 %. So where Spark itself has timed a state load on this
 machine (``statekit recovery --measure``: its state reader loading the slowest partitions of
 a checkpoint, against what the benchmark machine's constants say for the same reads), that
-factor is kept per machine, Spark version and provider (:func:`record_spark_speed`) and is
+factor is kept per machine, Spark version, provider and fit of the constants
+(:func:`record_spark_speed`, :data:`MODEL_FIT`) and is
 the speed every later estimate there uses, JVM-free; the Python probe is the fallback,
 labelled so.
 
@@ -52,14 +53,19 @@ from statekit.support.errors import EnvironmentProblem
 SPEED_ENV = "STATEKIT_MACHINE_SPEED"
 """``probe`` (default), ``reference`` or a factor (seconds here ÷ seconds there)."""
 
-REFERENCE_PROBE_S = 0.0241
-"""The probe's seconds on the machine the cost model's constants were fitted on, derived
-rather than probed there: the value that makes restarts re-measured on another machine match
-the fitted estimate there (median ratio;
-``benchmarks/bench_machine_speed.py --derive``, docs/concepts/recovery.md)."""
+REFERENCE_PROBE_S = 0.0197
+"""The probe's seconds on the machine the cost model's constants were fitted on, probed there
+on the day of the fit (:data:`MODEL_FIT`; the fastest of five processes, 0.0196–0.0197 s).
+``benchmarks/bench_machine_speed.py --derive`` tells what value would make restarts
+re-measured on another machine match the estimate there (docs/concepts/recovery.md)."""
 
 PROBE_VERSION = 1
 """Part of the cache key: a changed probe is a different measurement."""
+
+MODEL_FIT = "grid 2026-11-30, Spark 4.3.0"
+"""Which fit of the cost model's constants a factor Spark measured is relative to (part of
+its cache key): a factor kept against the previous constants would scale the new ones wrongly.
+``benchmarks/bench_recovery_grid.py`` prints it with the constants it fits."""
 
 PROBE_ROWS = 50_000
 PROBE_REPEATS = 15
@@ -255,7 +261,7 @@ def spark_version() -> str:
 
 
 def _spark_key(provider: str) -> str:
-    return f"{_machine_key()}|spark {spark_version()}|{provider}"
+    return f"{_machine_key()}|spark {spark_version()}|{provider}|{MODEL_FIT}"
 
 
 def record_spark_speed(provider: str, factor: float, now: float | None = None) -> None:

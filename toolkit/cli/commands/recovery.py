@@ -132,8 +132,8 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
 
     The model's constants are seconds on the benchmark machine, scaled by this machine's
     speed: what Spark's own state load measured here with --measure on a local master
-    (kept per machine, Spark version and provider), else a JVM-free Python probe (about
-    0.3 s, cached, re-run daily; see --machine-speed). On object
+    (kept per machine, Spark version, provider and fit of the constants), else a
+    JVM-free Python probe (about 0.3 s, cached, re-run daily; see --machine-speed). On object
     stores or other machines, --calibrate (time this checkpoint's files) or --measure (time
     Spark itself) make it fit. --measure fetches the files into a local copy first when Spark
     cannot reach the store; a partition Spark cannot load fails in one line naming the
