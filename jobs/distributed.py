@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from statekit.jobs.connect import is_connect
 from statekit.jobs.state_analysis import run_with_progress
 from statekit.state.workers import CheckpointSource, Progress, Work, run_group
 
@@ -63,7 +64,6 @@ class SparkGroupRunner:
 
     def run_groups(self, source: CheckpointSource, groups: list[list[Any]],
                    work: Work[Any, Any], progress: Progress | None) -> list[Any]:
-        context = self.spark.sparkContext
         indexed = list(enumerate(groups))
         self.tasks += len(indexed)
 
@@ -72,7 +72,9 @@ class SparkGroupRunner:
                 progress(f"{done}/{total} Spark tasks")
 
         def action() -> list[tuple[int, Any]]:
-            rdd = context.parallelize(indexed, max(1, len(indexed)))
+            if is_connect(self.spark):
+                return _run_over_connect(self.spark, _task(source, work), groups)
+            rdd = self.spark.sparkContext.parallelize(indexed, max(1, len(indexed)))
             collected: list[tuple[int, Any]] = rdd.map(_task(source, work)).collect()
             return collected
 
@@ -81,3 +83,27 @@ class SparkGroupRunner:
             if isinstance(result, _Raised):
                 raise result.error
         return [found[index] for index in range(len(groups))]
+
+
+def _run_over_connect(spark: SparkSession, task: Callable[[tuple[int, list[Any]]],
+                                                          tuple[int, Any]],
+                      groups: list[list[Any]]) -> list[tuple[int, Any]]:
+    """The same tasks through Spark Connect, which has no RDDs: one row per group over as many
+    partitions (``range``: exactly one row each), each run by ``mapInPandas`` on the server's
+    Python workers; the results come back pickled in a binary column."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    def run(frames: Any) -> Any:
+        import pandas as pd
+
+        for frame in frames:
+            for index in frame["id"]:
+                done = task((int(index), groups[int(index)]))
+                yield pd.DataFrame({"index": [done[0]], "result": [cloudpickle.dumps(done[1])]})
+
+    count = max(1, len(groups))
+    rows = spark.range(0, len(groups), 1, count).mapInPandas(
+        run, "index long, result binary").collect()
+    return [(int(row["index"]), pickle.loads(row["result"])) for row in rows]

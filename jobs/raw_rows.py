@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from statekit.jobs.connect import is_connect
 from statekit.support.errors import JobFailed
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ def read_raw_rows(spark: SparkSession, path: str, batch: int, operator_id: int,
 def _read_all_option(spark: SparkSession) -> str:
     """The reader's internal option for raw rows, as this Spark names it (the constant its
     rewriter uses)."""
+    if is_connect(spark):  # no JVM here to ask: the name Spark 4.x uses
+        return READ_ALL_COLUMN_FAMILIES
     options = getattr(spark._jvm, STATE_SOURCE_OPTIONS)
     try:
         return str(options.INTERNAL_ONLY_READ_ALL_COLUMN_FAMILIES())

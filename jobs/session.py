@@ -130,6 +130,7 @@ def build_session(
     app_name: str = "statekit",
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
     """Start (or reuse) the SparkSession statekit runs on.
 
@@ -141,7 +142,17 @@ def build_session(
         A Spark master URL; ``None`` means ``local[*]`` on this machine.
     conf
         Extra settings (``--conf k=v``); they override statekit's defaults.
+    remote
+        A Spark Connect URL (``sc://host:port``): a session on that server instead of a JVM
+        here (:mod:`statekit.jobs.connect`; no Java needed).
     """
+    if remote:
+        from statekit.jobs.connect import build_connect_session
+
+        return build_connect_session(remote, conf)
+    # pyspark turns any session into a Connect client while $SPARK_REMOTE is set: a command
+    # that was not given --remote (or was given --master beside the variable) wants a JVM
+    os.environ.pop("SPARK_REMOTE", None)
     problem = java_problem()
     if problem:
         raise EnvironmentProblem(problem)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from statekit.checkpoint.checkpoint import Checkpoint
+from statekit.jobs.connect import is_connect
 from statekit.jobs.state_reader import (
     FMGWS_OPERATORS,
     StateTarget,
@@ -179,7 +180,8 @@ def export_rows(spark: SparkSession, target: StateTarget, batch: int, out: str, 
     writer = df.write.format({"jsonl": "json"}.get(fmt, fmt)).mode("errorifexists")
     if fmt == "csv":
         writer = writer.option("header", "true")
-    spark.sparkContext.setJobGroup("statekit-export", f"export {target.label}")
+    if not is_connect(spark):  # a Connect session has no SparkContext; its jobs are tagged
+        spark.sparkContext.setJobGroup("statekit-export", f"export {target.label}")
     started = time.perf_counter()
     run_with_progress(spark, lambda: collect(lambda: writer.save(out),
                                              f"exporting {target.label}"), on_progress)
@@ -207,6 +209,8 @@ def run_with_progress(spark: SparkSession, action: Callable[[], Any],
     every 0.2 s through ``on_progress`` (Spark's status tracker; no UI needed)."""
     if on_progress is None:
         return action()
+    if is_connect(spark):
+        return _run_with_connect_progress(spark, action, on_progress)
     result: dict[str, Any] = {}
     group = f"statekit-{uuid.uuid4().hex}"
     context = spark.sparkContext
@@ -242,3 +246,22 @@ def run_with_progress(spark: SparkSession, action: Callable[[], Any],
     if "error" in result:
         raise result["error"]
     return result.get("value")
+
+
+def _run_with_connect_progress(spark: SparkSession, action: Callable[[], Any],
+                               on_progress: Callable[[int, int], None]) -> Any:
+    """Over Spark Connect the server streams each query's stages as it runs: (finished
+    tasks, known tasks) from them, as :func:`run_with_progress` reports from the tracker."""
+    seen = [0, 0]
+
+    def handler(stages: Any, _inflight_tasks: int, _done: bool) -> None:
+        seen[:] = [sum(s.num_completed_tasks for s in stages), sum(s.num_tasks for s in stages)]
+        on_progress(*seen)
+
+    spark.registerProgressHandler(handler)
+    try:
+        value = action()
+    finally:
+        spark.removeProgressHandler(handler)
+    on_progress(seen[1], seen[1])
+    return value

@@ -243,6 +243,17 @@ def s3_server():
 
 
 @pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server from the pyspark wheel on 127.0.0.1 (tests/connect_server.py),
+    its Python workers without statekit; stopped at the end."""
+    from tests.connect_server import start_connect_server
+
+    server = start_connect_server(tmp_path_factory.mktemp("connect"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
     """A standalone Spark cluster on 127.0.0.1 (tests/cluster.py): a Master and two Workers as
     separate processes, executors on a Python without statekit; stopped at the end."""

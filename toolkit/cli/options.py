@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from statekit.support.errors import BadInput
 from statekit.support.presentation import printable
@@ -82,9 +83,79 @@ def _remember_env_archive(ctx: click.Context, _param: click.Parameter,
         ctx.meta[ENV_ARCHIVE_KEY] = value
 
 
+REMOTE_KEY = "statekit.remote"
+MASTER_KEY = "statekit.master"
+"""Where ``--remote`` (or ``$SPARK_REMOTE``) keeps its URL (``ctx.meta``) until
+:func:`command_session` reads it."""
+
+
+def _remember_remote(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    from statekit.jobs.connect import remote_url
+
+    if not value:
+        return
+    from_env = ctx.get_parameter_source(param.name or "remote") is ParameterSource.ENVIRONMENT
+    url = remote_url(value, "$SPARK_REMOTE" if from_env else "--remote")
+    ctx.meta[REMOTE_KEY] = url
+    ctx.meta[REMOTE_KEY + ".env"] = from_env
+    _one_way_to_spark(ctx)
+
+
+def _remember_master(ctx: click.Context, _param: click.Parameter,
+                     value: str | None) -> str | None:
+    ctx.meta[MASTER_KEY] = value
+    _one_way_to_spark(ctx)
+    return value
+
+
+def _one_way_to_spark(ctx: click.Context) -> None:
+    """``--master`` and ``--remote`` together are a usage error; ``--master`` beside
+    ``$SPARK_REMOTE`` wins (the command line over the environment)."""
+    if ctx.meta.get(MASTER_KEY) and ctx.meta.get(REMOTE_KEY):
+        if ctx.meta.get(REMOTE_KEY + ".env"):
+            del ctx.meta[REMOTE_KEY]
+        else:
+            raise click.UsageError("--master and --remote are two ways to reach Spark; give "
+                                   "one", ctx=ctx)
+
+
+def remote_given() -> str | None:
+    """The Spark Connect URL this command was given (``--remote`` or ``$SPARK_REMOTE``)."""
+    context = click.get_current_context(silent=True)
+    return context.meta.get(REMOTE_KEY) if context is not None else None
+
+
+def refuse_remote(what: str, instead: str) -> None:
+    """One line, exit 7, before any work, when this command was given a Connect URL and
+    ``what`` has no Connect path; ``instead`` says what to use."""
+    if remote_given():
+        from statekit.jobs.connect import NotOverConnect
+
+        raise NotOverConnect(f"{what} cannot run over Spark Connect: {instead}")
+
+
+def command_session(app_name: str, master: str | None, confs: tuple[str, ...],
+                    extra: dict[str, str] | None = None) -> SparkSession:
+    """The Spark session of one command: a Spark Connect session when it was given
+    ``--remote``, else a JVM on ``master`` (``extra``: settings of the command's own, under
+    ``--conf``'s)."""
+    from statekit.jobs.session import build_session
+
+    remote = remote_given()
+    conf = {**(extra or {}), **spark_conf(None if remote else master, confs)}
+    return build_session(app_name, master, conf, remote=remote)
+
+
 def spark_options(command: F) -> F:
-    """Add ``--master``, ``--conf KEY=VALUE`` and ``--env-archive FILE`` for commands that
-    start Spark (read them back with :func:`spark_conf`)."""
+    """Add ``--master``, ``--remote``, ``--conf KEY=VALUE`` and ``--env-archive FILE`` for
+    commands that start Spark (read them back with :func:`command_session`)."""
+    command = click.option(
+        "--remote", metavar="sc://HOST:PORT", envvar="SPARK_REMOTE", expose_value=False,
+        callback=_remember_remote, is_eager=False,
+        help="Reach Spark through Spark Connect at this URL instead of starting a JVM here "
+             "(default: $SPARK_REMOTE). The checkpoint path is then the server's: the "
+             "server must reach it. Commands that need a JVM in this process refuse it "
+             "(exit 7).")(command)
     command = click.option(
         "--env-archive", metavar="FILE", expose_value=False, callback=_remember_env_archive,
         help="An archive built by statekit pack (a path or URL) for the executors of a "
@@ -93,7 +164,7 @@ def spark_options(command: F) -> F:
     command = click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
                            help="A Spark setting for the session statekit starts; wins over "
                                 "statekit's own. Repeatable.")(command)
-    return click.option("--master", default=None, metavar="URL",
+    return click.option("--master", default=None, metavar="URL", callback=_remember_master,
                         help="Spark master URL: spark://HOST:PORT, yarn, k8s://… "
                              "(default: local[*], this machine).")(command)
 
@@ -215,13 +286,15 @@ def spark_conf(master: str | None, confs: tuple[str, ...]) -> dict[str, str]:
 def spark_runner(ckpt: Checkpoint, app_name: str, master: str | None,
                  confs: tuple[str, ...], on_progress: Callable[[str], None]
                  ) -> GroupRunner | None:
-    """With ``--master``: a runner that hands a whole-state pass's groups to Spark as tasks
-    (:mod:`statekit.jobs.distributed`); without it ``None`` (the pass runs locally)."""
-    if master is None:
+    """With ``--master`` or ``--remote``: a runner that hands a whole-state pass's groups to
+    Spark as tasks (:mod:`statekit.jobs.distributed`); without either ``None`` (the pass runs
+    locally)."""
+    remote = remote_given()
+    if master is None and remote is None:
         return None
     from statekit.jobs.distributed import SparkGroupRunner
 
-    on_progress(f"starting Spark ({master})…")
+    on_progress(f"starting Spark ({master or remote})…")
     return SparkGroupRunner(start_spark_for(ckpt, app_name, master, confs))
 
 
@@ -229,10 +302,9 @@ def start_spark_for(ckpt: Checkpoint, app_name: str, master: str | None,
                     confs: tuple[str, ...]) -> SparkSession:
     """Spark for one command, with the reader confs ``ckpt`` needs set for this command only
     (a notebook or test may share the session; the confs are restored when it ends)."""
-    from statekit.jobs.session import build_session
     from statekit.jobs.state_reader import reader_confs, session_confs
 
-    spark = build_session(app_name, master, spark_conf(master, confs))
+    spark = command_session(app_name, master, confs)
     click.get_current_context().with_resource(session_confs(spark, reader_confs(ckpt)))
     return spark
 

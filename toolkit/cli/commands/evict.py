@@ -17,12 +17,12 @@ from rich.table import Table
 
 from statekit.cli.options import (
     checkpoint_options,
+    command_session,
     json_option,
     open_from_cli,
     operator_option,
     parse_storage_options,
     print_json,
-    spark_conf,
     spark_options,
     stale_after_option,
     where_option,
@@ -105,11 +105,9 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
                        Selection(where, stale_after, expired, no_timeout, operator),
                        storage_options=options, allow_uncommitted=allow_uncommitted,
                        force=force, dry_run=dry_run)
-    from statekit.jobs.session import build_session
-
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
-        spark = build_session("statekit-evict", master, spark_conf(master, confs))
+        spark = command_session("statekit-evict", master, confs)
         result = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
         print_json(result.to_dict())

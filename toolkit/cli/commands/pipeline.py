@@ -18,12 +18,12 @@ from rich.table import Table
 
 from statekit.cli.options import (
     changelog_option,
+    command_session,
     json_option,
     partitions_option,
     print_json,
     progress_log_option,
     renamed_option,
-    spark_conf,
     spark_options,
 )
 from statekit.reference_pipeline.generator import GeneratorConfig, generate, read_manifest
@@ -270,7 +270,6 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
         statekit pipeline run --landing /tmp/landing --checkpoint /tmp/live \\
             --output /tmp/live-out --trigger processing-time --stop-after 600
     """
-    from statekit.jobs.session import build_session
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 
     if _manifest(landing) is None:
@@ -282,18 +281,17 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     if options["maintenance_interval"]:
         options["maintenance_interval"] = _duration_ms(options["maintenance_interval"])
     opts = RunOptions(landing=landing, checkpoint=checkpoint, output=output, **options)
-    extra = spark_conf(master, confs)
     session_confs = dict(opts.sql_confs())
     if opts.maintenance_interval:
         # The maintenance task starts with the first state store: set it on the session.
         session_confs[MAINTENANCE_CONF] = opts.maintenance_interval
-    session_confs.update(extra)
     console = Console(stderr=True, quiet=as_json)
     for note in _pinned_notes(checkpoint, opts):
         console.print(f"[yellow]note:[/] {note}")
     started = time.perf_counter()
     with console.status("starting Spark…"):
-        spark = build_session("statekit-reference-pipeline", master, session_confs)
+        spark = command_session("statekit-reference-pipeline", master, confs,
+                                extra=session_confs)
     jvm_s = time.perf_counter() - started
 
     def on_batch(progress: dict[str, Any]) -> None:

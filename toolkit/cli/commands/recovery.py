@@ -28,6 +28,7 @@ from statekit.cli.options import (
     print_json,
     progress_log_option,
     read_progress_text,
+    refuse_remote,
     rto_option,
     spark_options,
     spark_runner,
@@ -170,6 +171,11 @@ def recovery_command(checkpoint: str, storage_option: tuple[str, ...], cores: in
     from statekit.recovery.scaling import calibrate as run_calibration
     from statekit.support.errors import StatekitError
 
+    if measure:
+        refuse_remote("recovery --measure",
+                      "it times Spark's state load inside a JVM statekit starts; give --master "
+                      "(or run it where the server runs), or --progress-log to learn from the "
+                      "query's own restarts")
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     sink_location: Location | None = resolve_folder(

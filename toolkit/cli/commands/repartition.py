@@ -19,12 +19,12 @@ from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
     changelog_option,
     checkpoint_options,
+    command_session,
     json_option,
     open_from_cli,
     parse_storage_options,
     partitions_option,
     print_json,
-    spark_conf,
     spark_options,
     write_options,
 )
@@ -143,12 +143,10 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
                        changelog=changelog, storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
-    from statekit.jobs.session import build_session
-
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
-        spark = build_session("statekit-migrate" if to_provider else "statekit-repartition",
-                              master, spark_conf(master, confs))
+        spark = command_session("statekit-migrate" if to_provider else "statekit-repartition",
+                                master, confs)
         outcome = run(spark, prepared, dry_run=dry_run, verify=verify, progress=progress)
     if as_json:
         print_json(outcome.to_dict())

@@ -17,11 +17,11 @@ from rich.table import Table
 from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
     checkpoint_options,
+    command_session,
     json_option,
     open_from_cli,
     parse_storage_options,
     print_json,
-    spark_conf,
     spark_options,
     to_batch_option,
     write_options,
@@ -153,10 +153,8 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
     spark = None
     with status(not as_json and not dry_run, "planning…") as progress:
         if verify and not dry_run:
-            from statekit.jobs.session import build_session
-
             progress("starting Spark…")
-            spark = build_session("statekit-rollback", master, spark_conf(master, confs))
+            spark = command_session("statekit-rollback", master, confs)
         outcome = run(spark, prepared, dry_run=dry_run, progress=progress)
     if as_json:
         print_json(outcome.to_dict())

@@ -1,0 +1,119 @@
+"""``--remote`` / ``$SPARK_REMOTE`` without a server: the URL's checks, the one way to reach
+Spark, what a Connect session is sent, and the one-line failures before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from statekit.cli.options import refuse_remote, remote_given, spark_options
+from statekit.jobs import connect
+from statekit.support.errors import BadInput, EnvironmentProblem
+from tests.support.cli import run
+from tests.support.ports import free_port
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo" / "checkpoint"
+
+
+@click.command()
+@spark_options
+def reach(master, confs):
+    """What a Spark-side command would reach: a Connect URL, else its master."""
+    click.echo(f"remote={remote_given()} master={master}")
+
+
+def invoke(args, env=None):
+    return CliRunner().invoke(reach, args, env=env or {}, catch_exceptions=False)
+
+
+def test_a_connect_url_is_checked_and_its_server_address_read():
+    assert connect.remote_url(" sc://127.0.0.1:15002 ") == "sc://127.0.0.1:15002"
+    for bad in ("http://127.0.0.1:15002", "sc://", "127.0.0.1:15002"):
+        with pytest.raises(BadInput, match="not a Spark Connect URL"):
+            connect.remote_url(bad)
+    assert connect.server_address("sc://h") == ("h", connect.DEFAULT_PORT)
+    assert connect.server_address("sc://h:443/;token=abc;use_ssl=true") == ("h", 443)
+    assert connect.server_address("sc://[::1]:9") == ("::1", 9)
+    with pytest.raises(BadInput, match="no valid port"):
+        connect.server_address("sc://h:port")
+
+
+def test_one_way_to_spark(monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert invoke(["--remote", "sc://h:1"]).output.strip() == "remote=sc://h:1 master=None"
+    # the standard variable stands for --remote …
+    assert invoke([], {"SPARK_REMOTE": "sc://h:2"}).output.strip() == \
+        "remote=sc://h:2 master=None"
+    # … but an explicit --master wins over it, in either order of evaluation
+    assert invoke(["--master", "local[1]"], {"SPARK_REMOTE": "sc://h:2"}).output.strip() == \
+        "remote=None master=local[1]"
+    # both on the command line: a usage error, whichever comes first
+    for args in (["--master", "local[1]", "--remote", "sc://h:1"],
+                 ["--remote", "sc://h:1", "--master", "local[1]"]):
+        result = CliRunner().invoke(reach, args)
+        assert result.exit_code == 2 and "two ways to reach Spark" in result.output
+
+
+def test_a_connect_session_is_sent_only_what_a_running_server_accepts():
+    sent = connect.connect_settings({"spark.master": "local[4]", "spark.ui.enabled": "true",
+                                     "spark.executor.memory": "4g",
+                                     "spark.sql.shuffle.partitions": "7",
+                                     "spark.sql.session.timeZone": "Europe/Paris"})
+    assert sent == {"spark.sql.session.timeZone": "Europe/Paris",
+                    "spark.sql.execution.arrow.pyspark.enabled": "true",
+                    "spark.sql.shuffle.partitions": "7"}
+
+
+def test_a_missing_client_library_is_named_with_the_fix(monkeypatch):
+    assert connect.connect_problem() is None  # the dev install has the Connect client
+    monkeypatch.setattr(connect, "CONNECT_MODULES",
+                        (*connect.CONNECT_MODULES, "statekit_no_such_module"))
+    problem = connect.connect_problem()
+    assert "statekit_no_such_module" in problem and "statekit[connect]" in problem
+    with pytest.raises(EnvironmentProblem, match="statekit_no_such_module"):
+        connect.build_connect_session("sc://127.0.0.1:1")
+
+
+def test_a_refusal_is_one_line_exit_7_only_over_connect():
+    @click.command()
+    @spark_options
+    def measure(master, confs):
+        refuse_remote("recovery --measure", "use --master")
+        click.echo("measured")
+
+    assert CliRunner().invoke(measure, [], env={"SPARK_REMOTE": ""}).output == "measured\n"
+    result = CliRunner().invoke(measure, ["--remote", "sc://h:1"])
+    assert isinstance(result.exception, connect.NotOverConnect)
+    assert result.exception.exit_code == 7
+    assert str(result.exception) == \
+        "recovery --measure cannot run over Spark Connect: use --master"
+
+
+def test_the_cli_fails_in_one_line_on_a_bad_url_or_a_server_that_is_not_there(monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    code, out, err = run(["state", "show", str(DEMO), "--remote", "http://127.0.0.1:1"])
+    assert code == 3 and out == ""
+    assert err.strip() == "statekit: error: --remote: 'http://127.0.0.1:1' is not a Spark " \
+                          "Connect URL (sc://host:port)"
+    monkeypatch.setenv("SPARK_REMOTE", "localhost:15002")
+    code, _, err = run(["state", "show", str(DEMO)])
+    assert code == 3 and "$SPARK_REMOTE: 'localhost:15002'" in err
+    monkeypatch.delenv("SPARK_REMOTE")
+    url = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
+    code, out, err = run(["state", "show", str(DEMO), "--remote", url])
+    assert code == 7 and out == ""
+    assert err.startswith(f"statekit: error: could not reach Spark Connect at {url}: ")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_what_has_no_connect_path_is_refused_before_reaching_the_server(monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    url = f"sc://127.0.0.1:{free_port()}"  # nothing listens: a refusal must come first
+    code, out, err = run(["recovery", str(DEMO), "--measure", "--remote", url])
+    assert code == 7 and out == ""
+    assert err.startswith("statekit: error: recovery --measure cannot run over Spark "
+                          "Connect: ") and "--master" in err
+    assert len(err.strip().splitlines()) == 1
