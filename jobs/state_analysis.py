@@ -254,7 +254,7 @@ def _run_with_connect_progress(spark: SparkSession, action: Callable[[], Any],
     tasks, known tasks) from them, as :func:`run_with_progress` reports from the tracker."""
     seen = [0, 0]
 
-    def handler(stages: Any, _inflight_tasks: int, _done: bool) -> None:
+    def handler(stages: Any, **_rest: Any) -> None:  # also inflight_tasks, operation_id, done
         seen[:] = [sum(s.num_completed_tasks for s in stages), sum(s.num_tasks for s in stages)]
         on_progress(*seen)
 
