@@ -177,7 +177,7 @@ def export_rows(spark: SparkSession, target: StateTarget, batch: int, out: str, 
         df = df.select(*[F.to_json(F.col(f"`{f.name}`")).alias(f.name)
                          if f.dataType.typeName() in ("struct", "array", "map")
                          else F.col(f"`{f.name}`") for f in df.schema.fields])
-    writer = df.write.format({"jsonl": "json"}.get(fmt, fmt)).mode("errorifexists")
+    writer = df.write.format({"jsonl": "json"}.get(fmt, fmt)).mode("error")
     if fmt == "csv":
         writer = writer.option("header", "true")
     if not is_connect(spark):  # a Connect session has no SparkContext; its jobs are tagged
@@ -252,16 +252,23 @@ def _run_with_connect_progress(spark: SparkSession, action: Callable[[], Any],
                                on_progress: Callable[[int, int], None]) -> Any:
     """Over Spark Connect the server streams each query's stages as it runs: (finished
     tasks, known tasks) from them, as :func:`run_with_progress` reports from the tracker."""
-    seen = [0, 0]
+    from pyspark.sql.connect.shell.progress import ProgressHandler
 
-    def handler(stages: Any, **_rest: Any) -> None:  # also inflight_tasks, operation_id, done
-        seen[:] = [sum(s.num_completed_tasks for s in stages), sum(s.num_tasks for s in stages)]
-        on_progress(*seen)
+    class TaskCounts(ProgressHandler):
+        seen = (0, 0)
 
+        def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None,
+                     done: bool) -> None:
+            stages = list(stages or ())
+            self.seen = (sum(s.num_completed_tasks for s in stages),
+                         sum(s.num_tasks for s in stages))
+            on_progress(*self.seen)
+
+    handler = TaskCounts()
     spark.registerProgressHandler(handler)
     try:
         value = action()
     finally:
         spark.removeProgressHandler(handler)
-    on_progress(seen[1], seen[1])
+    on_progress(handler.seen[1], handler.seen[1])
     return value

@@ -117,3 +117,22 @@ def test_what_has_no_connect_path_is_refused_before_reaching_the_server(monkeypa
     assert err.startswith("statekit: error: recovery --measure cannot run over Spark "
                           "Connect: ") and "--master" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, what", [
+    (["repartition", str(DEMO), "-n", "4", "--out", "{out}"], "repartition"),
+    (["migrate", str(DEMO), "--to", "rocksdb", "--out", "{out}"], "migrate"),
+    (["evict", str(DEMO), "--where", "key.user_id = 'x'", "--out", "{out}"], "evict"),
+    (["rollback", str(DEMO), "--to-batch", "30", "--out", "{out}"], "rollback's verification"),
+    (["growth", str(DEMO), "--deep"], "growth --deep"),
+])
+def test_commands_without_a_connect_path_refuse_it_before_any_work(monkeypatch, tmp_path, args,
+                                                                   what):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    out = tmp_path / "out"
+    url = f"sc://127.0.0.1:{free_port()}"
+    code, stdout, err = run([a.format(out=out) for a in args] + ["--remote", url])
+    assert code == 7 and stdout == "", err
+    assert err.startswith(f"statekit: error: {what} cannot run over Spark Connect: "), err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists() and not any(tmp_path.iterdir())  # nothing written

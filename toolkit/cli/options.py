@@ -90,10 +90,10 @@ MASTER_KEY = "statekit.master"
 
 
 def _remember_remote(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    from statekit.jobs.connect import remote_url
-
     if not value:
         return
+    from statekit.jobs.connect import remote_url
+
     from_env = ctx.get_parameter_source(param.name or "remote") is ParameterSource.ENVIRONMENT
     url = remote_url(value, "$SPARK_REMOTE" if from_env else "--remote")
     ctx.meta[REMOTE_KEY] = url
@@ -123,6 +123,12 @@ def remote_given() -> str | None:
     """The Spark Connect URL this command was given (``--remote`` or ``$SPARK_REMOTE``)."""
     context = click.get_current_context(silent=True)
     return context.meta.get(REMOTE_KEY) if context is not None else None
+
+
+WRITES_NEED_A_JVM = ("it writes the new checkpoint with Spark's internals (RDD tasks, its state "
+                     "rewriter) from a JVM statekit starts; run it without --remote, where "
+                     "Java and the checkpoint are at hand, or with --master")
+"""Why a write command refuses ``--remote`` (its Connect path is not built yet)."""
 
 
 def refuse_remote(what: str, instead: str) -> None:

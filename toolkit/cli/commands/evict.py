@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from statekit.cli.options import (
+    WRITES_NEED_A_JVM,
     checkpoint_options,
     command_session,
     json_option,
@@ -23,6 +24,7 @@ from statekit.cli.options import (
     operator_option,
     parse_storage_options,
     print_json,
+    refuse_remote,
     spark_options,
     stale_after_option,
     where_option,
@@ -99,6 +101,7 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
     from statekit.jobs.actions.evict import prepare, run
     from statekit.writes.evict import Selection
 
+    refuse_remote("evict", WRITES_NEED_A_JVM)
     options = parse_storage_options(storage_option)
     prepared = prepare(open_from_cli(checkpoint, storage_option, "state"),
                        resolve(target, options),

@@ -26,6 +26,7 @@ from statekit.cli.options import (
     print_json,
     progress_log_option,
     read_progress_log,
+    refuse_remote,
     spark_options,
     spark_runner,
     stale_after_option,
@@ -157,6 +158,10 @@ def growth_command(checkpoint: str | None, storage_option: tuple[str, ...],
         # a ledger the restart fails on gives no versions to trust: stop on its first
         # error, as the doctor names it; damaged state still has a history to show
         ckpt.require_sound_ledger()
+    if deep:
+        refuse_remote("growth --deep", "its check reads state through Spark's internals in a "
+                      "JVM statekit starts; run it without --remote, or drop --deep (the "
+                      "pass itself runs over Connect)")
     if ckpt is not None:
         from statekit.checkpoint.checkpoint import check_selection
 

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
+    WRITES_NEED_A_JVM,
     changelog_option,
     checkpoint_options,
     command_session,
@@ -25,6 +26,7 @@ from statekit.cli.options import (
     parse_storage_options,
     partitions_option,
     print_json,
+    refuse_remote,
     spark_options,
     write_options,
 )
@@ -136,6 +138,7 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
     from statekit.checkpoint.location import resolve
     from statekit.jobs.actions.repartition import prepare, run
 
+    refuse_remote("migrate" if to_provider else "repartition", WRITES_NEED_A_JVM)
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, "state")
     destination = resolve(target, options)
