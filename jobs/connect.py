@@ -12,7 +12,7 @@ py4j callbacks. So statekit's Spark-side commands take ``--remote sc://…`` (or
 * ship statekit's own code to the server's Python workers with ``addArtifacts`` (the
   executors import it as on a cluster, :mod:`statekit.jobs.shipping`);
 * refuse what has no Connect path in one line naming what to use instead, before any work
-  (:func:`refuse_over_connect`, exit 7).
+  (:func:`statekit.cli.options.refuse_remote`, exit 7).
 
 The checkpoint path is the *server's*: the server's executors read and write it, so a path
 given to a ``--remote`` command must be one the server reaches (a shared filesystem or an
@@ -25,6 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from statekit.jobs.errors import first_line
 from statekit.support.errors import BadInput, EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def build_connect_session(url: str, conf: Mapping[str, str] | None = None) -> Sp
         spark.range(1).collect()  # the builder is lazy: reach the server now
     except Exception as exc:  # grpc and server errors: one line, not a traceback
         raise EnvironmentProblem(f"could not reach Spark Connect at {url}: "
-                                 f"{_first_line(exc)}") from exc
+                                 f"{first_line(exc)}") from exc
     ship_statekit(spark)
     return spark
 
@@ -142,7 +143,7 @@ def ship_statekit(spark: SparkSession) -> None:
         if "already exists" in str(exc):  # the same zip, added by an earlier command
             return
         raise EnvironmentProblem(f"could not add statekit's code to the Spark Connect "
-                                 f"session: {_first_line(exc)}") from exc
+                                 f"session: {first_line(exc)}") from exc
 
 
 def is_connect(spark: Any) -> bool:
@@ -152,15 +153,3 @@ def is_connect(spark: Any) -> bool:
     except ImportError:
         return False
     return isinstance(spark, ConnectSession)
-
-
-def refuse_over_connect(spark: Any, what: str, instead: str) -> None:
-    """Raise :class:`NotOverConnect` when ``spark`` is a Connect session: ``what`` cannot be
-    done through it; ``instead`` says how to do it."""
-    if is_connect(spark):
-        raise NotOverConnect(f"{what} cannot run over Spark Connect: {instead}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -31,6 +31,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from statekit.jobs.connect import REMOTE_ENV
 from statekit.jobs.java_check import java_problem
 from statekit.jobs.shipping import prepare_executors
 from statekit.support.errors import BadInput, EnvironmentProblem
@@ -152,7 +153,7 @@ def build_session(
         return build_connect_session(remote, conf)
     # pyspark turns any session into a Connect client while $SPARK_REMOTE is set: a command
     # that was not given --remote (or was given --master beside the variable) wants a JVM
-    os.environ.pop("SPARK_REMOTE", None)
+    os.environ.pop(REMOTE_ENV, None)
     problem = java_problem()
     if problem:
         raise EnvironmentProblem(problem)
