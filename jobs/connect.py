@@ -38,6 +38,7 @@ CONNECT_MODULES = ("grpc", "grpc_status", "google.rpc", "zstandard")
 """What pyspark's Connect client imports beyond statekit's own dependencies."""
 
 SERVER_SIDE_CONFS = ("spark.master", "spark.ui.", "spark.driver.", "spark.executor.",
+                     "spark.executorEnv.",
                      "spark.pyspark.", "spark.archives", "spark.submit.", "spark.jars",
                      "spark.app.name")
 """Settings only a server's start-up decides (static confs): never sent over Connect."""
@@ -67,18 +68,18 @@ def connect_problem() -> str | None:
     return None
 
 
-def connect_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
-    """The settings sent to a Connect server: statekit's runtime defaults and ``--conf``
-    pairs, without the ones only a server's start-up decides."""
-    settings = {"spark.sql.session.timeZone": "UTC",
-                "spark.sql.execution.arrow.pyspark.enabled": "true"}
-    settings.update(conf or {})
-    return {k: v for k, v in settings.items() if not k.startswith(SERVER_SIDE_CONFS)}
+def runtime_settings(settings: Mapping[str, str] | None) -> dict[str, str]:
+    """The part of a session's settings (:func:`statekit.jobs.session.session_conf`: statekit's
+    defaults and ``--conf`` pairs) that a running Connect server accepts: without the ones
+    only a server's start-up decides."""
+    return {k: v for k, v in (settings or {}).items() if not k.startswith(SERVER_SIDE_CONFS)}
 
 
-def build_connect_session(url: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A Spark Connect session on ``url``, with statekit's code added for the server's Python
-    workers. One line (exit 7) when the client cannot run or the server does not answer."""
+def build_connect_session(url: str, settings: Mapping[str, str] | None = None
+                          ) -> SparkSession:
+    """A Spark Connect session on ``url`` with the runtime part of ``settings``, and
+    statekit's code added for the server's Python workers. One line (exit 7) when the client
+    cannot run or the server does not answer."""
     problem = connect_problem()
     if problem:
         raise EnvironmentProblem(problem)
@@ -86,7 +87,7 @@ def build_connect_session(url: str, conf: Mapping[str, str] | None = None) -> Sp
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.remote(url)
-    for key, value in connect_settings(conf).items():
+    for key, value in runtime_settings(settings).items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
@@ -144,6 +145,14 @@ def ship_statekit(spark: SparkSession) -> None:
             return
         raise EnvironmentProblem(f"could not add statekit's code to the Spark Connect "
                                  f"session: {first_line(exc)}") from exc
+
+
+def one_row_per_task(spark: SparkSession, count: int) -> Any:
+    """``id`` 0 … count − 1, one row in each of ``count`` partitions: the input of a job
+    whose every task runs the executor function on one item of a list the function carries.
+    ``range`` rather than an RDD's ``parallelize``, so the job is the same over Spark
+    Connect, which has no RDDs."""
+    return spark.range(0, count, 1, max(1, count))
 
 
 def is_connect(spark: Any) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from statekit.jobs.connect import is_connect
+from statekit.jobs.connect import is_connect, one_row_per_task
 from statekit.jobs.state_analysis import run_with_progress
 from statekit.state.workers import CheckpointSource, Progress, Work, run_group
 
@@ -103,7 +103,6 @@ def _run_over_connect(spark: SparkSession, task: Callable[[tuple[int, list[Any]]
                 done = task((int(index), groups[int(index)]))
                 yield pd.DataFrame({"index": [done[0]], "result": [cloudpickle.dumps(done[1])]})
 
-    count = max(1, len(groups))
-    rows = spark.range(0, len(groups), 1, count).mapInPandas(
+    rows = one_row_per_task(spark, len(groups)).mapInPandas(
         run, "index long, result binary").collect()
     return [(int(row["index"]), pickle.loads(row["result"])) for row in rows]

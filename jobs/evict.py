@@ -37,6 +37,7 @@ from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import file_records, replay_files, store_schemas
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.unsafe_row import RawValue, make_decoder
+from statekit.jobs.connect import one_row_per_task
 from statekit.jobs.errors import first_line
 from statekit.jobs.migrate import rewrite_into_rocksdb
 from statekit.jobs.raw_rows import read_raw_rows
@@ -184,9 +185,7 @@ def store_rows(spark: SparkSession, ckpt: Checkpoint, schema: StoreSchema, tasks
     fields += [{"name": KEY_BYTES, "type": "binary", "nullable": True, "metadata": {}},
                {"name": VALUE_BYTES, "type": "binary", "nullable": True, "metadata": {}}]
     frame_schema = StructType.fromJson({"type": "struct", "fields": fields})
-    indexes = spark.createDataFrame([(i,) for i in range(len(tasks))], "task int") \
-        .repartition(max(1, len(tasks)))
-    return indexes.mapInArrow(
+    return one_row_per_task(spark, len(tasks)).mapInArrow(
         _rows_function(ckpt.location.portable_url, storage_options, frame_schema.json(), key_json,
                        value_json, tasks), frame_schema)
 

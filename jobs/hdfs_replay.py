@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 from statekit.formats.records import read_state_file
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.unsafe_row import RawValue, make_decoder
+from statekit.jobs.connect import one_row_per_task
 from statekit.jobs.staged_writes import KEY_BYTES, VALUE_BYTES
 from statekit.support.errors import UnsupportedFormat
 
@@ -156,20 +157,19 @@ ARROW_ROWS = 32_768
 
 
 def _replay_arrow(url: str, storage_options: dict, codec: str, key_schema_json: str,
-                  converts: list[str], schema_json: str
+                  converts: list[str], schema_json: str, tasks: list[SourceTask]
                   ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The executor function (``mapInArrow``): each input row names a source partition's
-    files; out come its live rows as Arrow batches (columns, key bytes, value bytes)."""
+    """The executor function (``mapInArrow``): each input row is the index of a source
+    partition's task; out come its live rows as Arrow batches (columns, key bytes, value
+    bytes)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         schema = to_arrow_schema(StructType.fromJson(json.loads(schema_json)))
         replay = _replay_chunks(url, storage_options, codec, key_schema_json, converts,
                                 ARROW_ROWS)
         for batch in batches:
-            for spec in batch.column(0).to_pylist():
-                partition, files = json.loads(spec)
-                task = SourceTask(partition, tuple((path, kind) for path, kind in files))
-                for columns, keys, values in replay(task):
+            for index in batch.column(0).to_pylist():
+                for columns, keys, values in replay(tasks[index]):
                     yield pa.RecordBatch.from_arrays(
                         [pa.array(data, type=field.type) for data, field in
                          zip([*columns, keys, values], schema, strict=True)], schema=schema)
@@ -190,11 +190,11 @@ def keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, cod
         *fields,
         {"name": KEY_BYTES, "type": "binary", "nullable": True, "metadata": {}},
         {"name": VALUE_BYTES, "type": "binary", "nullable": True, "metadata": {}}]})
-    specs = [(json.dumps([t.partition, [list(f) for f in t.files]]),) for t in tasks]
-    frame = spark.sparkContext.parallelize(specs, max(1, len(specs))).toDF("task string") \
-        .mapInArrow(_replay_arrow(source_url, storage_options, codec, key_schema_json,
-                                  converts, schema.json()), schema)
+    frame = one_row_per_task(spark, len(tasks)).mapInArrow(
+        _replay_arrow(source_url, storage_options, codec, key_schema_json, converts,
+                      schema.json(), tasks), schema)
     return frame, exprs
+
 
 
 def source_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int

@@ -44,7 +44,7 @@ from statekit.jobs.staged_writes import (
     staged_rocksdb_partition,
     write_snapshots,
 )
-from statekit.jobs.state_reader import session_confs, spark_url
+from statekit.jobs.state_reader import CHANGELOG_CONF, session_confs, spark_url
 from statekit.support.errors import JobFailed
 from statekit.writes.target import write_read_view
 
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from statekit.writes.staging import Staging
 
 REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
-CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 _STORE_IN_PLAN = re.compile(r"\[operatorId=(\d+)\]\[storeName=([^\]]*)\]")
 
 

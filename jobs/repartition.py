@@ -22,19 +22,21 @@ row sits in ``pmod(hash(key), n)``; ``state-metadata`` reports n partitions.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import fsspec
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import store_schemas
 from statekit.formats.schema import parse_struct_json
-from statekit.formats.spark_hash import columns_hasher
+from statekit.formats.spark_hash import columns_hasher, routing_ints
 from statekit.formats.state_writer import SnapshotWriter, pack_record
 from statekit.formats.unsafe_row import make_decoder
+from statekit.jobs.connect import one_row_per_task
 from statekit.jobs.hdfs_replay import (
     SourceTask,
     keyed_frame,
@@ -57,6 +59,7 @@ from statekit.jobs.staged_writes import (
     write_snapshots,
 )
 from statekit.jobs.state_reader import (
+    ARROW_BATCH_CONF,
     FORMAT_VERSION_CONF,
     StateTarget,
     read_metadata,
@@ -113,62 +116,96 @@ def bucket_hdfs_store(spark: SparkSession, *, source_url: str, storage_options: 
 PACKED_CHUNK = 4 << 20
 """Bytes of packed records a replaying task sends to one new partition at a time."""
 
+CHUNKS_PER_BATCH = 4
+"""Packed chunks per Arrow batch into a writer task (``maxRecordsPerBatch`` while the job
+runs): Arrow's default of 10,000 rows would hold a whole partition's chunks at once."""
+
+CHUNK_SCHEMA = "partition int, route int, data binary, records long"
+WRITTEN_SCHEMA = "partition int, keys long, bytes long"
+
 
 def _pack_by_partition(url: str, storage_options: dict, codec: str, key_schema_json: str,
-                       partition_columns: int, partitions: int
-                       ) -> Callable[[SourceTask], Iterator[tuple[int, tuple[bytes, int]]]]:
-    """The executor function: a source partition's live state, each record packed as
-    Spark's snapshot records into the buffer of its new partition ``pmod(hash(key
-    columns), n)``; out come ``(new partition, (packed bytes, records))`` chunks."""
+                       partition_columns: int, partitions: int, tasks: list[SourceTask],
+                       routes: list[int]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The executor function (``mapInArrow`` over task indexes): a source partition's live
+    state, each record packed as Spark's snapshot records into the buffer of its new
+    partition ``pmod(hash(key columns), n)``; out come ``(new partition, its routing int,
+    packed bytes, records)`` chunks."""
 
-    def run(task: SourceTask) -> Iterator[tuple[int, tuple[bytes, int]]]:
-        state = live_state(url, storage_options, codec, task)
+    def chunk(target: int, data: bytes, records: int) -> Any:
+        return pa.RecordBatch.from_pydict(
+            {"partition": [target], "route": [routes[target]], "data": [data],
+             "records": [records]},
+            schema=pa.schema([("partition", pa.int32()), ("route", pa.int32()),
+                              ("data", pa.binary()), ("records", pa.int64())]))
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
         schema = parse_struct_json(key_schema_json)
         decode = make_decoder(schema, as_tuple=True)
         hasher = columns_hasher([f.data_type for f in schema.fields[:partition_columns]])
         assert hasher is not None
-        buffers = [bytearray() for _ in range(partitions)]
-        counts = [0] * partitions
-        for key, value in state.items():
-            if partition_columns:
-                columns = representable(decode(key)[:partition_columns], url)
-                target = hasher(columns) % partitions
-            else:
-                target = 0  # no grouping key (a global aggregation): its one partition
-            buffer = buffers[target]
-            buffer += pack_record(key, value)
-            counts[target] += 1
-            if len(buffer) >= PACKED_CHUNK:
-                yield target, (bytes(buffer), counts[target])
-                buffer.clear()
-                counts[target] = 0
-        for target, buffer in enumerate(buffers):
-            if counts[target]:
-                yield target, (bytes(buffer), counts[target])
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                state = live_state(url, storage_options, codec, tasks[index])
+                buffers = [bytearray() for _ in range(partitions)]
+                counts = [0] * partitions
+                for key, value in state.items():
+                    if partition_columns:
+                        columns = representable(decode(key)[:partition_columns], url)
+                        target = hasher(columns) % partitions
+                    else:
+                        target = 0  # no grouping key (a global aggregation): one partition
+                    buffer = buffers[target]
+                    buffer += pack_record(key, value)
+                    counts[target] += 1
+                    if len(buffer) >= PACKED_CHUNK:
+                        yield chunk(target, bytes(buffer), counts[target])
+                        buffer.clear()
+                        counts[target] = 0
+                for target, buffer in enumerate(buffers):
+                    if counts[target]:
+                        yield chunk(target, bytes(buffer), counts[target])
 
     return run
 
 
 def _packed_writer(staging_url: str, storage_options: dict, operator_id: int, store: str,
                    version: int, codec: str, fail_on: str | None
-                   ) -> Callable[[int, Iterable[tuple[int, tuple[bytes, int]]]],
-                                 Iterable[WrittenPartition]]:
-    """The executor function writing one new partition's snapshot from packed chunks."""
+                   ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The executor function (``mapInArrow``) writing one new partition's snapshot from its
+    packed chunks: every row of the task carries the same new partition (routed there)."""
 
-    def run(partition: int, chunks: Iterable[tuple[int, tuple[bytes, int]]]
-            ) -> Iterator[WrittenPartition]:
-        relative = snapshot_relative(operator_id, store, partition, version)
-        if fail_on == f"write {relative}":
-            raise RuntimeError(f"injected failure before writing {relative}")
-        fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
-        path = f"{root.rstrip('/')}/{relative}"
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        with fs.open(path, "wb") as handle:
-            writer = SnapshotWriter(handle, codec)
-            for _, (data, records) in chunks:
-                writer.write_packed(data, records)
-            writer.close()
-        yield WrittenPartition(partition, writer.records, fs.size(path))
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        partition: int | None = None
+        fs = writer = handle = None
+        path = ""
+        for batch in batches:
+            columns = batch.to_pydict()
+            for target, data, records in zip(columns["partition"], columns["data"],
+                                             columns["records"], strict=True):
+                if partition is None:
+                    partition = target
+                    relative = snapshot_relative(operator_id, store, partition, version)
+                    if fail_on == f"write {relative}":
+                        raise RuntimeError(f"injected failure before writing {relative}")
+                    fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
+                    path = f"{root.rstrip('/')}/{relative}"
+                    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+                    handle = fs.open(path, "wb")
+                    writer = SnapshotWriter(handle, codec)
+                elif target != partition:
+                    raise RuntimeError(f"chunks of new partitions {partition} and {target} "
+                                       "reached one writer task")
+                if records:
+                    writer.write_packed(data, records)
+        if partition is None:
+            return  # cannot happen: every new partition gets a marker row of its own
+        writer.close()
+        handle.close()
+        yield pa.RecordBatch.from_pydict(
+            {"partition": [partition], "keys": [writer.records], "bytes": [fs.size(path)]},
+            schema=pa.schema([("partition", pa.int32()), ("keys", pa.int64()),
+                              ("bytes", pa.int64())]))
 
     return run
 
@@ -179,14 +216,27 @@ def _bucket_packed(spark: SparkSession, *, source_url: str, storage_options: dic
                    staging_url: str, version: int,
                    fail_on: str | None = None) -> list[WrittenPartition]:
     """One task per source partition places and packs its records; Spark shuffles the
-    chunks to one writer task per new partition (every one runs: empty partitions get an
-    empty snapshot)."""
-    chunks = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(
+    chunks to one writer task per new partition. Each chunk carries an int that Spark's own
+    hash sends to its partition (:func:`~statekit.formats.spark_hash.routing_ints`), and
+    every new partition gets an empty marker chunk, so each writer task holds exactly one
+    new partition and empty partitions get an empty snapshot. DataFrames only: the same job
+    runs over Spark Connect."""
+    routes = routing_ints(partitions)
+    chunks = one_row_per_task(spark, len(tasks)).mapInArrow(
         _pack_by_partition(source_url, storage_options, codec, key_schema_json,
-                           partition_columns, partitions))
-    written = chunks.partitionBy(partitions, lambda p: p).mapPartitionsWithIndex(
-        _packed_writer(staging_url, storage_options, operator_id, store, version, codec,
-                       fail_on)).collect()
+                           partition_columns, partitions, tasks, routes), CHUNK_SCHEMA)
+    markers = spark.createDataFrame(
+        [(p, routes[p], b"", 0) for p in range(partitions)], CHUNK_SCHEMA)
+    placed = chunks.unionByName(markers).repartition(partitions, F.col("route"))
+    with session_confs(spark, {ARROW_BATCH_CONF: str(CHUNKS_PER_BATCH)}):
+        rows = placed.select("partition", "data", "records").mapInArrow(
+            _packed_writer(staging_url, storage_options, operator_id, store, version, codec,
+                           fail_on), WRITTEN_SCHEMA).collect()
+    written = [WrittenPartition(r["partition"], r["keys"], r["bytes"]) for r in rows]
+    if sorted(w.partition for w in written) != list(range(partitions)):
+        raise JobFailed(f"the writer tasks wrote partitions "
+                        f"{sorted(w.partition for w in written)}, expected 0…{partitions - 1}",
+                        path=staging_url)
     return sorted(written, key=lambda w: w.partition)
 
 

@@ -150,7 +150,7 @@ def build_session(
     if remote:
         from statekit.jobs.connect import build_connect_session
 
-        return build_connect_session(remote, conf)
+        return build_connect_session(remote, session_conf(app_name, None, conf))
     # pyspark turns any session into a Connect client while $SPARK_REMOTE is set: a command
     # that was not given --remote (or was given --master beside the variable) wants a JVM
     os.environ.pop(REMOTE_ENV, None)

@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from statekit.checkpoint.state_data import zip_metadata
 from statekit.formats.state_writer import SnapshotWriter
+from statekit.jobs.connect import is_connect
 from statekit.jobs.state_reader import spark_failure, spark_url
 from statekit.writes.target import retarget_schema_paths
 
@@ -292,9 +293,12 @@ def staged_job(spark: SparkSession | None, ckpt: Checkpoint, staging: Staging | 
         yield
     except BaseException as error:
         if staging is not None:
-            if spark is not None:
-                wait_for_running_tasks(spark)
-            staging.abort()
+            if spark is not None and is_connect(spark):
+                staging.abort_settled()  # the client sees no tasks: watch the folder instead
+            else:
+                if spark is not None:
+                    wait_for_running_tasks(spark)
+                staging.abort()
         if spark is not None and is_spark_error(error):
             raise spark_failure(what, error, ckpt) from error
         raise

@@ -65,3 +65,128 @@ def test_report_decode_over_connect_runs_the_pass_on_the_server(connect_server,
     assert remote.returncode == 0, remote.stderr
     assert _without_timings(json.loads(remote.stdout)) == \
         _without_timings(json.loads(local.stdout))
+
+
+def local(*args: str) -> dict:
+    """A command run in this process on the suite's local session (no second JVM start)."""
+    import io
+    from contextlib import redirect_stdout
+
+    from statekit.cli.main import cli
+    from statekit.cli.runner import run_cli
+
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        code = run_cli(cli, "statekit", [*args, "--json"])
+    assert code == 0, buffer.getvalue()
+    return json.loads(buffer.getvalue())
+
+
+def remote(server, *args: str) -> dict:
+    """The same command as a user runs it over Connect: a process without Java."""
+    done = statekit(*args, "--json", "--remote", server.url, env=without_java())
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("command", [
+    ["state", "changes", "{ckpt}", "--from-batch", "10", "--rows", "20"],
+    ["state", "stats", "{ckpt}"],
+    ["state", "operators", "{ckpt}"],
+    ["recovery", "{ckpt}"],
+    ["growth", "{ckpt}"],
+])
+def test_reads_over_connect_give_the_local_result(spark, connect_server, reference_checkpoints,
+                                                  command):
+    path = str(reference_checkpoints.get(provider="hdfs").checkpoint)
+    args = [a.format(ckpt=path) for a in command]
+    assert _without_timings(remote(connect_server, *args)) == _without_timings(local(*args))
+
+
+def test_export_over_connect_writes_the_local_rows(spark, connect_server, reference_checkpoints,
+                                                   tmp_path):
+    import pyarrow.parquet as pq
+
+    path = str(reference_checkpoints.get(provider="rocksdb").checkpoint)
+    local("state", "export", path, "--out", str(tmp_path / "local"))
+    remote(connect_server, "state", "export", path, "--out", str(tmp_path / "remote"))
+
+    def rows(folder):
+        table = pq.read_table(folder)
+        return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+
+    expected = rows(tmp_path / "local")
+    assert len(expected) > 100 and rows(tmp_path / "remote") == expected
+
+
+def _write_result(data: dict, target: Path) -> dict:
+    """A write's JSON without its timings and with its target's path made neutral."""
+    return json.loads(json.dumps(_without_timings(data)).replace(str(target), "TARGET"))
+
+
+def test_hdfs_repartition_over_connect_without_java_restarts_like_the_source(
+        spark, connect_server, reference_checkpoints, tmp_path):
+    """The write end to end over Connect, from a client without Java: staged, verified on
+    the server, published; restarted here (a local JVM), the target writes what the source
+    writes."""
+    from statekit.checkpoint import open_checkpoint
+    from tests.conftest import TEST_PARTITIONS
+    from tests.support.restarts import PipelineRun, assert_target_restarts_like_the_source
+    from tests.support.spark_runs import landing_after
+    from tests.support.trees import tree_hash
+
+    shared = reference_checkpoints.get("hdfs")
+    run = PipelineRun(tmp_path, landing_after(shared.landing, tmp_path / "landing"),
+                      shared.checkpoint, shared.output, "hdfs", TEST_PARTITIONS)
+    before = tree_hash(run.checkpoint)
+    target, target_out = tmp_path / "target", tmp_path / "target-out"
+    shutil.copytree(run.output, target_out)
+    result = remote(connect_server, "repartition", str(run.checkpoint), "-n", "3",
+                    "--out", str(target), "--file-sink", str(target_out), "--force")
+    check = result["verification"]
+    assert check["ok"] and set(check["metadata_partitions"]) == {3}
+    assert sorted(w["partition"] for w in result["written"]["0/default"]) == [0, 1, 2]
+    assert sum(w["keys"] for w in result["written"]["0/default"]) == \
+        check["stores"][0]["source_rows"] > 0
+    assert open_checkpoint(str(target)).offset(
+        result["plan"]["last_committed"] + 1).shuffle_partitions == 3
+    assert not list(tmp_path.glob(".*statekit-staging"))
+    assert tree_hash(run.checkpoint) == before
+    assert_target_restarts_like_the_source(spark, run, target, target_out, tmp_path)
+
+
+@pytest.mark.parametrize("write", ["evict", "rollback", "migrate-to-hdfs"])
+def test_writes_over_connect_give_the_local_result(spark, connect_server, reference_checkpoints,
+                                                   tmp_path, write):
+    """Evict (HDFS), a verified rollback and a RocksDB → HDFS migration: over Connect the
+    same plan, rows written and verification as the local run."""
+    provider = "rocksdb" if write == "migrate-to-hdfs" else "hdfs"
+    path = str(reference_checkpoints.get(provider).checkpoint)
+    args = {"evict": ["evict", path, "--where", "key.user_id < 'u00012'"],
+            "rollback": ["rollback", path, "--to-batch", "5"],
+            "migrate-to-hdfs": ["migrate", path, "--to", "hdfs"]}[write]
+    here = local(*args, "--force", "--out", str(tmp_path / "local"))
+    there = remote(connect_server, *args, "--force", "--out", str(tmp_path / "remote"))
+    assert _write_result(there, tmp_path / "remote") == _write_result(here, tmp_path / "local")
+    if write == "evict":
+        assert sum(sum(v) for v in here["plan"]["removed"].values()) > 0  # it removed rows
+    assert (tmp_path / "remote" / "commits").is_dir()
+
+
+def test_a_failed_write_over_connect_leaves_nothing(connect_server, reference_checkpoints,
+                                                    tmp_path):
+    """A writer task failing on the server: the client, which cannot see the server's tasks,
+    removes the staging folder until it stays gone; a rerun then completes."""
+    path = reference_checkpoints.get("hdfs").checkpoint
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.connect_crash", connect_server.url, str(path),
+         str(tmp_path)], capture_output=True, text=True, timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+        env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["failed"] and "injected failure" in report["error"]
+    assert report["rerun_ok"]
+    assert not (tmp_path / "crashed").exists()
+    assert not list(tmp_path.glob(".*statekit-staging"))
+    assert (tmp_path / "again" / "commits").is_dir()

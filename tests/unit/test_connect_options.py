@@ -58,13 +58,18 @@ def test_one_way_to_spark(monkeypatch):
 
 
 def test_a_connect_session_is_sent_only_what_a_running_server_accepts():
-    sent = connect.connect_settings({"spark.master": "local[4]", "spark.ui.enabled": "true",
-                                     "spark.executor.memory": "4g",
-                                     "spark.sql.shuffle.partitions": "7",
-                                     "spark.sql.session.timeZone": "Europe/Paris"})
-    assert sent == {"spark.sql.session.timeZone": "Europe/Paris",
-                    "spark.sql.execution.arrow.pyspark.enabled": "true",
-                    "spark.sql.shuffle.partitions": "7"}
+    from statekit.jobs.session import session_conf
+
+    sent = connect.runtime_settings(session_conf("statekit-x", None, {
+        "spark.master": "local[4]", "spark.ui.enabled": "true", "spark.executor.memory": "4g",
+        "spark.sql.shuffle.partitions": "7", "spark.sql.session.timeZone": "Europe/Paris"}))
+    assert sent["spark.sql.session.timeZone"] == "Europe/Paris"  # --conf wins
+    assert sent["spark.sql.shuffle.partitions"] == "7"
+    assert sent["spark.sql.execution.arrow.pyspark.enabled"] == "true"  # statekit's default
+    assert not [k for k in sent if k.startswith(("spark.master", "spark.ui.", "spark.app.",
+                                                 "spark.executor", "spark.driver.",
+                                                 "spark.pyspark."))]
+    assert all(k.startswith("spark.sql.") for k in sent), sent
 
 
 def test_a_missing_client_library_is_named_with_the_fix(monkeypatch):
@@ -119,11 +124,14 @@ def test_what_has_no_connect_path_is_refused_before_reaching_the_server(monkeypa
     assert len(err.strip().splitlines()) == 1
 
 
+ROCKS = (Path(__file__).resolve().parents[1] / "data" / "golden" / "spark-4.0.5"
+         / "dedup_rocksdb_changelog" / "checkpoint")
+
+
 @pytest.mark.parametrize("args, what", [
-    (["repartition", str(DEMO), "-n", "4", "--out", "{out}"], "repartition"),
+    (["repartition", str(ROCKS), "-n", "4", "--out", "{out}"], "repartition"),
     (["migrate", str(DEMO), "--to", "rocksdb", "--out", "{out}"], "migrate"),
-    (["evict", str(DEMO), "--where", "key.user_id = 'x'", "--out", "{out}"], "evict"),
-    (["rollback", str(DEMO), "--to-batch", "30", "--out", "{out}"], "rollback's verification"),
+    (["evict", str(ROCKS), "--where", "true", "--out", "{out}"], "evict"),
     (["growth", str(DEMO), "--deep"], "growth --deep"),
 ])
 def test_commands_without_a_connect_path_refuse_it_before_any_work(monkeypatch, tmp_path, args,
@@ -136,3 +144,22 @@ def test_commands_without_a_connect_path_refuse_it_before_any_work(monkeypatch, 
     assert err.startswith(f"statekit: error: {what} cannot run over Spark Connect: "), err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists() and not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("args", [
+    ["repartition", str(DEMO), "-n", "4", "--out", "{out}"],
+    ["migrate", str(ROCKS), "--to", "hdfs", "--out", "{out}"],
+    ["repartition", str(ROCKS), "-n", "4", "--out", "{out}", "--dry-run"],
+    ["evict", str(DEMO), "--where", "key.user_id = 'x'", "--out", "{out}"],
+    ["rollback", str(DEMO), "--to-batch", "30", "--out", "{out}"],
+])
+def test_writes_with_a_connect_path_go_to_the_server(monkeypatch, tmp_path, args):
+    """HDFS targets, dry runs and rollbacks are not refused: they reach for the server
+    (nothing listens here) before writing anything."""
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    out = tmp_path / "out"
+    url = f"sc://127.0.0.1:{free_port()}"
+    code, _out, err = run([a.format(out=out) for a in args] + ["--remote", url])
+    assert code == 7, err
+    assert f"could not reach Spark Connect at {url}" in err, err
+    assert not out.exists()

@@ -23,3 +23,21 @@ def test_without_an_error_class_the_jvm_exception_not_py4j_s_header():
     assert str(error) == ("rollback failed: java.lang.IllegalStateException: Schema file not "
                           "found: /t/state/0/_stateSchema/default/0_x")
     assert _spark_error_line(Exception("no JVM in here")) == "no JVM in here"
+
+
+def test_a_python_workers_exception_is_named_not_its_traceback_header():
+    connect = ("[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback "
+               "(most recent call last):\n  File \"/w/x.py\", line 3, in run\n    raise "
+               "RuntimeError('boom')\nRuntimeError: injected failure before writing "
+               "state/0/1/38.snapshot\n\nJVM stacktrace:\norg.apache.spark.SparkException: x")
+    assert _spark_error_line(Exception(connect)) == (
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: RuntimeError: "
+        "injected failure before writing state/0/1/38.snapshot")
+    jvm = ("An error occurred while calling o9.collect.\n: org.apache.spark.SparkException: "
+           "[TASK_FAILED] Job aborted.\nCaused by: org.apache.spark.api.python."
+           "PythonException: Traceback (most recent call last):\n  File \"w.py\", line 1\n"
+           "statekit.support.errors.BadInput: partition 3: a key Python cannot represent\n"
+           "\tat org.apache.spark.api.python.BasePythonRunner")
+    assert _spark_error_line(Exception(jvm)) == (
+        "[TASK_FAILED] Job aborted. statekit.support.errors.BadInput: partition 3: a key "
+        "Python cannot represent")

@@ -68,3 +68,23 @@ def test_packed_records_write_the_same_snapshot_bytes():
             writer.write_packed(b"".join(pack_record(k, v) for k, v in chunk), len(chunk))
         assert writer.records == len(rng_rows)
     assert one.getvalue() == packed.getvalue()
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7, 200, 1000])
+def test_routing_ints_land_in_their_partition_by_sparks_hash(partitions):
+    from statekit.formats.spark_hash import routing_ints
+
+    routes = routing_ints(partitions)
+    hasher = columns_hasher([AtomicType("integer")])
+    assert len(routes) == partitions and len(set(routes)) == partitions
+    assert [hasher((x,)) % partitions for x in routes] == list(range(partitions))
+    assert all(0 <= x < 2**31 for x in routes)
+
+
+def test_routing_ints_match_a_hash_spark_returned():
+    from statekit.formats.spark_hash import routing_ints
+
+    # Spark's hash(0) is 933211791 (above): pmod(933211791, 2) = 1, so 0 routes to 1
+    assert routing_ints(2)[1] == 0
+    with pytest.raises(ValueError):
+        routing_ints(0)

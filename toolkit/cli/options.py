@@ -125,12 +125,6 @@ def remote_given() -> str | None:
     return context.meta.get(REMOTE_KEY) if context is not None else None
 
 
-WRITES_NEED_A_JVM = ("it writes the new checkpoint with Spark's internals (RDD tasks, its state "
-                     "rewriter) from a JVM statekit starts; run it without --remote, where "
-                     "Java and the checkpoint are at hand, or with --master")
-"""Why a write command refuses ``--remote`` (its Connect path is not built yet)."""
-
-
 def refuse_remote(what: str, instead: str) -> None:
     """One line, exit 7, before any work, when this command was given a Connect URL and
     ``what`` has no Connect path; ``instead`` says what to use."""
@@ -138,6 +132,16 @@ def refuse_remote(what: str, instead: str) -> None:
         from statekit.jobs.connect import NotOverConnect
 
         raise NotOverConnect(f"{what} cannot run over Spark Connect: {instead}")
+
+
+def refuse_jvm_writer(what: str, writer: str | None) -> None:
+    """:func:`refuse_remote` for a write whose state ``writer`` (a part of Spark reached
+    through py4j, or None) needs a JVM in this process."""
+    if writer is not None:
+        refuse_remote(what, f"it writes RocksDB state with {writer}, which statekit drives "
+                            "through py4j in a JVM it starts; run it without --remote where "
+                            "Java and the checkpoint are at hand, or with --master (HDFS "
+                            "targets are written over --remote)")
 
 
 def command_session(app_name: str, master: str | None, confs: tuple[str, ...],

@@ -178,6 +178,23 @@ def columns_hasher(types: list[DataType]) -> Callable[[tuple[Any, ...]], int] | 
     return run
 
 
+def routing_ints(partitions: int) -> list[int]:
+    """For each partition ``p`` of ``partitions``, the smallest int ``x ≥ 0`` whose Spark hash
+    places it there: ``pmod(hash(x), partitions) == p``. An int column holding ``x`` sends a
+    row to exactly partition ``p`` of ``repartition(partitions, column)`` — the DataFrame
+    API's way to a chosen partition (an RDD's ``partitionBy`` has no Spark Connect form)."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be ≥ 1, got {partitions}")
+    found: dict[int, int] = {}
+    x = 0
+    while len(found) < partitions:
+        h = hash_int(x, SEED)
+        signed = h - (1 << 32) if h & 0x80000000 else h
+        found.setdefault(signed % partitions, x)  # Python's % is Spark's pmod for n > 0
+        x += 1
+    return [found[p] for p in range(partitions)]
+
+
 def _field(data_type: DataType) -> Any:
     from statekit.formats.schema import StructField
 

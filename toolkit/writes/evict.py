@@ -51,7 +51,7 @@ from statekit.checkpoint.location import Location
 from statekit.state.history import NO_TIMESTAMP, TIMEOUT_OPERATORS, timeout_reader
 from statekit.support.errors import BadInput, UnsupportedFormat
 from statekit.writes.partition_key import JOIN, SPARK_KEYED_OPERATORS, operator_label
-from statekit.writes.repartition_plan import RepartitionPlan, plan_repartition
+from statekit.writes.repartition_plan import STATE_REWRITER, RepartitionPlan, plan_repartition
 
 CHANGED_AT = "__statekit_changed_at"
 """The column holding the state version that last wrote a row's key."""
@@ -133,6 +133,13 @@ class EvictPlan:
     """Filled by the Spark job: per ``op/store``, rows removed in each partition."""
     sample: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Filled by the Spark job: per ``op/store``, a few removed rows, decoded."""
+
+    @property
+    def jvm_writer(self) -> str | None:
+        """What writes the kept rows inside Spark's JVM (no Spark Connect path), or None:
+        RocksDB state goes through Spark's state rewriter, HDFS snapshots through executor
+        tasks over DataFrames."""
+        return STATE_REWRITER if self.base.provider == "rocksdb" else None
 
     @property
     def source(self) -> str:

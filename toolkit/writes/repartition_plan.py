@@ -68,6 +68,10 @@ class StorePlan:
     """Keys at version N + 1 when the files say (RocksDB zip metadata), else None."""
 
 
+STATE_REWRITER = "Spark's state rewriter (StateRewriter)"
+"""Writes RocksDB state files from rows, inside Spark's JVM."""
+
+
 @dataclass(frozen=True)
 class RepartitionPlan:
     source: str
@@ -103,6 +107,18 @@ class RepartitionPlan:
     def migrates(self) -> bool:
         """Whether the target's provider differs from the source's."""
         return self.target_provider != self.provider
+
+    @property
+    def jvm_writer(self) -> str | None:
+        """The part of Spark that writes this plan's state inside its JVM, driven through
+        py4j — so the write needs a JVM in statekit's process and has no Spark Connect path
+        — or None: HDFS snapshots are written by executor tasks over DataFrames, which run
+        the same over Connect."""
+        if self.target_provider != "rocksdb":
+            return None
+        if self.migrates or self.spark_keyed_operators:
+            return STATE_REWRITER
+        return "Spark's offline repartition (its streaming checkpoint manager)"
 
     @property
     def repartition_batch(self) -> int:

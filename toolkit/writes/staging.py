@@ -14,6 +14,7 @@ folder only when that marker says statekit made it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import sys
@@ -109,3 +110,24 @@ class Staging:
     def abort(self) -> None:
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
+
+    def abort_settled(self, quiet_s: float = 3.0, timeout_s: float = 60.0,
+                      poll_s: float = 0.1) -> bool:
+        """Remove the staging folder and keep removing it until it has stayed absent for
+        ``quiet_s`` (at most ``timeout_s``); True when it settled.
+
+        For a session that cannot see its executors' tasks (Spark Connect): a failed job's
+        other writer tasks are killed asynchronously and one may still create its file, and
+        the folders above it, after the first removal."""
+        deadline = time.monotonic() + timeout_s
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            self.fs.invalidate_cache(self.root)  # an object store's listing may be cached
+            if self.fs.exists(self.root):
+                with contextlib.suppress(OSError):  # a writer added to it meanwhile: again
+                    self.abort()
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_s:
+                return True
+            time.sleep(poll_s)
+        return False

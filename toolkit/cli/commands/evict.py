@@ -16,7 +16,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from statekit.cli.options import (
-    WRITES_NEED_A_JVM,
     checkpoint_options,
     command_session,
     json_option,
@@ -24,7 +23,7 @@ from statekit.cli.options import (
     operator_option,
     parse_storage_options,
     print_json,
-    refuse_remote,
+    refuse_jvm_writer,
     spark_options,
     stale_after_option,
     where_option,
@@ -101,13 +100,14 @@ def evict_command(checkpoint: str, storage_option: tuple[str, ...], target: str,
     from statekit.jobs.actions.evict import prepare, run
     from statekit.writes.evict import Selection
 
-    refuse_remote("evict", WRITES_NEED_A_JVM)
     options = parse_storage_options(storage_option)
     prepared = prepare(open_from_cli(checkpoint, storage_option, "state"),
                        resolve(target, options),
                        Selection(where, stale_after, expired, no_timeout, operator),
                        storage_options=options, allow_uncommitted=allow_uncommitted,
                        force=force, dry_run=dry_run)
+    if not dry_run:
+        refuse_jvm_writer("evict", prepared.plan.jvm_writer)
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
         spark = command_session("statekit-evict", master, confs)

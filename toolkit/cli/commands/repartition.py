@@ -17,7 +17,6 @@ from rich.table import Table
 
 from statekit.cli.next_step import print_real_run
 from statekit.cli.options import (
-    WRITES_NEED_A_JVM,
     changelog_option,
     checkpoint_options,
     command_session,
@@ -26,7 +25,7 @@ from statekit.cli.options import (
     parse_storage_options,
     partitions_option,
     print_json,
-    refuse_remote,
+    refuse_jvm_writer,
     spark_options,
     write_options,
 )
@@ -138,7 +137,6 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
     from statekit.checkpoint.location import resolve
     from statekit.jobs.actions.repartition import prepare, run
 
-    refuse_remote("migrate" if to_provider else "repartition", WRITES_NEED_A_JVM)
     options = parse_storage_options(storage_option)
     ckpt = open_from_cli(checkpoint, storage_option, "state")
     destination = resolve(target, options)
@@ -146,6 +144,9 @@ def _run(checkpoint: str, storage_option: tuple[str, ...], partitions: int | Non
                        changelog=changelog, storage_options=options,
                        file_sink=resolve(file_sink, options) if file_sink else None,
                        allow_uncommitted=allow_uncommitted, force=force, dry_run=dry_run)
+    if not dry_run:
+        refuse_jvm_writer("migrate" if to_provider else "repartition",
+                          prepared.plan.jvm_writer)
     with status(not as_json, "planning…") as progress:
         progress("starting Spark…")
         spark = command_session("statekit-migrate" if to_provider else "statekit-repartition",

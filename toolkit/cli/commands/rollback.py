@@ -22,7 +22,6 @@ from statekit.cli.options import (
     open_from_cli,
     parse_storage_options,
     print_json,
-    refuse_remote,
     spark_options,
     to_batch_option,
     write_options,
@@ -119,9 +118,6 @@ def rollback_command(checkpoint: str, storage_option: tuple[str, ...], batch: in
 
     # a damaged ledger after the chosen batch is what a rollback repairs: the batches it
     # keeps are checked by plan_rollback (and shown by --list)
-    if verify and not dry_run and not list_only:
-        refuse_remote("rollback's verification", "it reads the rolled-back copy from a JVM "
-                      "statekit starts; run it without --remote, or with --no-verify")
     ckpt = open_from_cli(checkpoint, storage_option, allow_missing_metadata=True)
     if list_only:
         choices = rollback_choices(ckpt)
