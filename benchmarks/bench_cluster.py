@@ -61,24 +61,39 @@ def best(args: list[str], checkpoint: Path, work: Path, repeats: int) -> float:
     return min(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options every local-vs-elsewhere comparison takes (this one, bench_connect)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--work", type=Path, default=None)
-    options = parser.parse_args()
-    work = options.work or Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    return parser
+
+
+def hdfs_checkpoint(work: Path, keys: int, batches: int) -> Path:
+    """The stand-in aggregation's HDFS checkpoint under ``work`` (written by Spark, or kept
+    from an earlier run with the same ``--work``)."""
+    checkpoint = work / "ckpt-hdfs"
+    if (checkpoint / "commits").exists():
+        return checkpoint
     from statekit.jobs.session import build_session
 
-    spark = build_session("bench-cluster-setup", conf={"spark.driver.memory": "4g"})
+    spark = build_session("bench-setup", conf={"spark.driver.memory": "4g"})
     started = time.perf_counter()
-    write_landing(spark, work / "landing", options.keys, options.batches)
-    checkpoint = work / "ckpt-hdfs"
-    keys = aggregate_checkpoint(spark, work / "landing", checkpoint, "hdfs")
+    shutil.rmtree(work / "landing", ignore_errors=True)
+    write_landing(spark, work / "landing", keys, batches)
+    written = aggregate_checkpoint(spark, work / "landing", checkpoint, "hdfs")
     spark.stop()
-    print(f"checkpoint: {keys:,} keys, {options.batches} batches, HDFS, 8 partitions "
+    print(f"checkpoint: {written:,} keys, {batches} batches, HDFS, 8 partitions "
           f"({time.perf_counter() - started:.0f} s to write)")
+    return checkpoint
+
+
+def main() -> None:
+    options = arguments(__doc__.split("\n")[0]).parse_args()
+    work = options.work or Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    checkpoint = hdfs_checkpoint(work, options.keys, options.batches)
 
     started = time.perf_counter()
     cluster = start_cluster(work / "cluster")
@@ -102,7 +117,7 @@ def main() -> None:
         cluster.stop()
     print(f"statekit pack: {pack_s:.1f} s, {archive.stat().st_size / 2**20:.0f} MiB")
     print()
-    print(f"| command ({keys:,} keys) | local[*] s | cluster s | cluster / local |")
+    print(f"| command ({options.keys:,} keys) | local[*] s | cluster s | cluster / local |")
     print("|---|---:|---:|---:|")
     for name, local, remote in rows:
         ratio = f"{remote / local:.2f}×" if local else "—"

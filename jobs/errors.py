@@ -14,6 +14,31 @@ _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|
                        r"Format|Operation|Problem)\b(.*:|$)")
 
 
+TRACEBACK = "Traceback (most recent call last):"
+_JVM_CLASSES = ("org.", "java.", "javax.", "scala.", "py4j.")
+
+
+def python_raised(text: str) -> str | None:
+    """``Type: message`` of the exception a Spark Python worker raised: the last unindented
+    line after its traceback that names one (JVM classes of the stack around it left out);
+    None when ``text`` holds no Python traceback."""
+    at = text.find(TRACEBACK)
+    if at < 0:
+        return None
+    raised = [line.strip() for line in text[at:].splitlines()[1:]
+              if line[:1] not in (" ", "\t") and _PY_ERROR.match(line.strip())
+              and not line.startswith(_JVM_CLASSES)]
+    return raised[-1] if raised else None
+
+
+def is_spark_error(error: BaseException) -> bool:
+    """A failure Spark raised (through py4j from a local JVM, or from a Connect server)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return isinstance(error, (Py4JJavaError, PySparkException))
+
+
 def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message (Spark's error class included)."""
     for attr in ("desc", "_message"):
@@ -27,10 +52,9 @@ def first_line(exc: BaseException) -> str:
     if not lines:
         return type(exc).__name__
     if "thrown from the Python worker" in lines[0]:
-        # the worker's own error is the last line of its traceback ("ValueError: …")
-        raised = [line for line in lines[1:] if _PY_ERROR.match(line)]
+        raised = python_raised(text)
         if raised:
-            return f"{lines[0]} {raised[-1]}"
+            return f"{lines[0].removesuffix(TRACEBACK).rstrip()} {raised}"
     return lines[0]
 
 

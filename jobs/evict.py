@@ -38,7 +38,7 @@ from statekit.checkpoint.state_data import file_records, replay_files, store_sch
 from statekit.formats.schema import parse_struct_json
 from statekit.formats.unsafe_row import RawValue, make_decoder
 from statekit.jobs.connect import one_row_per_task
-from statekit.jobs.errors import first_line
+from statekit.jobs.errors import first_line, is_spark_error
 from statekit.jobs.migrate import rewrite_into_rocksdb
 from statekit.jobs.raw_rows import read_raw_rows
 from statekit.jobs.staged_writes import (
@@ -47,7 +47,6 @@ from statekit.jobs.staged_writes import (
     VALUE_BYTES,
     WrittenPartition,
     each_store,
-    is_spark_error,
     multiset_diff,
     placement,
     point_schemas_at_target,

@@ -21,6 +21,7 @@ row sits in ``pmod(hash(key), n)``; ``state-metadata`` reports n partitions.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -176,32 +177,32 @@ def _packed_writer(staging_url: str, storage_options: dict, operator_id: int, st
     packed chunks: every row of the task carries the same new partition (routed there)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        partition: int | None = None
-        fs = writer = handle = None
-        path = ""
-        for batch in batches:
-            columns = batch.to_pydict()
-            for target, data, records in zip(columns["partition"], columns["data"],
-                                             columns["records"], strict=True):
-                if partition is None:
-                    partition = target
-                    relative = snapshot_relative(operator_id, store, partition, version)
-                    if fail_on == f"write {relative}":
-                        raise RuntimeError(f"injected failure before writing {relative}")
-                    fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
-                    path = f"{root.rstrip('/')}/{relative}"
-                    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-                    handle = fs.open(path, "wb")
-                    writer = SnapshotWriter(handle, codec)
-                elif target != partition:
+        def rows() -> Iterator[tuple[int, bytes, int]]:
+            for batch in batches:
+                columns = batch.to_pydict()
+                yield from zip(columns["partition"], columns["data"], columns["records"],
+                               strict=True)
+
+        chunks = rows()
+        first = next(chunks, None)
+        if first is None:
+            return  # cannot happen: every new partition gets a marker row of its own
+        partition = first[0]
+        relative = snapshot_relative(operator_id, store, partition, version)
+        if fail_on == f"write {relative}":
+            raise RuntimeError(f"injected failure before writing {relative}")
+        fs, root = fsspec.core.url_to_fs(staging_url, **storage_options)
+        path = f"{root.rstrip('/')}/{relative}"
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        with fs.open(path, "wb") as handle:
+            writer = SnapshotWriter(handle, codec)
+            for target, data, records in itertools.chain([first], chunks):
+                if target != partition:
                     raise RuntimeError(f"chunks of new partitions {partition} and {target} "
                                        "reached one writer task")
                 if records:
                     writer.write_packed(data, records)
-        if partition is None:
-            return  # cannot happen: every new partition gets a marker row of its own
-        writer.close()
-        handle.close()
+            writer.close()
         yield pa.RecordBatch.from_pydict(
             {"partition": [partition], "keys": [writer.records], "bytes": [fs.size(path)]},
             schema=pa.schema([("partition", pa.int32()), ("keys", pa.int64()),

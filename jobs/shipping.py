@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statekit.jobs.errors import first_line
-from statekit.jobs.staged_writes import is_spark_error
+from statekit.jobs.errors import first_line, is_spark_error
 from statekit.support.cache import cache_dir
 from statekit.support.errors import EnvironmentProblem
 

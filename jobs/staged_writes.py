@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import fsspec
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError
 from pyspark import TaskContext
-from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from statekit.checkpoint.state_data import zip_metadata
 from statekit.formats.state_writer import SnapshotWriter
 from statekit.jobs.connect import is_connect
+from statekit.jobs.errors import is_spark_error
 from statekit.jobs.state_reader import spark_failure, spark_url
 from statekit.writes.target import retarget_schema_paths
 
@@ -274,10 +273,6 @@ def each_store(stores: Iterable[T], work: Callable[[T], R]) -> dict[T, R]:
                             thread_name_prefix="statekit-store") as pool:
         futures = {s: pool.submit(work, s) for s in stores}
         return {s: f.result() for s, f in futures.items()}
-
-
-def is_spark_error(error: BaseException) -> bool:
-    return isinstance(error, (Py4JJavaError, PySparkException))
 
 
 @contextmanager

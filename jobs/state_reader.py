@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from statekit.checkpoint.checkpoint import Checkpoint
 from statekit.checkpoint.state_data import store_schemas
-from statekit.jobs.errors import first_line
+from statekit.jobs.errors import TRACEBACK, first_line, python_raised
 from statekit.state.verify import verify_restart_path
 from statekit.support.errors import (
     BadInput,
@@ -229,24 +229,11 @@ def _spark_error_line(error: BaseException) -> str:
         java = re.search(r"^: ?([\w.$]+(?:Exception|Error)\b[^\n]*)", text, re.M)
         return " ".join(java[1].split()) if java else first_line(error)
     line = " ".join(found[0].split())
-    raised = _python_raised(text)
+    raised = python_raised(text)
     if raised:  # a Python worker's own exception says more than the JVM's wrapper of it
-        return f"{line.removesuffix('Traceback (most recent call last):').rstrip()} {raised}"
+        return f"{line.removesuffix(TRACEBACK).rstrip()} {raised}"
     causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
     return f"{line} (cause: {causes[-1].strip()})" if causes else line
-
-
-def _python_raised(text: str) -> str | None:
-    """``Type: message`` of the exception a Python worker raised: the unindented line that
-    ends the first Python traceback in a Spark failure (JVM and Connect errors carry it)."""
-    at = text.find("Traceback (most recent call last):")
-    if at < 0:
-        return None
-    for line in text[at:].splitlines()[1:]:
-        if re.match(r"[A-Za-z_][\w.]*: ", line) and not line.startswith(
-                ("Caused by:", "org.", "java.", "scala.")):
-            return " ".join(line.split())
-    return None
 
 
 _LOAD_FAILURES = ("CANNOT_LOAD_STATE_STORE", "EOFException", "CHECKSUM", "Stream is corrupted",

@@ -39,7 +39,8 @@ class ConnectServer:
                 self.process.wait(timeout=30)
 
 
-def start_connect_server(root: Path, timeout: float = 120.0) -> ConnectServer:
+def start_connect_server(root: Path, timeout: float = 120.0,
+                         driver_memory: str = "2g") -> ConnectServer:
     """Start the server; return once its gRPC port accepts connections."""
     python = executor_python(root / "server-python")
     port = free_port()
@@ -55,7 +56,7 @@ def start_connect_server(root: Path, timeout: float = 120.0) -> ConnectServer:
                "--conf", "spark.ui.enabled=false",
                "--conf", "spark.sql.streaming.stateStore.maintenanceInterval=1s",
                "--conf", f"spark.pyspark.python={python}",
-               "--driver-memory", "2g"]
+               "--driver-memory", driver_memory]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                    cwd=root, start_new_session=True)

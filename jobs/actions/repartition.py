@@ -116,8 +116,8 @@ def run(spark: SparkSession, prepared: PreparedRepartition, *, dry_run: bool = F
     session confs the state readers need are set for this call only."""
     # pyspark loads here, not at import: prepare() serves the JVM-free dry-run checks and
     # the TUI's start, which must not pay for importing it
+    from statekit.jobs.errors import is_spark_error
     from statekit.jobs.repartition import count_per_new_partition, run_repartition
-    from statekit.jobs.staged_writes import is_spark_error
     from statekit.jobs.state_reader import reader_confs, session_confs, spark_failure, spark_path
 
     ckpt, plan = prepared.ckpt, prepared.plan

@@ -190,3 +190,31 @@ def test_a_failed_write_over_connect_leaves_nothing(connect_server, reference_ch
     assert not (tmp_path / "crashed").exists()
     assert not list(tmp_path.glob(".*statekit-staging"))
     assert (tmp_path / "again" / "commits").is_dir()
+
+
+def test_the_reference_pipeline_over_connect_writes_the_local_output(
+        spark, connect_server, reference_checkpoints, tmp_path):
+    """``pipeline run --remote`` from a client without Java: the streaming query
+    (applyInPandasWithState, statekit's code shipped to the server) on the shared landing
+    writes the alerts and sessions the local run wrote, and a checkpoint statekit reads."""
+    from statekit.checkpoint import open_checkpoint
+    from statekit.reference_pipeline.pipeline import read_output
+    from tests.conftest import TEST_MIN_DELTAS, TEST_PARTITIONS
+
+    shared = reference_checkpoints.get("hdfs")
+    summary = remote(connect_server, "pipeline", "run", "--landing", str(shared.landing),
+                     "--checkpoint", str(tmp_path / "checkpoint"),
+                     "--output", str(tmp_path / "output"), "--provider", "hdfs",
+                     "--partitions", str(TEST_PARTITIONS),
+                     "--min-deltas-for-snapshot", str(TEST_MIN_DELTAS))
+
+    def rows(folder):
+        return sorted(tuple(str(v) for v in r) for r in read_output(spark, str(folder)).collect())
+
+    expected = rows(shared.output)
+    assert len(expected) > 5 and rows(tmp_path / "output") == expected
+    assert summary["alerts_total"] + summary["sessions_closed_total"] == len(expected)
+    assert summary["state_keys"] == shared.result.state_keys()
+    ckpt = open_checkpoint(str(tmp_path / "checkpoint"))
+    assert ckpt.last_committed_batch == open_checkpoint(str(shared.checkpoint)) \
+        .last_committed_batch

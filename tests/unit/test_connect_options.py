@@ -163,3 +163,20 @@ def test_writes_with_a_connect_path_go_to_the_server(monkeypatch, tmp_path, args
     assert code == 7, err
     assert f"could not reach Spark Connect at {url}" in err, err
     assert not out.exists()
+
+
+def test_statekit_help_runs_where_java_is_absent():
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    folders = [f for f in os.environ.get("PATH", "").split(os.pathsep)
+               if f and not (Path(f) / "java").exists()]
+    env = {**os.environ, "PATH": os.pathsep.join(folders), "JAVA_HOME": ""}
+    env.pop("SPARK_REMOTE", None)
+    assert shutil.which("java", path=env["PATH"]) is None
+    done = subprocess.run([sys.executable, "-m", "statekit", "--help"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Usage: statekit" in done.stdout and "--help" in done.stdout

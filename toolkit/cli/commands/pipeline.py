@@ -23,7 +23,6 @@ from statekit.cli.options import (
     partitions_option,
     print_json,
     progress_log_option,
-    refuse_remote,
     renamed_option,
     spark_options,
 )
@@ -273,8 +272,6 @@ def run_cmd(landing: Path, checkpoint: str, output: str, master: str | None,
     """
     from statekit.reference_pipeline.pipeline import MAINTENANCE_CONF, run
 
-    refuse_remote("the reference pipeline", "it runs its streaming query in a JVM statekit "
-                  "starts; run it without --remote, or with --master")
     if _manifest(landing) is None:
         raise BadInput("not a landing folder (run `generate` first)", path=str(landing))
     if options["partitions"] is None:
