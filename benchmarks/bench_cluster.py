@@ -52,13 +52,18 @@ def timed(args: list[str]) -> float:
     return elapsed
 
 
-def best(args: list[str], checkpoint: Path, work: Path, repeats: int) -> float:
+def runs(args: list[str], checkpoint: Path, work: Path, repeats: int) -> list[float]:
+    """Wall seconds of ``repeats`` fresh processes of one command, in order."""
     times = []
     for attempt in range(repeats):
         out = work / f"out-{time.monotonic_ns()}-{attempt}"
         times.append(timed([a.format(ckpt=checkpoint, out=out) for a in args]))
         shutil.rmtree(out, ignore_errors=True)
-    return min(times)
+    return times
+
+
+def best(args: list[str], checkpoint: Path, work: Path, repeats: int) -> float:
+    return min(runs(args, checkpoint, work, repeats))
 
 
 def arguments(description: str) -> argparse.ArgumentParser:

@@ -79,7 +79,8 @@ def state_stats(spark: SparkSession, ckpt: Checkpoint, target: StateTarget, top:
             mean = total / len(per_part) if per_part else 0
             sized = df.select(F.to_json("key").alias("key"),
                               F.octet_length(F.to_json("value")).alias("size"))
-            largest = [r.asDict() for r in sized.orderBy(F.desc("size")).limit(top).collect()]
+            ranked = sized.orderBy(F.desc("size"), F.asc("key"))  # ties: the same order always
+            largest = [r.asDict() for r in ranked.limit(top).collect()]
             watermark = ckpt.commit(batch).next_watermark_ms
             share = timeouts = None
             value_type = df.schema["value"].dataType

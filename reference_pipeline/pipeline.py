@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -238,7 +239,36 @@ def alerts_and_sessions(spark: SparkSession, opts: RunOptions) -> DataFrame:
     )
 
 
+@contextmanager
+def _code_by_value(spark: SparkSession) -> Iterator[None]:
+    """Over Spark Connect, pickle statekit's code into the query's functions.
+
+    Observed with Spark 4.3's Connect server: the Python workers of a *streaming* query do
+    not import the session's Python artifacts (batch jobs do), so a function that refers to
+    statekit's modules fails there with ``No module named 'statekit'``. Pickled by value,
+    the pipeline's functions carry the statekit code they use."""
+    from statekit.jobs.connect import is_connect
+
+    if not is_connect(spark):
+        yield
+        return
+    from pyspark import cloudpickle
+
+    import statekit
+
+    cloudpickle.register_pickle_by_value(statekit)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(statekit)
+
+
 def start_query(spark: SparkSession, opts: RunOptions) -> StreamingQuery:
+    with _code_by_value(spark):
+        return _start_query(spark, opts)
+
+
+def _start_query(spark: SparkSession, opts: RunOptions) -> StreamingQuery:
     for key, value in opts.sql_confs().items():
         spark.conf.set(key, value)
     writer = (
@@ -264,8 +294,23 @@ def _executed_batches(query: StreamingQuery) -> list[dict]:
     for p in query.recentProgress:
         progress = json.loads(p.json) if hasattr(p, "json") else dict(p)
         if "addBatch" in progress.get("durationMs", {}):
-            out.append(progress)
+            out.append(with_totals(progress))
     return out
+
+
+ROW_TOTALS = ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")
+
+
+def with_totals(progress: dict) -> dict:
+    """``progress`` with the query-wide row totals the JVM's ``StreamingQueryProgress.json``
+    has: the sums over its sources. A Spark Connect client's progress leaves them out, and the
+    progress log is read by statekit's recovery and growth estimates."""
+    sources = progress.get("sources") or []
+    for name in ROW_TOTALS:
+        values = [s[name] for s in sources if isinstance(s.get(name), (int, float))]
+        if name not in progress and values:
+            progress[name] = sum(values)
+    return progress
 
 
 def _open_progress_log(path: Path) -> TextIO:

@@ -44,27 +44,19 @@ def _without_timings(data):
     return data
 
 
-def test_state_show_over_connect_without_java_gives_the_local_rows(connect_server,
+def test_state_show_over_connect_without_java_gives_the_local_rows(spark, connect_server,
                                                                     reference_checkpoints):
     path = str(reference_checkpoints.get(provider="hdfs").checkpoint)
-    local = statekit("state", "show", path, "--json", "--limit", "50")
-    assert local.returncode == 0, local.stderr
-    remote = statekit("state", "show", path, "--json", "--limit", "50",
-                      "--remote", connect_server.url, env=without_java())
-    assert remote.returncode == 0, remote.stderr
-    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    here = local("state", "show", path, "--limit", "50")
+    assert len(here["rows"]) == 50
+    assert remote(connect_server, "state", "show", path, "--limit", "50") == here
 
 
-def test_report_decode_over_connect_runs_the_pass_on_the_server(connect_server,
+def test_report_decode_over_connect_runs_the_pass_on_the_server(spark, connect_server,
                                                                reference_checkpoints):
     path = str(reference_checkpoints.get(provider="rocksdb").checkpoint)
-    local = statekit("report", path, "--decode", "--json")
-    assert local.returncode == 0, local.stderr
-    remote = statekit("report", path, "--decode", "--json", "--remote", connect_server.url,
-                      env=without_java())
-    assert remote.returncode == 0, remote.stderr
-    assert _without_timings(json.loads(remote.stdout)) == \
-        _without_timings(json.loads(local.stdout))
+    assert _without_timings(remote(connect_server, "report", path, "--decode")) == \
+        _without_timings(local("report", path, "--decode"))
 
 
 def local(*args: str) -> dict:
@@ -206,7 +198,8 @@ def test_the_reference_pipeline_over_connect_writes_the_local_output(
                      "--checkpoint", str(tmp_path / "checkpoint"),
                      "--output", str(tmp_path / "output"), "--provider", "hdfs",
                      "--partitions", str(TEST_PARTITIONS),
-                     "--min-deltas-for-snapshot", str(TEST_MIN_DELTAS))
+                     "--min-deltas-for-snapshot", str(TEST_MIN_DELTAS),
+                     "--progress-log", str(tmp_path / "progress.jsonl"))
 
     def rows(folder):
         return sorted(tuple(str(v) for v in r) for r in read_output(spark, str(folder)).collect())
@@ -215,6 +208,12 @@ def test_the_reference_pipeline_over_connect_writes_the_local_output(
     assert len(expected) > 5 and rows(tmp_path / "output") == expected
     assert summary["alerts_total"] + summary["sessions_closed_total"] == len(expected)
     assert summary["state_keys"] == shared.result.state_keys()
+    def per_batch(log):  # what recovery and growth read from a progress log
+        lines = [json.loads(line) for line in Path(log).read_text().splitlines()]
+        return [(p["batchId"], p["numInputRows"], p["stateOperators"][0]["numRowsTotal"])
+                for p in lines]
+
+    assert per_batch(tmp_path / "progress.jsonl") == per_batch(shared.progress_log)
     ckpt = open_checkpoint(str(tmp_path / "checkpoint"))
     assert ckpt.last_committed_batch == open_checkpoint(str(shared.checkpoint)) \
         .last_committed_batch

@@ -180,3 +180,19 @@ def test_statekit_help_runs_where_java_is_absent():
                           text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Usage: statekit" in done.stdout and "--help" in done.stdout
+
+
+def test_progress_over_connect_gets_the_row_totals_the_jvm_json_has():
+    from statekit.reference_pipeline.pipeline import with_totals
+
+    connect = {"batchId": 3, "durationMs": {"addBatch": 5},
+               "sources": [{"numInputRows": 379, "inputRowsPerSecond": 270.5,
+                            "processedRowsPerSecond": 308.0},
+                           {"numInputRows": 21, "inputRowsPerSecond": 1.5,
+                            "processedRowsPerSecond": 2.0}]}
+    done = with_totals(dict(connect))
+    assert done["numInputRows"] == 400
+    assert done["inputRowsPerSecond"] == 272.0 and done["processedRowsPerSecond"] == 310.0
+    jvm = {**connect, "numInputRows": 7}  # the JVM's own totals are kept
+    assert with_totals(dict(jvm))["numInputRows"] == 7
+    assert "numInputRows" not in with_totals({"batchId": 0, "sources": []})
