@@ -104,12 +104,20 @@ def _outcome_wrong(verdict: Verdict) -> str | None:
     return None
 
 
+_SAMPLES: dict[str, list[Fault]] = {}
+"""Each kind's sample drawn once per run: the restart axis and the outcome axis must judge
+the same faults (enumerating the faults again after restarts need not give the same list,
+and a different draw would judge every fault twice)."""
+
+
 def _sample(campaign: KindCampaign) -> list[Fault]:
-    every = campaign.faults()
-    if full_oracle():
-        return every
-    index = SAMPLE_KINDS.index(campaign.kind.name)
-    return sample_faults(every, SAMPLE_PER_KIND, SAMPLE_SEED + index, shuffle_families=True)
+    name = campaign.kind.name
+    if name not in _SAMPLES:
+        every = campaign.faults()
+        _SAMPLES[name] = every if full_oracle() else sample_faults(
+            every, SAMPLE_PER_KIND, SAMPLE_SEED + SAMPLE_KINDS.index(name),
+            shuffle_families=True)
+    return _SAMPLES[name]
 
 
 def _judged(campaign: KindCampaign, fault: Fault) -> Verdict:
