@@ -196,7 +196,6 @@ def keyed_frame(spark: SparkSession, source_url: str, storage_options: dict, cod
     return frame, exprs
 
 
-
 def source_tasks(ckpt: Checkpoint, operator_id: int, store: str, version: int
                  ) -> list[SourceTask]:
     """One task per source partition: the files Spark would load for ``version``."""

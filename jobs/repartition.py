@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from statekit.checkpoint import open_checkpoint
 from statekit.checkpoint.state_data import store_schemas
@@ -126,8 +127,11 @@ CHUNKS_PER_BATCH = 4
 (``maxRecordsPerBatch`` while the job runs): Arrow's default of 10,000 rows would hold a
 whole partition's chunks at once."""
 
-CHUNK_SCHEMA = "partition int, route int, data binary, records long"
-WRITTEN_SCHEMA = "partition int, keys long, bytes long"
+CHUNK_SCHEMA = pa.schema([("partition", pa.int32()), ("route", pa.int32()),
+                          ("data", pa.binary()), ("records", pa.int64())])
+WRITTEN_SCHEMA = pa.schema([("partition", pa.int32()), ("keys", pa.int64()),
+                            ("bytes", pa.int64())])
+"""The DataFrame route's Arrow batches; Spark's schemas are derived from them."""
 
 Chunk = tuple[int, bytes, int]
 """``(new partition, packed snapshot records, how many)``."""
@@ -235,10 +239,6 @@ def _shuffle_over_dataframes(spark: SparkSession, tasks: list[SourceTask], parti
     (:func:`~statekit.formats.spark_hash.routing_ints`), so ``repartition(n, route)`` brings
     each new partition's chunks, and an empty marker chunk, to one writer task."""
     routes = routing_ints(partitions)
-    chunk_schema = pa.schema([("partition", pa.int32()), ("route", pa.int32()),
-                              ("data", pa.binary()), ("records", pa.int64())])
-    written_schema = pa.schema([("partition", pa.int32()), ("keys", pa.int64()),
-                                ("bytes", pa.int64())])
 
     def packed(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
@@ -246,7 +246,7 @@ def _shuffle_over_dataframes(spark: SparkSession, tasks: list[SourceTask], parti
                 for target, data, records in pack(tasks[index]):
                     yield pa.RecordBatch.from_pydict(
                         {"partition": [target], "route": [routes[target]], "data": [data],
-                         "records": [records]}, schema=chunk_schema)
+                         "records": [records]}, schema=CHUNK_SCHEMA)
 
     def written(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[int, bytes, int]]:
@@ -270,15 +270,16 @@ def _shuffle_over_dataframes(spark: SparkSession, tasks: list[SourceTask], parti
         done = write(first[0], same_partition())
         yield pa.RecordBatch.from_pydict(
             {"partition": [done.partition], "keys": [done.keys], "bytes": [done.bytes]},
-            schema=written_schema)
+            schema=WRITTEN_SCHEMA)
 
-    chunks = one_row_per_task(spark, len(tasks)).mapInArrow(packed, CHUNK_SCHEMA)
+    chunk_schema = from_arrow_schema(CHUNK_SCHEMA)
+    chunks = one_row_per_task(spark, len(tasks)).mapInArrow(packed, chunk_schema)
     markers = spark.createDataFrame([(p, routes[p], b"", 0) for p in range(partitions)],
-                                    CHUNK_SCHEMA)
+                                    chunk_schema)
     placed = chunks.unionByName(markers).repartition(partitions, F.col("route"))
     with session_confs(spark, {ARROW_BATCH_CONF: str(CHUNKS_PER_BATCH)}):
         rows = placed.select("partition", "data", "records").mapInArrow(
-            written, WRITTEN_SCHEMA).collect()
+            written, from_arrow_schema(WRITTEN_SCHEMA)).collect()
     return [WrittenPartition(r["partition"], r["keys"], r["bytes"]) for r in rows]
 
 

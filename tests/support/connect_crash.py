@@ -14,30 +14,19 @@ from pathlib import Path
 
 def main(url: str, checkpoint: str, tmp: str) -> None:
     from statekit.checkpoint import open_checkpoint
-    from statekit.checkpoint.location import resolve
-    from statekit.jobs.repartition import run_repartition
     from statekit.jobs.session import build_session
-    from statekit.jobs.state_reader import reader_confs, session_confs
-    from statekit.writes.repartition_plan import plan_repartition
-    from statekit.writes.staging import Staging
+    from tests.support.restarts import crash_runner
 
     spark = build_session("statekit-connect-crash", remote=url)
     ckpt = open_checkpoint(checkpoint)
-
-    def attempt(name: str, fail: str | None):
-        target = resolve(str(Path(tmp) / name))
-        plan = plan_repartition(ckpt, target, 2, force=True)
-        with session_confs(spark, reader_confs(ckpt)):
-            return run_repartition(spark, ckpt, plan, Staging(target, ckpt.location.url),
-                                   storage_options={}, check=True,
-                                   fail_on=fail and fail.format(version=plan.state_version))
-
+    attempt = crash_runner(spark, ckpt, Path(tmp), 2)
+    version = ckpt.last_committed_batch + 2  # the state version every new partition gets
     report: dict = {"failed": False, "error": ""}
     try:
-        attempt("crashed", "write state/0/1/{version}.snapshot")
+        attempt("crashed", f"write state/0/1/{version}.snapshot")
     except Exception as error:  # the one-line failure statekit raises
         report.update(failed=True, error=str(error))
-    report["rerun_ok"] = attempt("again", None).verification.ok
+    report["rerun_ok"] = attempt("again", None)[2].verification.ok
     print(json.dumps(report))
 
 
